@@ -1,0 +1,182 @@
+//! Hadoop identifiers found inside log messages: task attempts of both generations, jobs, HDFS
+//! blocks (old `blk_-160…`, with generation stamp `blk_…_1763`, and block-pool `BP-…:blk_…`), and
+//! the host part of `/10.0.0.1:50010`-style addresses.
+
+use memchr::memmem;
+
+/// Length of the identifier made of `[A-Za-z0-9_]` characters at the start of `s`.
+fn word_len(s: &[u8]) -> usize {
+    s.iter()
+        .position(|b| !(b.is_ascii_alphanumeric() || *b == b'_'))
+        .unwrap_or(s.len())
+}
+
+/// A task attempt id as written: `attempt_<jt>_<job>_<m|r>_<task>_<n>` (0.18 on) or
+/// `task_<job>_<m|r>_<task>_<n>` (0.12–0.16, where the attempt number makes it an attempt).
+/// Returns the id and the rest of the message after it.
+pub fn find_attempt(msg: &str) -> Option<(&str, &str)> {
+    let bytes = msg.as_bytes();
+    let mut from = 0;
+    while let Some(pos) = find_either(&bytes[from..], b"attempt_", b"task_") {
+        let start = from + pos;
+        // Clienttrace writes `cliID: DFSClient_attempt_…`, so an id may follow other word
+        // characters: only its own shape is checked.
+        let len = word_len(&bytes[start..]);
+        let id = &msg[start..start + len];
+        if is_attempt(id) {
+            return Some((id, &msg[start + len..]));
+        }
+        from = start + 1;
+    }
+    None
+}
+
+fn find_either(hay: &[u8], a: &[u8], b: &[u8]) -> Option<usize> {
+    match (memmem::find(hay, a), memmem::find(hay, b)) {
+        (Some(x), Some(y)) => Some(x.min(y)),
+        (x, y) => x.or(y),
+    }
+}
+
+/// `attempt_200808231712_0001_m_000003_0` or `task_0001_m_000003_0`.
+pub fn is_attempt(id: &str) -> bool {
+    let parts: Vec<&str> = id.split('_').collect();
+    let all_digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    match parts.as_slice() {
+        ["attempt", jt, job, kind, task, n] => {
+            all_digits(jt) && all_digits(job) && is_kind(kind) && all_digits(task) && all_digits(n)
+        }
+        ["task", job, kind, task, n] => {
+            all_digits(job) && is_kind(kind) && all_digits(task) && all_digits(n)
+        }
+        _ => false,
+    }
+}
+
+fn is_kind(kind: &str) -> bool {
+    matches!(kind, "m" | "r")
+}
+
+/// Whether an attempt id names a map (`_m_`) rather than a reduce.
+pub fn is_map_attempt(attempt: &str) -> bool {
+    attempt.contains("_m_")
+}
+
+/// The job of an attempt: `job_<jt>_<job>` for new ids, `job_<job>` for 0.12–0.16 ids.
+pub fn job_of_attempt(attempt: &str) -> Option<String> {
+    let mut parts = attempt.split('_');
+    match parts.next()? {
+        "attempt" => {
+            let jt = parts.next()?;
+            let job = parts.next()?;
+            Some(format!("job_{jt}_{job}"))
+        }
+        "task" => Some(format!("job_{}", parts.next()?)),
+        _ => None,
+    }
+}
+
+/// A job id written in a message (`job_200808231712_0001`), or the job of the first attempt.
+pub fn find_job(msg: &str) -> Option<String> {
+    let bytes = msg.as_bytes();
+    if let Some(pos) = memmem::find(bytes, b"job_") {
+        let len = word_len(&bytes[pos..]);
+        let id = &msg[pos..pos + len];
+        let parts: Vec<&str> = id.split('_').collect();
+        let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+        if (parts.len() == 3 && digits(parts[1]) && digits(parts[2]))
+            || (parts.len() == 2 && digits(parts[1]))
+        {
+            return Some(id.to_string());
+        }
+    }
+    find_attempt(msg).and_then(|(a, _)| job_of_attempt(a))
+}
+
+/// The first HDFS block id in a message, normalised to `blk_<id>`: the generation stamp
+/// (`blk_1073741825_1001`) and the block pool (`BP-…:blk_…`) are dropped, so that every Hadoop
+/// generation names a block the same way.
+pub fn find_block(msg: &str) -> Option<&str> {
+    let bytes = msg.as_bytes();
+    let pos = memmem::find(bytes, b"blk_")?;
+    let digits_from = pos + 4;
+    let mut end = digits_from;
+    if bytes.get(end) == Some(&b'-') {
+        end += 1;
+    }
+    let first_digit = end;
+    while end < bytes.len() && bytes[end].is_ascii_digit() {
+        end += 1;
+    }
+    (end > first_digit).then(|| &msg[pos..end])
+}
+
+/// The host of an address written as `/10.251.30.6:50010`, `10.251.30.6:50010` or `/10.0.0.1`.
+pub fn host_of_address(addr: &str) -> &str {
+    let addr = addr.trim_start_matches('/');
+    let addr = addr.trim_end_matches([',', ':', '.']);
+    match addr.rfind(':') {
+        Some(colon) if addr[colon + 1..].bytes().all(|b| b.is_ascii_digit()) => &addr[..colon],
+        _ => addr,
+    }
+}
+
+/// The address token that follows `key` in a message (`src: /a:1, dest: /b:2` → `/a:1`).
+pub fn field_after<'a>(msg: &'a str, key: &str) -> Option<&'a str> {
+    let pos = memmem::find(msg.as_bytes(), key.as_bytes())?;
+    let rest = &msg[pos + key.len()..];
+    let rest = rest.trim_start();
+    let end = rest.find([' ', ',']).unwrap_or(rest.len());
+    Some(&rest[..end]).filter(|s| !s.is_empty())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn attempts_of_both_generations() {
+        let (a, rest) = find_attempt("LaunchTaskAction: task_0001_m_000003_0").unwrap();
+        assert_eq!((a, rest), ("task_0001_m_000003_0", ""));
+        assert_eq!(job_of_attempt(a).as_deref(), Some("job_0001"));
+        let msg = "attempt_200808231712_0001_r_000002_0 Copying attempt_200808231712_0001_m_000001_0 output";
+        let (a, rest) = find_attempt(msg).unwrap();
+        assert_eq!(a, "attempt_200808231712_0001_r_000002_0");
+        assert!(!is_map_attempt(a));
+        assert_eq!(find_attempt(rest).unwrap().0, "attempt_200808231712_0001_m_000001_0");
+        assert_eq!(job_of_attempt(a).as_deref(), Some("job_200808231712_0001"));
+        assert_eq!(
+            find_attempt("cliID: DFSClient_attempt_200909120624_0005_m_000000_0, srvID").unwrap().0,
+            "attempt_200909120624_0005_m_000000_0"
+        );
+        assert!(find_attempt("task_tracker is up").is_none());
+        assert!(find_attempt("attempt_x_1_m_1_0").is_none());
+    }
+
+    #[test]
+    fn jobs() {
+        assert_eq!(find_job("Job job_200806011200_0042 completed").as_deref(), Some("job_200806011200_0042"));
+        assert_eq!(find_job("Task task_0007_r_000001_0 is done.").as_deref(), Some("job_0007"));
+        assert_eq!(find_job("no job here"), None);
+    }
+
+    #[test]
+    fn blocks_of_every_generation() {
+        assert_eq!(find_block("Receiving block blk_-1608999687919862906 src:"), Some("blk_-1608999687919862906"));
+        assert_eq!(find_block("blockid: blk_-4693506771893277444_1763, duration"), Some("blk_-4693506771893277444"));
+        assert_eq!(find_block("BP-1-10.0.0.1-1400000000000:blk_1073741825_1001"), Some("blk_1073741825"));
+        assert_eq!(find_block("blk_ alone"), None);
+    }
+
+    #[test]
+    fn addresses() {
+        assert_eq!(host_of_address("/10.251.30.6:50010"), "10.251.30.6");
+        assert_eq!(host_of_address("10.251.30.85:50010:"), "10.251.30.85");
+        assert_eq!(host_of_address("/10.251.90.64"), "10.251.90.64");
+        assert_eq!(host_of_address("fp30.pdl.cmu.local."), "fp30.pdl.cmu.local");
+        let msg = "src: /127.0.0.1:50012, dest: /127.0.0.1:53107, bytes: 10620380, op: HDFS_READ";
+        assert_eq!(field_after(msg, "dest:"), Some("/127.0.0.1:53107"));
+        assert_eq!(field_after(msg, "bytes:"), Some("10620380"));
+        assert_eq!(field_after(msg, "nothing:"), None);
+    }
+}

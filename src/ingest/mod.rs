@@ -1,0 +1,286 @@
+//! `kahuna ingest`: Hadoop daemon logs into the warehouse.
+//!
+//! The data path, one file per step: [`discover`] finds files and tells their daemon, host and
+//! layout; [`source`] reads their lines; [`log4j`] parses each line's head; [`stream`] assembles
+//! events and counts every line; [`tasktracker`], [`datanode`] and [`clienttrace`] recognise the
+//! messages that start and end states; [`states`] pairs them; `crate::warehouse` commits.
+
+pub mod clienttrace;
+pub mod datanode;
+pub mod discover;
+pub mod ids;
+pub mod log4j;
+pub mod source;
+pub mod states;
+pub mod stream;
+pub mod tasktracker;
+
+use std::collections::{BTreeMap, VecDeque};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use chrono_tz::Tz;
+use deltalake::kernel::Transaction;
+use indicatif::{ProgressBar, ProgressStyle};
+
+use crate::warehouse::tables::{Rows, Table, date_of_ms};
+use crate::warehouse::{TableAppender, Warehouse, file_app_id};
+use discover::{Daemon, HostOrigin, Hints, LogFile};
+use stream::{FileReport, Output, PlannedFile, RunContext};
+
+pub struct IngestOptions {
+    pub paths: Vec<PathBuf>,
+    pub cluster: String,
+    pub warehouse: Warehouse,
+    pub zone: Option<Tz>,
+    pub hints: Hints,
+    /// Show a progress bar (only drawn on a terminal).
+    pub progress: bool,
+    /// Streams read at once; each is one host's daemon.
+    pub threads: usize,
+}
+
+/// What a run did, file by file.
+pub struct Summary {
+    pub ingest_id: String,
+    pub reports: Vec<FileReport>,
+    pub elapsed: Duration,
+}
+
+impl Summary {
+    pub fn bytes_read(&self) -> u64 {
+        self.reports.iter().map(|r| r.offset_end - r.offset_start).sum()
+    }
+
+    pub fn total(&self, field: impl Fn(&FileReport) -> u64) -> u64 {
+        self.reports.iter().map(field).sum()
+    }
+
+    pub fn states_by_kind(&self) -> BTreeMap<&'static str, u64> {
+        let mut all = BTreeMap::new();
+        for (kind, n) in self.reports.iter().flat_map(|r| &r.states_by_kind) {
+            *all.entry(*kind).or_default() += n;
+        }
+        all
+    }
+
+    pub fn rejects_by_reason(&self) -> BTreeMap<String, u64> {
+        let mut all = BTreeMap::new();
+        for (reason, n) in self.reports.iter().flat_map(|r| &r.rejects_by_reason) {
+            *all.entry(reason.clone()).or_default() += n;
+        }
+        all
+    }
+
+    pub fn files_with_status(&self, status: &str) -> usize {
+        self.reports.iter().filter(|r| r.status == status).count()
+    }
+}
+
+fn now_ms() -> i64 {
+    chrono::Utc::now().timestamp_millis()
+}
+
+/// Index of a table among the appenders, which are opened in [`Table::ALL`] order.
+fn slot(table: Table) -> usize {
+    Table::ALL.iter().position(|t| *t == table).unwrap_or(0)
+}
+
+pub async fn ingest(options: &IngestOptions) -> Result<Summary> {
+    let started = Instant::now();
+    let started_ms = now_ms();
+    let ingest_id = format!(
+        "{}-{:x}",
+        chrono::Utc::now().format("%Y%m%dT%H%M%S%.3fZ"),
+        std::process::id()
+    );
+    let paths = discover::walk(&options.paths)?;
+    let mut appenders = Vec::new();
+    for table in Table::ALL {
+        appenders.push(TableAppender::open(&options.warehouse, table, &options.cluster).await?);
+    }
+
+    let mut reports = Vec::new();
+    let mut planned = Vec::new();
+    for path in &paths {
+        match discover::classify(path, &options.hints) {
+            Ok(file) => match plan(&file, &appenders, &options.cluster).await? {
+                Some(p) => planned.push(p),
+                None => reports.push(FileReport {
+                    display: file.display.clone(),
+                    status: "unchanged",
+                    size: file.size,
+                    ..FileReport::default()
+                }),
+            },
+            Err(refusal) => reports.push(FileReport {
+                display: refusal.display.clone(),
+                status: "refused",
+                error: Some(format!("{}: {}", refusal.display, refusal.reason)),
+                size: refusal.size,
+                started_ms,
+                finished_ms: started_ms,
+                ..FileReport::default()
+            }),
+        }
+    }
+
+    let to_read: u64 = planned.iter().map(|p| p.file.end.unwrap_or(p.file.size).saturating_sub(p.start)).sum();
+    let ctx = Arc::new(RunContext {
+        cluster: options.cluster.clone(),
+        ingest_id: ingest_id.clone(),
+        zone: options.zone,
+        run_date: date_of_ms(started_ms),
+        bytes_read: Arc::new(AtomicU64::new(0)),
+        lines_read: Arc::new(AtomicU64::new(0)),
+    });
+    let bar = progress_bar(options.progress, to_read);
+    let streams = Arc::new(Mutex::new(group_streams(planned.clone())));
+    let (sender, mut receiver) = tokio::sync::mpsc::channel::<Output>(16);
+    let mut workers = Vec::new();
+    for _ in 0..options.threads.max(1) {
+        let (streams, sender, ctx) = (streams.clone(), sender.clone(), ctx.clone());
+        workers.push(tokio::task::spawn_blocking(move || {
+            while let Some(stream) = streams.lock().ok().and_then(|mut s| s.pop_front()) {
+                // A closed channel means the writer failed; its error is the one reported.
+                stream::read_stream(&ctx, &stream, &mut |out| {
+                    let _ = sender.blocking_send(out);
+                });
+            }
+        }));
+    }
+    drop(sender);
+    while let Some(output) = receiver.recv().await {
+        match output {
+            Output::Rows(rows) => appenders[slot(rows.table)].write(rows).await?,
+            Output::Report(report) => reports.push(report),
+        }
+        bar.set_position(ctx.bytes_read.load(Ordering::Relaxed));
+        let lines = ctx.lines_read.load(Ordering::Relaxed);
+        bar.set_message(format!("{:.0} k lines/s", lines as f64 / started.elapsed().as_secs_f64().max(1e-3) / 1e3));
+    }
+    for worker in workers {
+        worker.await.context("a reader thread panicked")?;
+    }
+    bar.finish_and_clear();
+
+    // One `ingests` row per file looked at, except those with nothing new.
+    let mut ingest_rows = Rows::new(Table::Ingests, ctx.run_date);
+    for report in reports.iter().filter(|r| r.status != "unchanged") {
+        append_ingest_row(&mut ingest_rows, report, &ingest_id);
+    }
+    let transactions: Vec<Transaction> = planned
+        .iter()
+        .filter_map(|p| {
+            let report = reports.iter().find(|r| r.key.as_deref() == Some(&p.file.key) && r.display == p.file.display)?;
+            (report.status == "ingested").then(|| {
+                Transaction::new(file_app_id(&options.cluster, &p.file.key), report.offset_end as i64)
+            })
+        })
+        .collect();
+    appenders[slot(Table::Ingests)].write(ingest_rows).await?;
+    for appender in appenders {
+        appender.commit(transactions.clone(), &ingest_id).await?;
+    }
+    reports.sort_by(|a, b| a.display.cmp(&b.display));
+    Ok(Summary { ingest_id, reports, elapsed: started.elapsed() })
+}
+
+/// Where to start a file: after the bytes every table already holds; None when all hold it
+/// whole. Tables can disagree only after a run killed between its commits; then each skips
+/// the rows it holds.
+async fn plan(file: &LogFile, appenders: &[TableAppender], cluster: &str) -> Result<Option<PlannedFile>> {
+    let app_id = file_app_id(cluster, &file.key);
+    let mut held = Vec::new();
+    for appender in appenders {
+        held.push(appender.ingested_up_to(&app_id).await?);
+    }
+    let all_held = held.iter().all(Option::is_some);
+    let start = held.iter().map(|h| h.unwrap_or(0)).min().unwrap_or(0);
+    // A gzip file is never appended to: once every table holds it, it is done.
+    let done = match file.end {
+        Some(end) => start >= end,
+        None => all_held,
+    };
+    if done {
+        return Ok(None);
+    }
+    let first_line = if start == 0 {
+        1
+    } else {
+        source::count_lines(&file.path, file.gzip, start).with_context(|| format!("{}: cannot read", file.display))? + 1
+    };
+    let below = |t: Table| held[slot(t)].unwrap_or(0);
+    Ok(Some(PlannedFile {
+        file: file.clone(),
+        start,
+        first_line,
+        held_below: [below(Table::Logs), below(Table::States), below(Table::Rejects)],
+    }))
+}
+
+/// Files of one host and daemon form a stream, read oldest first so that a state begun
+/// before a log rotation meets its end in the next file. Each merged file is its own stream.
+fn group_streams(files: Vec<PlannedFile>) -> VecDeque<Vec<PlannedFile>> {
+    let mut streams: BTreeMap<(String, Daemon), Vec<PlannedFile>> = BTreeMap::new();
+    for planned in files {
+        let host = match &planned.file.host {
+            HostOrigin::Known(host) => format!("host:{host}"),
+            HostOrigin::Merged => format!("file:{}", planned.file.display),
+        };
+        streams.entry((host, planned.file.daemon)).or_default().push(planned);
+    }
+    streams
+        .into_values()
+        .map(|mut files| {
+            files.sort_by_key(|p| p.file.first_local_ms);
+            files
+        })
+        .collect()
+}
+
+fn append_ingest_row(rows: &mut Rows, r: &FileReport, ingest_id: &str) {
+    let n = |v: u64| Some(v as i64);
+    rows.row()
+        .text(Some(ingest_id))
+        .text(Some(&r.display))
+        .text(r.key.as_deref())
+        .text(r.host.as_deref())
+        .text(r.daemon.map(Daemon::name))
+        .text(r.layout)
+        .bool(r.merged)
+        .text(Some(r.status))
+        .text(r.error.as_deref())
+        .int(n(r.size))
+        .text(r.hash.as_deref())
+        .int(n(r.offset_start))
+        .int(n(r.offset_end))
+        .int(n(r.lines_read))
+        .int(n(r.lines_parsed))
+        .int(n(r.lines_rejected))
+        .int(n(r.lines_skipped))
+        .int(n(r.events))
+        .int(n(r.states))
+        .int(n(r.unterminated))
+        .int(n(r.unmatched_ends))
+        .int(n(r.out_of_order))
+        .ms(Some(r.started_ms))
+        .ms(Some(r.finished_ms));
+}
+
+fn progress_bar(enabled: bool, total: u64) -> ProgressBar {
+    if !enabled {
+        return ProgressBar::hidden();
+    }
+    // Drawn to stderr, and only when stderr is a terminal.
+    let bar = ProgressBar::new(total);
+    bar.set_style(
+        ProgressStyle::with_template("{spinner} [{elapsed_precise}] {wide_bar} {bytes}/{total_bytes} {binary_bytes_per_sec} {msg}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    bar.enable_steady_tick(Duration::from_millis(200));
+    bar
+}

@@ -1,0 +1,317 @@
+//! Reading a log file as lines: plain or gzip (by its magic bytes, whatever its name), from a
+//! byte offset (where the last ingest of a growing file stopped) to its last complete line,
+//! with CRLF endings, bounded memory for absurdly long lines, and a hash of what was read.
+
+use std::fs::File;
+use std::hash::Hasher as _;
+use std::io::{self, Read, Seek, SeekFrom};
+use std::path::Path;
+
+use flate2::read::MultiGzDecoder;
+use twox_hash::XxHash3_64;
+
+/// Lines longer than this are rejected; only their first [`RAW_KEPT`] bytes are kept.
+pub const MAX_LINE: usize = 64 * 1024;
+/// How much of a rejected line the `rejects` table keeps.
+pub const RAW_KEPT: usize = 4 * 1024;
+const CHUNK: usize = 1 << 20;
+
+/// One line, without its `\n` or `\r\n`.
+pub struct Line<'a> {
+    /// The line, or its first [`RAW_KEPT`] bytes when `overlong`.
+    pub bytes: &'a [u8],
+    /// 1-based number of the line in the file.
+    pub number: u64,
+    /// Byte offset of the line's start in the (decompressed) file.
+    pub offset: u64,
+    /// Longer than [`MAX_LINE`]: `len` bytes, of which `bytes` is the start.
+    pub overlong: Option<u64>,
+}
+
+pub fn is_gzip(path: &Path) -> io::Result<bool> {
+    let mut magic = [0u8; 2];
+    let mut file = File::open(path)?;
+    let n = file.read(&mut magic)?;
+    Ok(n == 2 && magic == [0x1f, 0x8b])
+}
+
+/// Streams the lines of `[start, end)` of a file. `end` is known for plain files (the last
+/// complete line when the ingest began, so a line being written is left for the next run) and
+/// unknown for gzip files, read to their end.
+pub struct LineReader {
+    input: Box<dyn Read + Send>,
+    buf: Vec<u8>,
+    /// Unconsumed bytes are `buf[pos..filled]`.
+    pos: usize,
+    filled: usize,
+    eof: bool,
+    offset: u64,
+    next_number: u64,
+    remaining: Option<u64>,
+    hasher: XxHash3_64,
+    /// The start and length of the overlong line last skipped.
+    overlong_head: Vec<u8>,
+    overlong_len: u64,
+}
+
+impl LineReader {
+    /// Opens `path` at `start` (bytes of decompressed content) with `first_number` the number of
+    /// the first line read. For a plain file, reading stops at `end`.
+    pub fn open(path: &Path, gzip: bool, start: u64, end: Option<u64>, first_number: u64) -> io::Result<Self> {
+        let mut file = File::open(path)?;
+        let input: Box<dyn Read + Send> = if gzip {
+            let mut decoder = MultiGzDecoder::new(io::BufReader::with_capacity(CHUNK, file));
+            io::copy(&mut (&mut decoder).take(start), &mut io::sink())?;
+            Box::new(decoder)
+        } else {
+            file.seek(SeekFrom::Start(start))?;
+            Box::new(file)
+        };
+        Ok(LineReader {
+            input,
+            buf: vec![0; CHUNK],
+            pos: 0,
+            filled: 0,
+            eof: false,
+            offset: start,
+            next_number: first_number,
+            remaining: end.map(|end| end.saturating_sub(start)),
+            hasher: XxHash3_64::with_seed(0),
+            overlong_head: Vec::new(),
+            overlong_len: 0,
+        })
+    }
+
+    /// Bytes consumed so far: where the next ingest of this file starts.
+    pub fn offset(&self) -> u64 {
+        self.offset
+    }
+
+    /// Number the next line would get.
+    pub fn next_number(&self) -> u64 {
+        self.next_number
+    }
+
+    /// Bytes read but not yet part of a complete line: the tail a truncated gzip stream cut.
+    pub fn unconsumed(&self) -> &[u8] {
+        &self.buf[self.pos..self.filled]
+    }
+
+    /// Hash of every byte read so far.
+    pub fn hash(&self) -> u64 {
+        self.hasher.finish()
+    }
+
+    /// Reads more input behind the unconsumed bytes; false at the end of input.
+    fn fill(&mut self) -> io::Result<bool> {
+        if self.eof {
+            return Ok(false);
+        }
+        if self.pos > 0 {
+            self.buf.copy_within(self.pos..self.filled, 0);
+            self.filled -= self.pos;
+            self.pos = 0;
+        }
+        if self.filled == self.buf.len() {
+            self.buf.resize(self.buf.len() * 2, 0);
+        }
+        let mut want = self.buf.len() - self.filled;
+        if let Some(remaining) = self.remaining {
+            want = want.min(usize::try_from(remaining).unwrap_or(usize::MAX));
+        }
+        if want == 0 {
+            self.eof = true;
+            return Ok(false);
+        }
+        let n = self.input.read(&mut self.buf[self.filled..self.filled + want])?;
+        if n == 0 {
+            self.eof = true;
+            return Ok(false);
+        }
+        if let Some(remaining) = self.remaining.as_mut() {
+            *remaining -= n as u64;
+        }
+        self.filled += n;
+        Ok(true)
+    }
+
+    /// The next line, or None at the end. A last line without `\n` is returned only for gzip
+    /// input (a plain file's is still being written); an I/O error (a truncated gzip stream)
+    /// comes after every complete line before it.
+    pub fn next_line(&mut self) -> io::Result<Option<Line<'_>>> {
+        let mut searched = 0;
+        loop {
+            let window = &self.buf[self.pos + searched..self.filled];
+            if let Some(nl) = memchr::memchr(b'\n', window) {
+                let start = self.pos;
+                let end = self.pos + searched + nl;
+                self.pos = end + 1;
+                return Ok(Some(self.emit(start, end, end + 1 - start)));
+            }
+            searched = self.filled - self.pos;
+            if searched > MAX_LINE {
+                self.skip_overlong()?;
+                return Ok(Some(self.emit_overlong()));
+            }
+            if !self.fill()? {
+                if self.pos < self.filled && self.remaining.is_none() {
+                    let (start, end) = (self.pos, self.filled);
+                    self.pos = end;
+                    return Ok(Some(self.emit(start, end, end - start)));
+                }
+                return Ok(None);
+            }
+        }
+    }
+
+    fn emit(&mut self, start: usize, end: usize, consumed: usize) -> Line<'_> {
+        self.hasher.write(&self.buf[start..start + consumed]);
+        let mut bytes = &self.buf[start..end];
+        if let Some(stripped) = bytes.strip_suffix(b"\r") {
+            bytes = stripped;
+        }
+        let line = Line { bytes, number: self.next_number, offset: self.offset, overlong: None };
+        self.next_number += 1;
+        self.offset += consumed as u64;
+        line
+    }
+
+    /// Consumes an overlong line up to its `\n`, keeping its head, so memory stays bounded.
+    fn skip_overlong(&mut self) -> io::Result<()> {
+        self.overlong_head = self.buf[self.pos..self.pos + RAW_KEPT].to_vec();
+        let mut len = 0u64;
+        loop {
+            let window = &self.buf[self.pos..self.filled];
+            if let Some(nl) = memchr::memchr(b'\n', window) {
+                self.hasher.write(&window[..=nl]);
+                len += nl as u64 + 1;
+                self.pos += nl + 1;
+                break;
+            }
+            self.hasher.write(window);
+            len += window.len() as u64;
+            self.pos = self.filled;
+            if !self.fill()? {
+                break;
+            }
+        }
+        self.overlong_len = len;
+        Ok(())
+    }
+
+    fn emit_overlong(&mut self) -> Line<'_> {
+        let len = self.overlong_len;
+        let line = Line {
+            bytes: &self.overlong_head,
+            number: self.next_number,
+            offset: self.offset,
+            overlong: Some(len),
+        };
+        self.next_number += 1;
+        self.offset += len;
+        line
+    }
+}
+
+/// Where a plain file's last complete line ends, at or before `size`: the end of a growing
+/// file's ingest, so that a half-written line waits for the next run.
+pub fn last_line_end(path: &Path, size: u64) -> io::Result<u64> {
+    let mut file = File::open(path)?;
+    let mut end = size;
+    let mut buf = vec![0u8; 64 * 1024];
+    while end > 0 {
+        let from = end.saturating_sub(buf.len() as u64);
+        let len = (end - from) as usize;
+        file.seek(SeekFrom::Start(from))?;
+        file.read_exact(&mut buf[..len])?;
+        if let Some(nl) = memchr::memrchr(b'\n', &buf[..len]) {
+            return Ok(from + nl as u64 + 1);
+        }
+        end = from;
+    }
+    Ok(0)
+}
+
+/// Lines in the first `upto` bytes of a file: the number the next line of a resumed ingest gets,
+/// less one.
+pub fn count_lines(path: &Path, gzip: bool, upto: u64) -> io::Result<u64> {
+    let file = File::open(path)?;
+    let input: Box<dyn Read> = if gzip { Box::new(MultiGzDecoder::new(io::BufReader::new(file))) } else { Box::new(file) };
+    let mut input = input.take(upto);
+    let mut buf = vec![0u8; CHUNK];
+    let mut lines = 0;
+    loop {
+        let n = input.read(&mut buf)?;
+        if n == 0 {
+            return Ok(lines);
+        }
+        lines += memchr::memchr_iter(b'\n', &buf[..n]).count() as u64;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    fn lines(path: &Path, gzip: bool, start: u64, end: Option<u64>) -> (Vec<(u64, u64, String, Option<u64>)>, Option<String>) {
+        let mut reader = LineReader::open(path, gzip, start, end, 1).unwrap();
+        let mut out = Vec::new();
+        loop {
+            match reader.next_line() {
+                Ok(Some(l)) => out.push((l.number, l.offset, String::from_utf8_lossy(l.bytes).into_owned(), l.overlong)),
+                Ok(None) => return (out, None),
+                Err(e) => return (out, Some(e.to_string())),
+            }
+        }
+    }
+
+    #[test]
+    fn crlf_offsets_and_the_unfinished_last_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("a.log");
+        std::fs::write(&path, b"one\r\ntwo\n\nthree-being-writ").unwrap();
+        let end = last_line_end(&path, 26).unwrap();
+        assert_eq!(end, 10);
+        let (got, err) = lines(&path, false, 0, Some(end));
+        assert_eq!(err, None);
+        let got: Vec<_> = got.iter().map(|(n, o, s, _)| (*n, *o, s.as_str())).collect();
+        assert_eq!(got, vec![(1, 0, "one"), (2, 5, "two"), (3, 9, "")]);
+        // Resuming from byte 5 reads the same tail.
+        let (got, _) = lines(&path, false, 5, Some(end));
+        assert_eq!(got.len(), 2);
+    }
+
+    #[test]
+    fn overlong_lines_are_cut_and_skipped() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("long.log");
+        let mut content = vec![b'x'; 1 << 20];
+        content.extend_from_slice(b"\nafter\n");
+        std::fs::write(&path, &content).unwrap();
+        let (got, _) = lines(&path, false, 0, Some(content.len() as u64));
+        assert_eq!(got.len(), 2);
+        assert_eq!(got[0].2.len(), RAW_KEPT);
+        assert_eq!(got[0].3, Some((1 << 20) + 1));
+        assert_eq!((got[1].1, got[1].2.as_str()), ((1 << 20) + 1, "after"));
+    }
+
+    #[test]
+    fn gzip_whole_and_truncated() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("a.log.gz");
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+        for i in 0..20_000 {
+            writeln!(gz, "line {i}").unwrap();
+        }
+        let bytes = gz.finish().unwrap();
+        std::fs::write(&path, &bytes).unwrap();
+        assert!(is_gzip(&path).unwrap());
+        let (got, err) = lines(&path, true, 0, None);
+        assert_eq!((got.len(), err), (20_000, None));
+        std::fs::write(&path, &bytes[..bytes.len() / 2]).unwrap();
+        let (got, err) = lines(&path, true, 0, None);
+        assert!(got.len() < 20_000);
+        assert!(err.is_some(), "a truncated stream must end in an error");
+    }
+}

@@ -1,0 +1,298 @@
+//! Events to SALSA states (SALSA §5): the daemons' recognisers ([`super::tasktracker`],
+//! [`super::datanode`], [`super::clienttrace`]) turn a message into a [`Token`]; a [`Machine`]
+//! per (host, daemon) stream pairs starts with ends. Pairing is first-in first-out per key, so
+//! the earliest open start of an activity takes the first end that names it. A start never
+//! ended is kept with a NULL end, an end never started with a NULL start.
+//!
+//! DataNode logs at DEBUG carry no activity on starts, only `Number of active connections is:
+//! N`; every rise of N is a thread start, and each end that has no start of its own takes the
+//! earliest of them (SALSA §5.2, "FIFO completion").
+
+use std::collections::{HashMap, VecDeque};
+
+/// The states of SALSA Tables 1–2, plus `MapCopy` (the map side of a shuffle, which 0.20's
+/// clienttrace makes visible) and `XceiverThread` (a DEBUG connection start no end claimed).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum StateKind {
+    Map,
+    Reduce,
+    ReduceCopy,
+    ReduceMergeCopy,
+    MapCopy,
+    WriteBlock,
+    WriteBlockReplicated,
+    ReadBlock,
+    XceiverThread,
+}
+
+impl StateKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            StateKind::Map => "Map",
+            StateKind::Reduce => "Reduce",
+            StateKind::ReduceCopy => "ReduceCopy",
+            StateKind::ReduceMergeCopy => "ReduceMergeCopy",
+            StateKind::MapCopy => "MapCopy",
+            StateKind::WriteBlock => "WriteBlock",
+            StateKind::WriteBlockReplicated => "WriteBlock_Replicated",
+            StateKind::ReadBlock => "ReadBlock",
+            StateKind::XceiverThread => "XceiverThread",
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    Succeeded,
+    Failed,
+    Killed,
+}
+
+impl Outcome {
+    pub fn name(self) -> &'static str {
+        match self {
+            Outcome::Succeeded => "SUCCEEDED",
+            Outcome::Failed => "FAILED",
+            Outcome::Killed => "KILLED",
+        }
+    }
+}
+
+/// What the state's rows say besides times: filled from the start, completed by the end.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Detail {
+    pub task_id: Option<String>,
+    pub peer_task_id: Option<String>,
+    pub block_id: Option<String>,
+    pub peer_host: Option<String>,
+    pub mirror_host: Option<String>,
+    pub bytes: Option<i64>,
+}
+
+impl Detail {
+    /// Fields the end knows and the start did not.
+    fn complete_with(&mut self, end: Detail) {
+        let Detail { task_id, peer_task_id, block_id, peer_host, mirror_host, bytes } = end;
+        self.task_id = self.task_id.take().or(task_id);
+        self.peer_task_id = self.peer_task_id.take().or(peer_task_id);
+        self.block_id = self.block_id.take().or(block_id);
+        self.peer_host = self.peer_host.take().or(peer_host);
+        self.mirror_host = self.mirror_host.take().or(mirror_host);
+        self.bytes = self.bytes.or(bytes);
+    }
+}
+
+/// A message's meaning for the state machine.
+#[derive(Debug, PartialEq)]
+pub enum Token {
+    /// An activity starts; `key` names it so that its end finds it.
+    Start { kind: StateKind, key: String, detail: Detail },
+    /// An activity ends; the end's kind wins (a write turns out to be replicated only at its end).
+    End { kind: StateKind, key: String, outcome: Outcome, detail: Detail },
+    /// A whole state in one line (clienttrace): it ended now and lasted `duration_ms`.
+    Complete { kind: StateKind, duration_ms: Option<f64>, detail: Detail },
+    /// DEBUG `Number of active connections is: N`.
+    Connections(u32),
+}
+
+/// Where and when a token was seen.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Mark {
+    /// Index of the file in its stream.
+    pub file: usize,
+    pub ts_ms: i64,
+    pub line: u64,
+    /// Byte offset of the line: a table that already holds bytes before it skips the row.
+    pub offset: u64,
+    /// The host the line names as its own (merged files), else the stream's.
+    pub host: Option<String>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct State {
+    pub kind: StateKind,
+    pub host: Option<String>,
+    pub start: Option<Mark>,
+    pub end: Option<Mark>,
+    pub duration_ms: Option<f64>,
+    pub outcome: Option<Outcome>,
+    pub detail: Detail,
+    pub from_clienttrace: bool,
+}
+
+impl State {
+    /// The line that completed the state, or its start when it never ended: the row belongs
+    /// to that line's file, and a table that already holds that line's bytes skips it.
+    pub fn last_mark(&self) -> Option<&Mark> {
+        self.end.as_ref().or(self.start.as_ref())
+    }
+}
+
+struct Open {
+    kind: StateKind,
+    mark: Mark,
+    detail: Detail,
+}
+
+/// Pairs the tokens of one stream (the files of one host and daemon, in time order).
+#[derive(Default)]
+pub struct Machine {
+    open: HashMap<String, VecDeque<Open>>,
+    open_count: usize,
+    connections: u32,
+    connection_starts: VecDeque<Mark>,
+}
+
+impl Machine {
+    /// Feeds one token; a finished state is pushed to `out`.
+    pub fn observe(&mut self, token: Token, mark: Mark, out: &mut Vec<State>) {
+        match token {
+            Token::Start { kind, key, detail } => {
+                self.open.entry(key).or_default().push_back(Open { kind, mark, detail });
+                self.open_count += 1;
+            }
+            Token::End { kind, key, outcome, detail } => {
+                let thread_start = self.take_connection_start(kind);
+                let started = self.open.get_mut(&key).and_then(VecDeque::pop_front);
+                if let Some(queue) = self.open.get(&key) {
+                    if queue.is_empty() {
+                        self.open.remove(&key);
+                    }
+                }
+                let (start, mut full) = match started {
+                    Some(open) => {
+                        self.open_count -= 1;
+                        (Some(open.mark), open.detail)
+                    }
+                    None => (thread_start, Detail::default()),
+                };
+                full.complete_with(detail);
+                let duration_ms = start.as_ref().map(|s| (mark.ts_ms - s.ts_ms) as f64);
+                let host = start.as_ref().and_then(|s| s.host.clone()).or_else(|| mark.host.clone());
+                out.push(State {
+                    kind,
+                    host,
+                    start,
+                    end: Some(mark),
+                    duration_ms,
+                    outcome: Some(outcome),
+                    detail: full,
+                    from_clienttrace: false,
+                });
+            }
+            Token::Complete { kind, duration_ms, detail } => {
+                let start = duration_ms.map(|d| Mark {
+                    ts_ms: mark.ts_ms - d.round() as i64,
+                    ..mark.clone()
+                });
+                out.push(State {
+                    kind,
+                    host: mark.host.clone(),
+                    start,
+                    end: Some(mark),
+                    duration_ms,
+                    outcome: Some(Outcome::Succeeded),
+                    detail,
+                    from_clienttrace: true,
+                });
+            }
+            Token::Connections(n) => {
+                for _ in self.connections..n {
+                    self.connection_starts.push_back(mark.clone());
+                }
+                self.connections = n;
+            }
+        }
+    }
+
+    /// Each DataNode thread raised the connection count once; its end consumes that start.
+    fn take_connection_start(&mut self, kind: StateKind) -> Option<Mark> {
+        let datanode = matches!(
+            kind,
+            StateKind::ReadBlock | StateKind::WriteBlock | StateKind::WriteBlockReplicated
+        );
+        if datanode { self.connection_starts.pop_front() } else { None }
+    }
+
+    /// Starts still open; kept for the next file of the stream.
+    pub fn open_starts(&self) -> usize {
+        self.open_count + self.connection_starts.len()
+    }
+
+    /// The stream has ended: every open start becomes an unterminated state.
+    pub fn finish(mut self, out: &mut Vec<State>) {
+        let mut open: Vec<Open> = self.open.drain().flat_map(|(_, q)| q).collect();
+        open.extend(self.connection_starts.drain(..).map(|mark| Open {
+            kind: StateKind::XceiverThread,
+            mark,
+            detail: Detail::default(),
+        }));
+        open.sort_by_key(|o| (o.mark.offset, o.mark.line));
+        out.extend(open.into_iter().map(|o| State {
+            kind: o.kind,
+            host: o.mark.host.clone(),
+            start: Some(o.mark),
+            end: None,
+            duration_ms: None,
+            outcome: None,
+            detail: o.detail,
+            from_clienttrace: false,
+        }));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn mark(ts_ms: i64, line: u64) -> Mark {
+        Mark { file: 0, ts_ms, line, offset: line * 100, host: None }
+    }
+
+    fn start(key: &str) -> Token {
+        Token::Start { kind: StateKind::Map, key: key.into(), detail: Detail::default() }
+    }
+
+    fn end(kind: StateKind, key: &str) -> Token {
+        Token::End { kind, key: key.into(), outcome: Outcome::Succeeded, detail: Detail::default() }
+    }
+
+    #[test]
+    fn pairs_first_in_first_out_and_keeps_the_unpaired() {
+        let mut m = Machine::default();
+        let mut out = Vec::new();
+        m.observe(start("a"), mark(1000, 1), &mut out);
+        m.observe(start("a"), mark(1500, 2), &mut out);
+        m.observe(end(StateKind::Map, "a"), mark(4000, 3), &mut out);
+        m.observe(end(StateKind::Map, "b"), mark(5000, 4), &mut out);
+        assert_eq!(m.open_starts(), 1);
+        m.finish(&mut out);
+        let summary: Vec<_> = out
+            .iter()
+            .map(|s| (s.start.as_ref().map(|m| m.line), s.end.as_ref().map(|m| m.line), s.duration_ms))
+            .collect();
+        assert_eq!(summary, vec![(Some(1), Some(3), Some(3000.0)), (None, Some(4), None), (Some(2), None, None)]);
+    }
+
+    #[test]
+    fn debug_connection_counts_give_reads_their_starts() {
+        let mut m = Machine::default();
+        let mut out = Vec::new();
+        m.observe(Token::Connections(1), mark(1000, 1), &mut out);
+        m.observe(Token::Connections(2), mark(1200, 2), &mut out);
+        m.observe(end(StateKind::ReadBlock, "read:blk_1"), mark(1700, 3), &mut out);
+        m.observe(Token::Connections(1), mark(1701, 4), &mut out);
+        m.observe(Token::Connections(2), mark(1800, 5), &mut out);
+        m.observe(end(StateKind::ReadBlock, "read:blk_2"), mark(2000, 6), &mut out);
+        m.finish(&mut out);
+        let got: Vec<_> = out.iter().map(|s| (s.kind, s.start.as_ref().map(|m| m.ts_ms), s.duration_ms)).collect();
+        assert_eq!(
+            got,
+            vec![
+                (StateKind::ReadBlock, Some(1000), Some(700.0)),
+                (StateKind::ReadBlock, Some(1200), Some(800.0)),
+                (StateKind::XceiverThread, Some(1800), None),
+            ]
+        );
+    }
+}

@@ -1,0 +1,459 @@
+//! Reading one stream — the files of one host and daemon, oldest first — into rows: lines
+//! become events (a line with a timestamp plus the lines without one that follow it), events
+//! become `logs` rows and tokens for the stream's state [`Machine`], and every line is counted:
+//! parsed into an event, rejected with a reason, or skipped on purpose (blank lines).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use chrono_tz::Tz;
+
+use super::discover::{Daemon, HostOrigin, LogFile};
+use super::ids::{find_attempt, find_block, find_job, job_of_attempt};
+use super::log4j::{Head, ZoneConverter, parse_head};
+use super::source::{LineReader, MAX_LINE, RAW_KEPT};
+use super::states::{Machine, Mark, State, Token};
+use super::{clienttrace, datanode, tasktracker};
+use crate::warehouse::tables::{Rows, Table, date_of_ms};
+
+/// Rows per batch handed to the writer.
+const BATCH_ROWS: usize = 64 * 1024;
+
+/// A file with where to start reading it and how far each table already holds it.
+#[derive(Clone, Debug)]
+pub struct PlannedFile {
+    pub file: LogFile,
+    pub start: u64,
+    pub first_line: u64,
+    /// Per table (logs, states, rejects): rows from bytes before this offset are already there.
+    pub held_below: [u64; 3],
+}
+
+/// What one run shares with every stream.
+pub struct RunContext {
+    pub cluster: String,
+    pub ingest_id: String,
+    pub zone: Option<Tz>,
+    /// The `date` partition of `rejects` and `ingests` rows: the day the ingest ran.
+    pub run_date: i32,
+    pub bytes_read: Arc<AtomicU64>,
+    pub lines_read: Arc<AtomicU64>,
+}
+
+/// The accounting of one file, which becomes its `ingests` row and its share of the summary.
+#[derive(Clone, Debug, Default)]
+pub struct FileReport {
+    pub display: String,
+    pub key: Option<String>,
+    pub host: Option<String>,
+    pub daemon: Option<Daemon>,
+    pub layout: Option<&'static str>,
+    pub merged: bool,
+    pub status: &'static str,
+    pub error: Option<String>,
+    pub size: u64,
+    pub hash: Option<String>,
+    pub offset_start: u64,
+    pub offset_end: u64,
+    pub lines_read: u64,
+    pub lines_parsed: u64,
+    pub lines_rejected: u64,
+    pub lines_skipped: u64,
+    pub events: u64,
+    pub states: u64,
+    pub unterminated: u64,
+    pub unmatched_ends: u64,
+    pub out_of_order: u64,
+    pub rejects_by_reason: BTreeMap<String, u64>,
+    pub states_by_kind: BTreeMap<&'static str, u64>,
+    pub started_ms: i64,
+    pub finished_ms: i64,
+}
+
+#[derive(Clone, Debug, Default)]
+struct StateCounts {
+    states: u64,
+    unterminated: u64,
+    unmatched_ends: u64,
+    by_kind: BTreeMap<&'static str, u64>,
+}
+
+impl StateCounts {
+    fn count(&mut self, state: &State) {
+        self.states += 1;
+        self.unterminated += u64::from(state.end.is_none());
+        self.unmatched_ends += u64::from(state.start.is_none() && !state.from_clienttrace);
+        *self.by_kind.entry(state.kind.name()).or_default() += 1;
+    }
+}
+
+/// What a stream hands to the writer.
+pub enum Output {
+    Rows(Rows),
+    Report(FileReport),
+}
+
+/// Rows of one table, cut into batches at partition (date) changes and at [`BATCH_ROWS`].
+struct Batcher {
+    table: Table,
+    rows: Option<Rows>,
+}
+
+impl Batcher {
+    fn new(table: Table) -> Batcher {
+        Batcher { table, rows: None }
+    }
+
+    fn rows_for(&mut self, date: i32, emit: &mut dyn FnMut(Output)) -> &mut Rows {
+        let full = self.rows.as_ref().is_some_and(|r| r.date != date || r.len() >= BATCH_ROWS);
+        if full {
+            if let Some(rows) = self.rows.take() {
+                emit(Output::Rows(rows));
+            }
+        }
+        self.rows.get_or_insert_with(|| Rows::new(self.table, date))
+    }
+
+    fn flush(&mut self, emit: &mut dyn FnMut(Output)) {
+        if let Some(rows) = self.rows.take().filter(|r| !r.is_empty()) {
+            emit(Output::Rows(rows));
+        }
+    }
+}
+
+/// Publishes how far a file has been read, every so many lines, for the progress bar.
+struct Progress<'a> {
+    ctx: &'a RunContext,
+    offset: u64,
+    lines: u64,
+}
+
+impl Progress<'_> {
+    fn advance(&mut self, offset: u64) {
+        self.lines += 1;
+        if self.lines >= 1 << 16 {
+            self.publish(offset);
+        }
+    }
+
+    fn publish(&mut self, offset: u64) {
+        self.ctx.bytes_read.fetch_add(offset.saturating_sub(self.offset), Ordering::Relaxed);
+        self.ctx.lines_read.fetch_add(self.lines, Ordering::Relaxed);
+        self.offset = offset.max(self.offset);
+        self.lines = 0;
+    }
+}
+
+/// The event being assembled; its buffers are reused from event to event.
+#[derive(Default)]
+struct Pending {
+    active: bool,
+    local_ms: i64,
+    level: String,
+    logger: String,
+    thread: Option<String>,
+    message: String,
+    line: u64,
+    offset: u64,
+}
+
+struct StreamReader<'a> {
+    ctx: &'a RunContext,
+    files: &'a [PlannedFile],
+    zone: ZoneConverter,
+    machine: Machine,
+    logs: Batcher,
+    states: Batcher,
+    rejects: Batcher,
+    reports: Vec<FileReport>,
+    /// States counted per file of the stream; they end in the reports once the stream is read.
+    state_counts: Vec<StateCounts>,
+    finished_states: Vec<State>,
+    last_ts: i64,
+}
+
+/// Reads every file of a stream in order and emits its rows, then one report per file.
+pub fn read_stream(ctx: &RunContext, files: &[PlannedFile], emit: &mut dyn FnMut(Output)) {
+    let mut reader = StreamReader {
+        ctx,
+        files,
+        zone: ZoneConverter::new(ctx.zone),
+        machine: Machine::default(),
+        logs: Batcher::new(Table::Logs),
+        states: Batcher::new(Table::States),
+        rejects: Batcher::new(Table::Rejects),
+        reports: Vec::new(),
+        state_counts: vec![StateCounts::default(); files.len()],
+        finished_states: Vec::new(),
+        last_ts: i64::MIN,
+    };
+    for index in 0..files.len() {
+        reader.read_file(index, emit);
+    }
+    let machine = std::mem::take(&mut reader.machine);
+    machine.finish(&mut reader.finished_states);
+    reader.drain_states(emit);
+    reader.logs.flush(emit);
+    reader.states.flush(emit);
+    reader.rejects.flush(emit);
+    for (mut report, counts) in reader.reports.drain(..).zip(reader.state_counts) {
+        report.states = counts.states;
+        report.unterminated = counts.unterminated;
+        report.unmatched_ends = counts.unmatched_ends;
+        report.states_by_kind = counts.by_kind;
+        emit(Output::Report(report));
+    }
+}
+
+fn now_ms() -> i64 {
+    chrono::Utc::now().timestamp_millis()
+}
+
+impl StreamReader<'_> {
+    fn read_file(&mut self, index: usize, emit: &mut dyn FnMut(Output)) {
+        let planned = &self.files[index];
+        let file = &planned.file;
+        let mut report = FileReport {
+            display: file.display.clone(),
+            key: Some(file.key.clone()),
+            host: match &file.host {
+                HostOrigin::Known(h) => Some(h.clone()),
+                HostOrigin::Merged => None,
+            },
+            daemon: Some(file.daemon),
+            layout: Some(file.layout.name()),
+            merged: file.host == HostOrigin::Merged,
+            status: "ingested",
+            size: file.size,
+            offset_start: planned.start,
+            offset_end: planned.start,
+            started_ms: now_ms(),
+            ..FileReport::default()
+        };
+        let mut source = match LineReader::open(&file.path, file.gzip, planned.start, file.end, planned.first_line) {
+            Ok(source) => source,
+            Err(e) => {
+                report.status = "failed";
+                report.error = Some(format!("{}: cannot read: {e}", file.display));
+                report.finished_ms = now_ms();
+                self.reports.push(report);
+                return;
+            }
+        };
+        let mut pending = Pending::default();
+        let mut progress = Progress { ctx: self.ctx, offset: planned.start, lines: 0 };
+        loop {
+            let line = match source.next_line() {
+                Ok(Some(line)) => line,
+                Ok(None) => break,
+                Err(e) => {
+                    // A truncated gzip stream: what decompressed is kept, the cut is a reject.
+                    let raw = String::from_utf8_lossy(source.unconsumed()).into_owned();
+                    let (number, offset) = (source.next_number(), source.offset());
+                    report.lines_read += 1;
+                    report.error = Some(format!("{}: read error after line {}: {e}", file.display, number - 1));
+                    self.reject(&mut report, index, number, offset, format!("read error: {e}"), &raw, emit);
+                    break;
+                }
+            };
+            report.lines_read += 1;
+            let (number, offset) = (line.number, line.offset);
+            progress.advance(offset);
+            if let Some(len) = line.overlong {
+                let raw = String::from_utf8_lossy(line.bytes).into_owned();
+                let reason = format!("line longer than {} KiB", MAX_LINE / 1024);
+                report.error.get_or_insert_with(|| format!("{}:{number}: a line of {len} bytes", file.display));
+                self.reject(&mut report, index, number, offset, reason, &raw, emit);
+                continue;
+            }
+            let text = match std::str::from_utf8(line.bytes) {
+                Ok(text) if memchr::memchr(0, line.bytes).is_none() => text,
+                Ok(_) => {
+                    let raw = String::from_utf8_lossy(line.bytes).into_owned();
+                    self.reject(&mut report, index, number, offset, "NUL byte in line".into(), &raw, emit);
+                    continue;
+                }
+                Err(_) => {
+                    let raw = String::from_utf8_lossy(line.bytes).into_owned();
+                    self.reject(&mut report, index, number, offset, "invalid UTF-8".into(), &raw, emit);
+                    continue;
+                }
+            };
+            if text.trim().is_empty() {
+                report.lines_skipped += 1;
+                continue;
+            }
+            match parse_head(file.layout, text) {
+                Head::Event(head) => {
+                    if pending.active {
+                        self.flush_event(&mut pending, index, &mut report, emit);
+                    }
+                    pending.active = true;
+                    pending.local_ms = head.local_ms;
+                    pending.level.clear();
+                    pending.level.push_str(head.level);
+                    pending.logger.clear();
+                    pending.logger.push_str(head.logger);
+                    pending.thread = head.thread.map(str::to_string);
+                    pending.message.clear();
+                    pending.message.push_str(head.message);
+                    pending.line = number;
+                    pending.offset = offset;
+                    report.lines_parsed += 1;
+                }
+                Head::Continuation if pending.active => {
+                    pending.message.push('\n');
+                    pending.message.push_str(text);
+                    report.lines_parsed += 1;
+                }
+                Head::Continuation => {
+                    let reason = "continuation line with no event before it".to_string();
+                    self.reject(&mut report, index, number, offset, reason, text, emit);
+                }
+                Head::Malformed(why) => {
+                    self.reject(&mut report, index, number, offset, why.to_string(), text, emit);
+                }
+            }
+        }
+        if pending.active {
+            self.flush_event(&mut pending, index, &mut report, emit);
+        }
+        report.offset_end = source.offset();
+        report.hash = Some(format!("{:016x}", source.hash()));
+        report.finished_ms = now_ms();
+        progress.publish(report.offset_end);
+        self.reports.push(report);
+        self.drain_states(emit);
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn reject(
+        &mut self,
+        report: &mut FileReport,
+        index: usize,
+        line: u64,
+        offset: u64,
+        reason: String,
+        raw: &str,
+        emit: &mut dyn FnMut(Output),
+    ) {
+        report.lines_rejected += 1;
+        *report.rejects_by_reason.entry(reason.clone()).or_default() += 1;
+        if offset < self.files[index].held_below[2] {
+            return;
+        }
+        let mut cut = raw.len().min(RAW_KEPT);
+        while !raw.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        let rows = self.rejects.rows_for(self.ctx.run_date, emit);
+        rows.row()
+            .text(Some(&self.ctx.ingest_id))
+            .text(Some(&self.files[index].file.display))
+            .int(Some(line as i64))
+            .int(Some(offset as i64))
+            .text(Some(&reason))
+            .text(Some(&raw[..cut]));
+    }
+
+    fn flush_event(&mut self, event: &mut Pending, index: usize, report: &mut FileReport, emit: &mut dyn FnMut(Output)) {
+        event.active = false;
+        report.events += 1;
+        let planned = &self.files[index];
+        let file = &planned.file;
+        let ts = self.zone.to_utc_ms(event.local_ms);
+        if ts < self.last_ts {
+            report.out_of_order += 1;
+        }
+        self.last_ts = self.last_ts.max(ts);
+        let message = event.message.as_str();
+        let (daemon, host) = match &file.host {
+            HostOrigin::Known(host) => (file.daemon, Some(host.as_str())),
+            HostOrigin::Merged => (
+                Daemon::of_logger(&event.logger).unwrap_or(file.daemon),
+                datanode::own_host(message),
+            ),
+        };
+        if event.offset >= planned.held_below[0] {
+            let task = find_attempt(message).map(|(a, _)| a);
+            let rows = self.logs.rows_for(date_of_ms(ts), emit);
+            rows.row()
+                .text(host)
+                .text(Some(daemon.name()))
+                .ms(Some(ts))
+                .text(Some(&event.level))
+                .text(Some(&event.logger))
+                .text(event.thread.as_deref())
+                .text(Some(message))
+                .text(find_job(message).as_deref())
+                .text(task)
+                .text(find_block(message))
+                .text(Some(&file.display))
+                .int(Some(event.line as i64))
+                .text(Some(&self.ctx.ingest_id));
+        }
+        if let Some(token) = recognize(daemon, &event.logger, message) {
+            let mark = Mark { file: index, ts_ms: ts, line: event.line, offset: event.offset, host: host.map(str::to_string) };
+            self.machine.observe(token, mark, &mut self.finished_states);
+            if self.finished_states.len() >= 1024 {
+                self.drain_states(emit);
+            }
+        }
+    }
+
+    /// Finished states to rows, each counted in the report of the file whose line completed it.
+    fn drain_states(&mut self, emit: &mut dyn FnMut(Output)) {
+        let states = std::mem::take(&mut self.finished_states);
+        for state in &states {
+            let Some(owner) = state.last_mark() else { continue };
+            let planned = &self.files[owner.file];
+            self.state_counts[owner.file].count(state);
+            if owner.offset < planned.held_below[1] {
+                continue;
+            }
+            let file = &planned.file;
+            let stream_host = match &file.host {
+                HostOrigin::Known(h) => Some(h.as_str()),
+                HostOrigin::Merged => None,
+            };
+            let host = state.host.as_deref().or(stream_host);
+            let job = state.detail.task_id.as_deref().and_then(job_of_attempt);
+            let when = state.start.as_ref().or(state.end.as_ref()).map_or(0, |m| m.ts_ms);
+            let rows = self.states.rows_for(date_of_ms(when), emit);
+            rows.row()
+                .text(host)
+                .text(Some(file.daemon.name()))
+                .text(Some(state.kind.name()))
+                .text(job.as_deref())
+                .text(state.detail.task_id.as_deref())
+                .text(state.detail.peer_task_id.as_deref())
+                .text(state.detail.block_id.as_deref())
+                .text(state.detail.peer_host.as_deref())
+                .text(state.detail.mirror_host.as_deref())
+                .ms(state.start.as_ref().map(|m| m.ts_ms))
+                .ms(state.end.as_ref().map(|m| m.ts_ms))
+                .float(state.duration_ms)
+                .int(state.detail.bytes)
+                .text(state.outcome.map(|o| o.name()))
+                .text(Some(if state.from_clienttrace { "clienttrace" } else { "log" }))
+                .text(Some(&file.display))
+                .int(state.start.as_ref().map(|m| m.line as i64))
+                .int(state.end.as_ref().map(|m| m.line as i64))
+                .text(Some(&self.ctx.ingest_id));
+        }
+    }
+}
+
+/// The token a message gives, by the daemon that wrote it; clienttrace loggers of any daemon
+/// share one format.
+fn recognize(daemon: Daemon, logger: &str, message: &str) -> Option<Token> {
+    if logger.ends_with("clienttrace") {
+        return clienttrace::recognize(message);
+    }
+    match daemon {
+        Daemon::TaskTracker | Daemon::Task => tasktracker::recognize(message),
+        Daemon::DataNode => datanode::recognize(message),
+        _ => None,
+    }
+}

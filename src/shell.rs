@@ -1,0 +1,133 @@
+//! `kahuna sql`: statements over the warehouse, from `-c`, a file, or an interactive shell with
+//! line editing, history, multi-line statements (ended by `;`), `\d` / `.tables` listings and
+//! the time each statement took. Errors are printed and the shell goes on.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::time::Instant;
+
+use anyhow::{Context, Result, bail};
+use datafusion::arrow::array::RecordBatch;
+use datafusion::arrow::util::pretty::pretty_format_batches;
+use datafusion::prelude::SessionContext;
+use datafusion::sql::parser::DFParser;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    Table,
+    Csv,
+    Json,
+    Parquet,
+}
+
+/// Runs every statement of `sql`, printing each result; the first error ends it.
+pub async fn run_script(ctx: &SessionContext, sql: &str, format: Format, out: &mut dyn Write) -> Result<()> {
+    let statements = DFParser::parse_sql(sql)?;
+    for statement in statements {
+        let started = Instant::now();
+        let plan = ctx.state().statement_to_plan(statement).await?;
+        let batches = ctx.execute_logical_plan(plan).await?.collect().await?;
+        print_batches(&batches, format, out)?;
+        if format == Format::Table {
+            let rows: usize = batches.iter().map(RecordBatch::num_rows).sum();
+            eprintln!("{rows} row{} in {:.3} s", if rows == 1 { "" } else { "s" }, started.elapsed().as_secs_f64());
+        }
+    }
+    Ok(())
+}
+
+pub fn print_batches(batches: &[RecordBatch], format: Format, out: &mut dyn Write) -> Result<()> {
+    match format {
+        Format::Table => writeln!(out, "{}", pretty_format_batches(batches)?)?,
+        Format::Csv => {
+            let mut writer = datafusion::arrow::csv::WriterBuilder::new().with_header(true).build(&mut *out);
+            for batch in batches {
+                writer.write(batch)?;
+            }
+        }
+        Format::Json => {
+            let mut writer = datafusion::arrow::json::LineDelimitedWriter::new(&mut *out);
+            writer.write_batches(&batches.iter().collect::<Vec<_>>())?;
+            writer.finish()?;
+        }
+        Format::Parquet => {
+            let Some(first) = batches.first() else { return Ok(()) };
+            let mut buffer = Vec::new();
+            let mut writer = datafusion::parquet::arrow::ArrowWriter::try_new(&mut buffer, first.schema(), None)?;
+            for batch in batches {
+                writer.write(batch)?;
+            }
+            writer.close()?;
+            out.write_all(&buffer)?;
+        }
+    }
+    Ok(())
+}
+
+/// `\d` / `.tables`: each table with its row count.
+async fn list_tables(ctx: &SessionContext) -> Result<()> {
+    let sql = "SELECT table_name FROM information_schema.tables WHERE table_schema = 'public' ORDER BY table_name";
+    let names = ctx.sql(sql).await?.collect().await?;
+    let mut listing = String::from("SELECT * FROM (VALUES ('', 0)) WHERE false");
+    for batch in &names {
+        let column = datafusion::arrow::array::cast::as_string_array(batch.column(0));
+        for name in column.iter().flatten() {
+            listing.push_str(&format!(" UNION ALL SELECT '{name}', count(*) FROM \"{name}\""));
+        }
+    }
+    let sql = format!("SELECT column1 AS \"table\", column2 AS \"rows\" FROM ({listing}) ORDER BY 1");
+    run_script(ctx, &sql, Format::Table, &mut std::io::stdout()).await
+}
+
+/// The interactive shell.
+pub async fn interactive(ctx: &SessionContext, format: Format) -> Result<()> {
+    let mut editor = rustyline::DefaultEditor::new().context("cannot start the line editor")?;
+    let history: Option<PathBuf> = std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".kahuna_history"));
+    if let Some(path) = &history {
+        let _ = editor.load_history(path);
+    }
+    println!("kahuna sql: statements end with `;`. \\d or .tables lists tables, \\d NAME describes one, \\q quits.");
+    let mut statement = String::new();
+    loop {
+        let prompt = if statement.is_empty() { "kahuna> " } else { "   ...> " };
+        let line = match editor.readline(prompt) {
+            Ok(line) => line,
+            Err(rustyline::error::ReadlineError::Interrupted) => {
+                statement.clear();
+                continue;
+            }
+            Err(rustyline::error::ReadlineError::Eof) => break,
+            Err(e) => bail!("cannot read input: {e}"),
+        };
+        let trimmed = line.trim();
+        if statement.is_empty() && (trimmed.starts_with('\\') || trimmed.starts_with('.')) {
+            let _ = editor.add_history_entry(trimmed);
+            match trimmed.split_whitespace().collect::<Vec<_>>().as_slice() {
+                ["\\q"] | [".quit"] | [".exit"] => break,
+                ["\\d"] | [".tables"] => report(list_tables(ctx).await),
+                ["\\d", name] | [".schema", name] => {
+                    report(run_script(ctx, &format!("DESCRIBE \"{name}\""), Format::Table, &mut std::io::stdout()).await)
+                }
+                _ => eprintln!("unknown command {trimmed}: \\d, \\d NAME, .tables, \\q"),
+            }
+            continue;
+        }
+        statement.push_str(&line);
+        statement.push('\n');
+        if trimmed.ends_with(';') {
+            let _ = editor.add_history_entry(statement.trim());
+            report(run_script(ctx, &statement, format, &mut std::io::stdout()).await);
+            statement.clear();
+        }
+    }
+    if let Some(path) = &history {
+        let _ = editor.save_history(path);
+    }
+    Ok(())
+}
+
+fn report(result: Result<()>) {
+    if let Err(e) = result {
+        eprintln!("error: {e:#}");
+    }
+}

@@ -1,0 +1,227 @@
+//! The warehouse: one Delta Lake table per kind of row under one root folder, partitioned by
+//! `cluster` and `date`. Appends are single commits carrying an application transaction per
+//! source file (`kahuna-ingest/<cluster>/<file key>` at the byte offset read up to), so an
+//! ingest killed before its commit leaves nothing visible and a re-run never appends twice.
+
+pub mod tables;
+
+use std::collections::HashMap;
+use std::num::NonZeroU64;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use deltalake::kernel::engine::arrow_conversion::TryIntoKernel as _;
+use deltalake::kernel::transaction::{CommitBuilder, CommitProperties};
+use delta_kernel::expressions::Scalar;
+use deltalake::kernel::{Action, Add, StructField, Transaction};
+use deltalake::parquet::basic::{Compression, ZstdLevel};
+use deltalake::parquet::file::properties::WriterProperties;
+use deltalake::parquet::schema::types::ColumnPath;
+use deltalake::protocol::{DeltaOperation, SaveMode};
+use deltalake::writer::{DeltaWriter, RecordBatchWriter};
+use deltalake::{DeltaTable, DeltaTableError};
+use indexmap::IndexMap;
+use url::Url;
+
+use tables::{PARTITION_COLUMNS, Rows, Table};
+
+/// Parquet files are rolled at this size; `kahuna optimize` compacts to the same target.
+const TARGET_FILE_BYTES: u64 = 128 << 20;
+
+#[derive(Clone, Debug)]
+pub struct Warehouse {
+    root: PathBuf,
+}
+
+impl Warehouse {
+    pub fn new(root: impl Into<PathBuf>) -> Warehouse {
+        Warehouse { root: root.into() }
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    fn table_url(&self, table: &str) -> Result<Url> {
+        std::fs::create_dir_all(self.root.join(table))
+            .with_context(|| format!("cannot create {}", self.root.join(table).display()))?;
+        let dir = std::fs::canonicalize(self.root.join(table))?;
+        Url::from_directory_path(&dir).map_err(|()| anyhow::anyhow!("{}: not a usable path", dir.display()))
+    }
+
+    /// The Delta table of `name` if it exists.
+    pub async fn open(&self, name: &str) -> Result<Option<DeltaTable>> {
+        if !self.root.join(name).join("_delta_log").is_dir() {
+            return Ok(None);
+        }
+        let table = deltalake::open_table(self.table_url(name)?)
+            .await
+            .with_context(|| format!("cannot open table {name} in {}", self.root.display()))?;
+        Ok(Some(table))
+    }
+
+    /// The Delta table of `table`, created empty with its schema on first use.
+    pub async fn open_or_create(&self, table: Table) -> Result<DeltaTable> {
+        if let Some(open) = self.open(table.name()).await? {
+            return Ok(open);
+        }
+        let url = self.table_url(table.name())?;
+        let columns = table
+            .table_schema()
+            .fields()
+            .iter()
+            .map(|f| f.as_ref().try_into_kernel())
+            .collect::<Result<Vec<StructField>, _>>()?;
+        let created = DeltaTable::try_from_url(url)
+            .await?
+            .create()
+            .with_table_name(table.name())
+            .with_columns(columns)
+            .with_partition_columns(PARTITION_COLUMNS)
+            .with_save_mode(SaveMode::Ignore)
+            .await
+            .with_context(|| format!("cannot create table {} in {}", table.name(), self.root.display()))?;
+        Ok(created)
+    }
+
+    /// Names of the tables present, sorted.
+    pub fn table_names(&self) -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(&self.root)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter(|e| e.path().join("_delta_log").is_dir())
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    }
+
+    /// Compacts small files of every table and removes files no version still needs after
+    /// `retention` (Delta's own default is a week; readers of older snapshots need them).
+    pub async fn optimize(&self, retention: Duration) -> Result<Vec<String>> {
+        let mut report = Vec::new();
+        for name in self.table_names() {
+            let Some(table) = self.open(&name).await? else { continue };
+            let (table, metrics) = table
+                .optimize()
+                .with_target_size(NonZeroU64::new(TARGET_FILE_BYTES).unwrap_or(NonZeroU64::MIN))
+                .with_writer_properties(writer_properties(None))
+                .await
+                .with_context(|| format!("cannot optimize {name}"))?;
+            let retention_chrono = chrono::Duration::from_std(retention).unwrap_or(chrono::Duration::days(7));
+            let (_, vacuumed) = table
+                .vacuum()
+                .with_retention_period(retention_chrono)
+                .with_enforce_retention_duration(false)
+                .await
+                .with_context(|| format!("cannot vacuum {name}"))?;
+            report.push(format!(
+                "{name}: {} files compacted into {}, {} unreferenced files removed",
+                metrics.num_files_removed,
+                metrics.num_files_added,
+                vacuumed.files_deleted.len()
+            ));
+        }
+        Ok(report)
+    }
+}
+
+/// Zstd at a low level and no dictionaries on nearly-unique columns: the settings that keep
+/// encoding fast enough to follow the parser.
+fn writer_properties(table: Option<Table>) -> WriterProperties {
+    let mut builder = WriterProperties::builder()
+        .set_compression(Compression::ZSTD(ZstdLevel::try_new(1).unwrap_or_default()))
+        .set_max_row_group_row_count(Some(1 << 20));
+    if let Some(table) = table {
+        for column in table.high_cardinality_columns() {
+            builder = builder.set_column_dictionary_enabled(ColumnPath::from(*column), false);
+        }
+    }
+    builder.build()
+}
+
+/// The application-transaction id of one source file in one cluster.
+pub fn file_app_id(cluster: &str, file_key: &str) -> String {
+    format!("kahuna-ingest/{cluster}/{file_key}")
+}
+
+/// Appends to one table during an ingest; nothing is visible until [`TableAppender::commit`].
+pub struct TableAppender {
+    table: Table,
+    delta: DeltaTable,
+    writer: RecordBatchWriter,
+    cluster: Scalar,
+    adds: Vec<Add>,
+    rows: u64,
+}
+
+impl TableAppender {
+    pub async fn open(warehouse: &Warehouse, table: Table, cluster: &str) -> Result<TableAppender> {
+        let delta = warehouse.open_or_create(table).await?;
+        let writer = RecordBatchWriter::for_table(&delta)?
+            .with_writer_properties(writer_properties(Some(table)))
+            .with_target_file_size(TARGET_FILE_BYTES);
+        Ok(TableAppender { table, delta, writer, cluster: Scalar::String(cluster.to_string()), adds: Vec::new(), rows: 0 })
+    }
+
+    /// How far this table already holds the file with `app_id`, in bytes of the file.
+    pub async fn ingested_up_to(&self, app_id: &str) -> Result<Option<u64>> {
+        let state = self.delta.snapshot()?;
+        let version = state.transaction_version(self.delta.log_store().as_ref(), app_id).await?;
+        Ok(version.and_then(|v| u64::try_from(v).ok()))
+    }
+
+    pub async fn write(&mut self, mut rows: Rows) -> Result<()> {
+        if rows.is_empty() {
+            return Ok(());
+        }
+        let date = rows.date;
+        let batch = rows.finish()?;
+        self.rows += batch.num_rows() as u64;
+        let partition: IndexMap<String, Scalar> = IndexMap::from([
+            ("cluster".to_string(), self.cluster.clone()),
+            ("date".to_string(), Scalar::Date(date)),
+        ]);
+        self.writer
+            .write_partition(batch, &partition, deltalake::writer::WriteMode::Default)
+            .await
+            .with_context(|| format!("cannot write to table {}", self.table.name()))?;
+        // Files are finished as they fill; keep their adds so memory stays flat.
+        if self.writer.buffer_len() as u64 >= TARGET_FILE_BYTES {
+            self.adds.extend(self.writer.flush().await?);
+        }
+        Ok(())
+    }
+
+    pub fn rows(&self) -> u64 {
+        self.rows
+    }
+
+    /// One commit: every file written plus one transaction per source file, so this table
+    /// says exactly how far it holds each.
+    pub async fn commit(mut self, transactions: Vec<Transaction>, ingest_id: &str) -> Result<Option<i64>> {
+        self.adds.extend(self.writer.flush().await?);
+        if self.adds.is_empty() && transactions.is_empty() {
+            return Ok(None);
+        }
+        let actions: Vec<Action> = self.adds.into_iter().map(Action::Add).collect();
+        let properties = CommitProperties::default()
+            .with_application_transactions(transactions)
+            .with_metadata(HashMap::from([("kahuna.ingest_id".to_string(), serde_json::json!(ingest_id))]));
+        let operation = DeltaOperation::Write {
+            mode: SaveMode::Append,
+            partition_by: Some(PARTITION_COLUMNS.map(String::from).to_vec()),
+            predicate: None,
+        };
+        let snapshot = self.delta.snapshot()?;
+        let committed = CommitBuilder::from(properties)
+            .with_actions(actions)
+            .build(Some(snapshot), self.delta.log_store(), operation)
+            .await
+            .map_err(DeltaTableError::from)
+            .with_context(|| format!("cannot commit to table {}", self.table.name()))?;
+        Ok(Some(committed.version() as i64))
+    }
+}

@@ -1,0 +1,143 @@
+//! `data/logs` is a hand-written job (job_200808231712_0001: 4 maps, 2 reduces on node1–3,
+//! a failed map attempt, a killed reduce attempt, 0.18 and 0.20 wording, DEBUG and clienttrace
+//! DataNodes, and the opening lines of a merged Loghub file). Every number below was worked
+//! out by hand from those files' timestamps, not from the parser.
+
+mod common;
+
+use common::{data_dir, ingest_into, rows, scalar};
+
+#[tokio::test]
+async fn every_line_is_accounted_for() {
+    let wh = tempfile::tempdir().unwrap();
+    let summary = ingest_into(vec![data_dir()], wh.path(), None).await;
+    // 52 lines in the 9 files (`cat data/logs/**/* | wc -l`), one blank line in node1's
+    // TaskTracker log; node2's two stack-trace lines join the `Child Error` event.
+    assert_eq!(summary.files_with_status("ingested"), 9);
+    assert_eq!(summary.total(|r| r.lines_read), 52);
+    assert_eq!(summary.total(|r| r.lines_parsed), 51);
+    assert_eq!(summary.total(|r| r.lines_skipped), 1);
+    assert_eq!(summary.total(|r| r.lines_rejected), 0);
+    assert_eq!(summary.total(|r| r.events), 49);
+    let sums = rows(
+        wh.path(),
+        "SELECT sum(lines_read), sum(lines_parsed + lines_rejected + lines_skipped), sum(events), count(*) FROM ingests",
+    )
+    .await;
+    assert_eq!(sums, vec![vec!["52", "52", "49", "9"]]);
+    assert_eq!(scalar(wh.path(), "SELECT count(*) FROM logs").await, "49");
+    let stack = scalar(wh.path(), "SELECT message FROM logs WHERE message LIKE '%Child Error%'").await;
+    assert!(stack.ends_with("at org.apache.hadoop.mapred.TaskRunner.run(TaskRunner.java:418)"), "{stack}");
+}
+
+#[tokio::test]
+async fn states_by_kind_host_and_duration() {
+    let wh = tempfile::tempdir().unwrap();
+    ingest_into(vec![data_dir()], wh.path(), None).await;
+    let by_kind = rows(
+        wh.path(),
+        "SELECT state, count(*), count(*) FILTER (WHERE end_ts IS NULL), count(*) FILTER (WHERE start_ts IS NULL)
+         FROM states GROUP BY state ORDER BY state",
+    )
+    .await;
+    let expect = [
+        ["Map", "5", "0", "0"],
+        ["MapCopy", "1", "0", "0"],
+        ["ReadBlock", "4", "0", "1"],
+        ["Reduce", "3", "1", "0"],
+        ["ReduceCopy", "6", "1", "0"],
+        ["ReduceMergeCopy", "1", "0", "0"],
+        ["WriteBlock", "5", "2", "0"],
+        ["XceiverThread", "1", "1", "0"],
+    ];
+    assert_eq!(by_kind, expect.map(|r| r.map(String::from).to_vec()).to_vec());
+
+    // Task durations: LaunchTaskAction to `is done.` / `Child Error` / KillTaskAction.
+    let tasks = rows(
+        wh.path(),
+        "SELECT host, task_id, duration_ms, outcome, job_id FROM states
+         WHERE state IN ('Map', 'Reduce') ORDER BY task_id",
+    )
+    .await;
+    let j = "attempt_200808231712_0001";
+    let expect = [
+        ["node1", &format!("{j}_m_000000_0"), "13000.0", "SUCCEEDED"], // 17:12:32.466 → 45.466
+        ["node1", &format!("{j}_m_000001_0"), "14500.0", "SUCCEEDED"], // 32.500 → 47.000
+        ["node2", &format!("{j}_m_000002_0"), "13000.0", "SUCCEEDED"], // 33.000 → 46.000
+        ["node2", &format!("{j}_m_000003_0"), "16990.0", "FAILED"],    // 33.010 → 50.000
+        ["node3", &format!("{j}_m_000003_1"), "10500.0", "SUCCEEDED"], // 51.000 → 13:01.500
+        ["node1", &format!("{j}_r_000000_0"), "32250.0", "SUCCEEDED"], // 48.000 → 13:20.250
+        ["node2", &format!("{j}_r_000001_0"), "16500.0", "KILLED"],    // 48.500 → 13:05.000
+        ["node3", &format!("{j}_r_000001_1"), "", ""],                 // never ends
+    ];
+    let expect: Vec<Vec<String>> = expect
+        .iter()
+        .map(|r| r.iter().map(|s| s.to_string()).chain(["job_200808231712_0001".to_string()]).collect())
+        .collect();
+    assert_eq!(tasks, expect);
+
+    let copies = rows(
+        wh.path(),
+        "SELECT host, peer_task_id, peer_host, duration_ms FROM states WHERE state = 'ReduceCopy' ORDER BY host, peer_task_id",
+    )
+    .await;
+    let expect = [
+        ["node1", &format!("{j}_m_000000_0"), "node1", "400.0"],
+        ["node1", &format!("{j}_m_000001_0"), "node1", "600.0"],
+        ["node1", &format!("{j}_m_000002_0"), "node2", "1500.0"],
+        ["node1", &format!("{j}_m_000003_1"), "node3", "8000.0"],
+        ["node3", &format!("{j}_m_000000_0"), "node1", "800.0"],
+        ["node3", &format!("{j}_m_000001_0"), "node1", ""],
+    ];
+    assert_eq!(copies, expect.map(|r| r.map(|s| s.to_string()).to_vec()).to_vec());
+    assert_eq!(
+        scalar(wh.path(), "SELECT duration_ms FROM states WHERE state = 'ReduceMergeCopy'").await,
+        "22000.0"
+    );
+}
+
+#[tokio::test]
+async fn data_flow_states_carry_both_hosts() {
+    let wh = tempfile::tempdir().unwrap();
+    ingest_into(vec![data_dir()], wh.path(), None).await;
+    let blocks = rows(
+        wh.path(),
+        "SELECT state, host, block_id, peer_host, duration_ms, bytes, source FROM states
+         WHERE state IN ('ReadBlock', 'WriteBlock', 'MapCopy') ORDER BY state, host, start_ts NULLS FIRST",
+    )
+    .await;
+    let expect = [
+        ["MapCopy", "node3", "", "10.0.0.1", "250.0", "1048576", "clienttrace"],
+        // node1 logs `Served block` at INFO: the end alone.
+        ["ReadBlock", "node1", "blk_-1608999687919862906", "10.0.0.1", "", "", "log"],
+        // node2 logs at DEBUG: connection counts 1, 2 at 33.000 and 33.100 start the two reads.
+        ["ReadBlock", "node2", "blk_1111111111111111111", "10.0.0.2", "1000.0", "", "log"],
+        ["ReadBlock", "node2", "blk_2222222222222222222", "10.0.0.3", "1500.0", "", "log"],
+        ["ReadBlock", "node3", "blk_7128370237687728475", "10.0.0.3", "1500.0", "67108864", "clienttrace"],
+        ["WriteBlock", "10.250.10.6", "blk_-1608999687919862906", "10.250.10.6", "", "", "log"],
+        ["WriteBlock", "10.250.19.102", "blk_-1608999687919862906", "10.250.19.102", "1000.0", "91178", "log"],
+        ["WriteBlock", "node1", "blk_-1608999687919862906", "10.0.0.2", "1250.0", "67108864", "log"],
+        ["WriteBlock", "node1", "blk_4332711451661776648", "10.0.0.1", "", "", "log"],
+        ["WriteBlock", "node3", "blk_4332711451661776648", "10.0.0.1", "400.0", "2097152", "clienttrace"],
+    ];
+    assert_eq!(blocks, expect.map(|r| r.map(String::from).to_vec()).to_vec());
+    // The merged file's NameNode line has no host of its own.
+    let namenode = rows(wh.path(), "SELECT daemon, host IS NULL FROM logs WHERE logger = 'dfs.FSNamesystem'").await;
+    assert_eq!(namenode, vec![vec!["namenode", "true"]]);
+    assert_eq!(scalar(wh.path(), "SELECT count(*) FROM ingests WHERE merged").await, "1");
+}
+
+#[tokio::test]
+async fn ingesting_again_adds_nothing() {
+    let wh = tempfile::tempdir().unwrap();
+    ingest_into(vec![data_dir()], wh.path(), None).await;
+    let again = ingest_into(vec![data_dir()], wh.path(), None).await;
+    assert_eq!(again.files_with_status("unchanged"), 9);
+    assert_eq!(again.total(|r| r.lines_read), 0);
+    let counts = rows(
+        wh.path(),
+        "SELECT (SELECT count(*) FROM logs) AS l, (SELECT count(*) FROM states) AS s, (SELECT count(*) FROM ingests) AS i",
+    )
+    .await;
+    assert_eq!(counts, vec![vec!["49", "26", "9"]]);
+}

@@ -1,0 +1,823 @@
+//! Histogram aggregates: `state_histogram` (SALSA's per-node duration histograms),
+//! `label_histogram` (Ganesha's histogram of profile labels) and `decayed_histogram` (the same
+//! with older samples decayed, SALSA's lull-corrected decay).
+//!
+//! All three return `List<Float64>` with a fixed number of bins, so that `jsd_sqrt`, `indict`
+//! and `kde_smooth` can take them directly. A group that counted nothing gets all-zero bins
+//! (like `count`, not NULL); `jsd_sqrt` then returns NULL for it.
+
+use std::collections::VecDeque;
+use std::fmt::Debug;
+use std::mem::size_of;
+use std::sync::{Arc, LazyLock};
+
+use datafusion::arrow::array::{Array, ArrayRef, AsArray, BooleanArray};
+use datafusion::arrow::datatypes::{DataType, Field, FieldRef, Int64Type};
+use datafusion::common::{Result, ScalarValue};
+use datafusion::logical_expr::expr::{AggregateFunctionParams, WindowFunctionParams};
+use datafusion::logical_expr::function::{AccumulatorArgs, StateFieldsArgs};
+use datafusion::logical_expr::utils::format_state_name;
+use datafusion::logical_expr::{
+    Accumulator, AggregateUDFImpl, Documentation, EmitTo, GroupsAccumulator, Signature, Volatility,
+    aggregate_doc_sections::DOC_SECTION_GENERAL, udaf_default_schema_name,
+    udaf_default_window_function_schema_name,
+};
+
+use crate::args::{
+    Literals, arg_error, check_arity, exec_error, f64_list_type, fixed_width_list, list_scalar,
+    logical_literals, physical_literals, require_integer, require_number, require_time, times_to_f64, to_f64,
+    to_f64_list,
+};
+
+/// More bins than this is a mistake (a bins argument in milliseconds, say), not a histogram.
+const MAX_BINS: usize = 1 << 16;
+
+/// Maps input rows to bins. `bin_rows` calls `f(row, bin)` for every row that is counted;
+/// NULL (and, for values, NaN) rows are skipped.
+pub(crate) trait Binner: Clone + Debug + Send + Sync + 'static {
+    fn bins(&self) -> usize;
+    fn bin_rows(&self, values: &ArrayRef, f: impl FnMut(usize, usize)) -> Result<()>;
+}
+
+/// `state_histogram`'s bins: `bins` equal widths of `value` (or of `ln(value)`) over
+/// `[lo, hi]`; values outside clamp to the end bins.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ValueBinner {
+    origin: f64,
+    bins_per_unit: f64,
+    bins: usize,
+    log: bool,
+}
+
+impl ValueBinner {
+    const FUNC: &'static str = "state_histogram";
+
+    fn parse(lits: &[Option<ScalarValue>]) -> Result<Self> {
+        let l = Literals { func: Self::FUNC, lits };
+        let lo = l.number(1, "lo", "a finite number literal", |_| true)?;
+        let hi = l.number(2, "hi", "a finite number literal greater than lo", |hi| hi > lo)?;
+        let bins = l.positive_int(3, "bins", MAX_BINS)?;
+        let log = match lits.len() {
+            4 => false,
+            _ => match l.string(4, "scale", "'linear' or 'log'")?.to_ascii_lowercase().as_str() {
+                "linear" => false,
+                "log" => true,
+                other => return Err(arg_error(Self::FUNC, 4, "scale", format!("must be 'linear' or 'log', got '{other}'"))),
+            },
+        };
+        if log && lo <= 0.0 {
+            return Err(arg_error(Self::FUNC, 1, "lo", format!("must be positive with the 'log' scale, got {lo}")));
+        }
+        let (origin, span) = if log { (lo.ln(), hi.ln() - lo.ln()) } else { (lo, hi - lo) };
+        Ok(Self { origin, bins_per_unit: bins as f64 / span, bins, log })
+    }
+
+    /// The bin of one finite-or-infinite, non-NaN value. The float-to-int `as` saturates
+    /// (negative and -inf give 0, +inf gives usize::MAX, and the `ln` of a non-positive value
+    /// is -inf or NaN, which gives 0), so clamping needs only the `min`.
+    #[inline]
+    fn bin(&self, v: f64) -> usize {
+        let x = if self.log { v.ln() } else { v };
+        (((x - self.origin) * self.bins_per_unit) as usize).min(self.bins - 1)
+    }
+}
+
+impl Binner for ValueBinner {
+    fn bins(&self) -> usize {
+        self.bins
+    }
+
+    fn bin_rows(&self, values: &ArrayRef, mut f: impl FnMut(usize, usize)) -> Result<()> {
+        let values = to_f64(values)?;
+        match values.nulls() {
+            None => {
+                for (row, &v) in values.values().iter().enumerate() {
+                    if !v.is_nan() {
+                        f(row, self.bin(v));
+                    }
+                }
+            }
+            Some(nulls) => {
+                for (row, &v) in values.values().iter().enumerate() {
+                    if nulls.is_valid(row) && !v.is_nan() {
+                        f(row, self.bin(v));
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// `label_histogram`'s bins: labels `0..k` count in their own bin, anything else (the
+/// "unknown" label `k`, negative or larger labels) in bin `k`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct LabelBinner {
+    k: usize,
+}
+
+impl LabelBinner {
+    const FUNC: &'static str = "label_histogram";
+
+    fn parse(lits: &[Option<ScalarValue>]) -> Result<Self> {
+        let k = Literals { func: Self::FUNC, lits }.positive_int(1, "k", MAX_BINS - 1)?;
+        Ok(Self { k })
+    }
+}
+
+#[inline]
+fn label_bin(label: i64, k: usize) -> usize {
+    if label >= 0 && (label as u64) < k as u64 { label as usize } else { k }
+}
+
+impl Binner for LabelBinner {
+    fn bins(&self) -> usize {
+        self.k + 1
+    }
+
+    fn bin_rows(&self, values: &ArrayRef, mut f: impl FnMut(usize, usize)) -> Result<()> {
+        let labels = datafusion::arrow::compute::cast(values, &DataType::Int64)?;
+        let labels = labels.as_primitive::<Int64Type>();
+        for (row, &label) in labels.values().iter().enumerate() {
+            if labels.is_valid(row) {
+                f(row, label_bin(label, self.k));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Calls `f(row, bins)` for every non-NULL histogram in a state column, checking its width.
+fn for_each_histogram(func: &str, states: &ArrayRef, width: usize, mut f: impl FnMut(usize, &[f64])) -> Result<()> {
+    let lists = to_f64_list(states)?;
+    let mut scratch = Vec::new();
+    for row in 0..lists.len() {
+        if let Some(h) = crate::args::list_row(&lists, row, &mut scratch) {
+            if h.len() != width {
+                return Err(exec_error(func, format!("partial histogram has {} bins, expected {width}", h.len())));
+            }
+            f(row, h);
+        }
+    }
+    Ok(())
+}
+
+/// One group's histogram; supports retraction for sliding window frames.
+#[derive(Debug)]
+struct HistogramAccumulator<B> {
+    func: &'static str,
+    binner: B,
+    counts: Vec<f64>,
+}
+
+impl<B: Binner> HistogramAccumulator<B> {
+    fn new(func: &'static str, binner: B) -> Self {
+        Self { func, counts: vec![0.0; binner.bins()], binner }
+    }
+}
+
+impl<B: Binner> Accumulator for HistogramAccumulator<B> {
+    fn update_batch(&mut self, values: &[ArrayRef]) -> Result<()> {
+        let counts = &mut self.counts;
+        self.binner.bin_rows(&values[0], |_, bin| counts[bin] += 1.0)
+    }
+
+    fn retract_batch(&mut self, values: &[ArrayRef]) -> Result<()> {
+        let counts = &mut self.counts;
+        self.binner.bin_rows(&values[0], |_, bin| counts[bin] -= 1.0)
+    }
+
+    fn supports_retract_batch(&self) -> bool {
+        true
+    }
+
+    fn evaluate(&mut self) -> Result<ScalarValue> {
+        Ok(list_scalar(self.counts.clone()))
+    }
+
+    fn state(&mut self) -> Result<Vec<ScalarValue>> {
+        Ok(vec![self.evaluate()?])
+    }
+
+    fn merge_batch(&mut self, states: &[ArrayRef]) -> Result<()> {
+        let counts = &mut self.counts;
+        for_each_histogram(self.func, &states[0], counts.len(), |_, h| {
+            counts.iter_mut().zip(h).for_each(|(c, x)| *c += x);
+        })
+    }
+
+    fn size(&self) -> usize {
+        size_of::<Self>() + self.counts.capacity() * size_of::<f64>()
+    }
+}
+
+/// All groups' histograms in one flat buffer (`bins` values per group), for GROUP BY over
+/// millions of (job, host, state) groups.
+struct HistogramGroupsAccumulator<B> {
+    func: &'static str,
+    binner: B,
+    counts: Vec<f64>,
+}
+
+impl<B: Binner> HistogramGroupsAccumulator<B> {
+    fn take(&mut self, emit_to: EmitTo) -> (Vec<f64>, usize) {
+        let width = self.binner.bins();
+        match emit_to {
+            EmitTo::All => {
+                let counts = std::mem::take(&mut self.counts);
+                let groups = counts.len() / width;
+                (counts, groups)
+            }
+            EmitTo::First(n) => {
+                let rest = self.counts.split_off(n * width);
+                (std::mem::replace(&mut self.counts, rest), n)
+            }
+        }
+    }
+}
+
+fn passes(filter: Option<&BooleanArray>, row: usize) -> bool {
+    filter.is_none_or(|f| f.is_valid(row) && f.value(row))
+}
+
+impl<B: Binner> GroupsAccumulator for HistogramGroupsAccumulator<B> {
+    fn update_batch(
+        &mut self,
+        values: &[ArrayRef],
+        group_indices: &[usize],
+        opt_filter: Option<&BooleanArray>,
+        total_num_groups: usize,
+    ) -> Result<()> {
+        let width = self.binner.bins();
+        self.counts.resize(total_num_groups * width, 0.0);
+        let counts = &mut self.counts;
+        match opt_filter {
+            None => self.binner.bin_rows(&values[0], |row, bin| counts[group_indices[row] * width + bin] += 1.0),
+            Some(_) => self.binner.bin_rows(&values[0], |row, bin| {
+                if passes(opt_filter, row) {
+                    counts[group_indices[row] * width + bin] += 1.0;
+                }
+            }),
+        }
+    }
+
+    fn evaluate(&mut self, emit_to: EmitTo) -> Result<ArrayRef> {
+        let (counts, groups) = self.take(emit_to);
+        Ok(Arc::new(fixed_width_list(counts, self.binner.bins(), groups)))
+    }
+
+    fn state(&mut self, emit_to: EmitTo) -> Result<Vec<ArrayRef>> {
+        Ok(vec![self.evaluate(emit_to)?])
+    }
+
+    fn merge_batch(&mut self, values: &[ArrayRef], group_indices: &[usize], total_num_groups: usize) -> Result<()> {
+        let width = self.binner.bins();
+        self.counts.resize(total_num_groups * width, 0.0);
+        let counts = &mut self.counts;
+        for_each_histogram(self.func, &values[0], width, |row, h| {
+            let start = group_indices[row] * width;
+            counts[start..start + width].iter_mut().zip(h).for_each(|(c, x)| *c += x);
+        })
+    }
+
+    fn convert_to_state(&self, values: &[ArrayRef], opt_filter: Option<&BooleanArray>) -> Result<Vec<ArrayRef>> {
+        let width = self.binner.bins();
+        let rows = values[0].len();
+        let mut one_hot = vec![0.0; rows * width];
+        self.binner.bin_rows(&values[0], |row, bin| {
+            if passes(opt_filter, row) {
+                one_hot[row * width + bin] = 1.0;
+            }
+        })?;
+        Ok(vec![Arc::new(fixed_width_list(one_hot, width, rows))])
+    }
+
+    fn size(&self) -> usize {
+        size_of::<Self>() + self.counts.capacity() * size_of::<f64>()
+    }
+}
+
+fn histogram_state_fields(args: &StateFieldsArgs) -> Vec<FieldRef> {
+    vec![Arc::new(Field::new(format_state_name(args.name, "histogram"), f64_list_type(), true))]
+}
+
+/// `state_histogram(value, lo, hi, bins[, 'linear' | 'log'])`.
+#[derive(Debug, PartialEq, Eq, Hash)]
+pub struct StateHistogram {
+    signature: Signature,
+}
+
+impl Default for StateHistogram {
+    fn default() -> Self {
+        Self { signature: Signature::user_defined(Volatility::Immutable) }
+    }
+}
+
+static STATE_HISTOGRAM_DOC: LazyLock<Documentation> = LazyLock::new(|| {
+    Documentation::builder(
+        DOC_SECTION_GENERAL,
+        "Counts of `value` in `bins` equal-width bins over [lo, hi] (of ln(value) with 'log'), as \
+         List<Float64>. Values below lo or above hi count in the first or last bin; NULL and NaN \
+         values are skipped; a group with no values gives all-zero bins.",
+        "state_histogram(value, lo, hi, bins[, scale])",
+    )
+    .with_sql_example(
+        "SELECT host, state_histogram(duration_ms, 1, 60000, 20, 'log') FROM states GROUP BY host",
+    )
+    .with_argument("value", "Numeric column, e.g. a state's duration.")
+    .with_argument("lo", "Literal lower edge of the first bin (positive with 'log').")
+    .with_argument("hi", "Literal upper edge of the last bin, greater than lo.")
+    .with_argument("bins", "Positive integer literal, at most 65536.")
+    .with_argument("scale", "Optional literal 'linear' (default) or 'log'.")
+    .build()
+});
+
+impl AggregateUDFImpl for StateHistogram {
+    fn name(&self) -> &str {
+        ValueBinner::FUNC
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn coerce_types(&self, t: &[DataType]) -> Result<Vec<DataType>> {
+        let f = ValueBinner::FUNC;
+        check_arity(f, t, 4, 5)?;
+        require_number(f, 0, "value", &t[0])?;
+        require_number(f, 1, "lo", &t[1])?;
+        require_number(f, 2, "hi", &t[2])?;
+        require_integer(f, 3, "bins", &t[3])?;
+        if let Some(scale) = t.get(4)
+            && !matches!(scale, DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View)
+        {
+            return Err(arg_error(f, 4, "scale", format!("must be a string, got {scale}")));
+        }
+        let mut out = t.to_vec();
+        out[0] = DataType::Float64;
+        Ok(out)
+    }
+
+    fn return_type(&self, _: &[DataType]) -> Result<DataType> {
+        Ok(f64_list_type())
+    }
+
+    fn schema_name(&self, params: &AggregateFunctionParams) -> Result<String> {
+        // The literal-only parameters are checked here, while planning, so that a bad `bins`
+        // fails `ctx.sql(...)` rather than the first batch.
+        ValueBinner::parse(&logical_literals(&params.args))?;
+        udaf_default_schema_name(self, params)
+    }
+
+    fn window_function_schema_name(&self, params: &WindowFunctionParams) -> Result<String> {
+        ValueBinner::parse(&logical_literals(&params.args))?;
+        udaf_default_window_function_schema_name(self, params)
+    }
+
+    fn accumulator(&self, args: AccumulatorArgs) -> Result<Box<dyn Accumulator>> {
+        let binner = ValueBinner::parse(&physical_literals(args.exprs))?;
+        Ok(Box::new(HistogramAccumulator::new(ValueBinner::FUNC, binner)))
+    }
+
+    fn state_fields(&self, args: StateFieldsArgs) -> Result<Vec<FieldRef>> {
+        Ok(histogram_state_fields(&args))
+    }
+
+    fn groups_accumulator_supported(&self, _: AccumulatorArgs) -> bool {
+        true
+    }
+
+    fn create_groups_accumulator(&self, args: AccumulatorArgs) -> Result<Box<dyn GroupsAccumulator>> {
+        let binner = ValueBinner::parse(&physical_literals(args.exprs))?;
+        Ok(Box::new(HistogramGroupsAccumulator { func: ValueBinner::FUNC, binner, counts: Vec::new() }))
+    }
+
+    fn documentation(&self) -> Option<&Documentation> {
+        Some(&STATE_HISTOGRAM_DOC)
+    }
+}
+
+/// `label_histogram(label, k)`.
+#[derive(Debug, PartialEq, Eq, Hash)]
+pub struct LabelHistogram {
+    signature: Signature,
+}
+
+impl Default for LabelHistogram {
+    fn default() -> Self {
+        Self { signature: Signature::user_defined(Volatility::Immutable) }
+    }
+}
+
+static LABEL_HISTOGRAM_DOC: LazyLock<Documentation> = LazyLock::new(|| {
+    Documentation::builder(
+        DOC_SECTION_GENERAL,
+        "Counts of integer labels in k + 1 bins: labels 0..k-1 in their own bin, the \"unknown\" \
+         label k (and any negative or larger label) in bin k. NULL labels are skipped; a group \
+         with none gives all-zero bins.",
+        "label_histogram(label, k)",
+    )
+    .with_sql_example(
+        "SELECT host, label_histogram(gmm_classify(m.model, cpu, iowait), 7) FROM sadc, m GROUP BY host",
+    )
+    .with_argument("label", "Integer column, e.g. the output of gmm_classify.")
+    .with_argument("k", "Positive integer literal: the number of known labels.")
+    .build()
+});
+
+impl AggregateUDFImpl for LabelHistogram {
+    fn name(&self) -> &str {
+        LabelBinner::FUNC
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn coerce_types(&self, t: &[DataType]) -> Result<Vec<DataType>> {
+        let f = LabelBinner::FUNC;
+        check_arity(f, t, 2, 2)?;
+        require_integer(f, 0, "label", &t[0])?;
+        require_integer(f, 1, "k", &t[1])?;
+        Ok(vec![DataType::Int64, t[1].clone()])
+    }
+
+    fn return_type(&self, _: &[DataType]) -> Result<DataType> {
+        Ok(f64_list_type())
+    }
+
+    fn schema_name(&self, params: &AggregateFunctionParams) -> Result<String> {
+        LabelBinner::parse(&logical_literals(&params.args))?;
+        udaf_default_schema_name(self, params)
+    }
+
+    fn window_function_schema_name(&self, params: &WindowFunctionParams) -> Result<String> {
+        LabelBinner::parse(&logical_literals(&params.args))?;
+        udaf_default_window_function_schema_name(self, params)
+    }
+
+    fn accumulator(&self, args: AccumulatorArgs) -> Result<Box<dyn Accumulator>> {
+        let binner = LabelBinner::parse(&physical_literals(args.exprs))?;
+        Ok(Box::new(HistogramAccumulator::new(LabelBinner::FUNC, binner)))
+    }
+
+    fn state_fields(&self, args: StateFieldsArgs) -> Result<Vec<FieldRef>> {
+        Ok(histogram_state_fields(&args))
+    }
+
+    fn groups_accumulator_supported(&self, _: AccumulatorArgs) -> bool {
+        true
+    }
+
+    fn create_groups_accumulator(&self, args: AccumulatorArgs) -> Result<Box<dyn GroupsAccumulator>> {
+        let binner = LabelBinner::parse(&physical_literals(args.exprs))?;
+        Ok(Box::new(HistogramGroupsAccumulator { func: LabelBinner::FUNC, binner, counts: Vec::new() }))
+    }
+
+    fn documentation(&self) -> Option<&Documentation> {
+        Some(&LABEL_HISTOGRAM_DOC)
+    }
+}
+
+/// `decayed_histogram(label, k, ts, lambda[, alpha])`.
+#[derive(Debug, PartialEq, Eq, Hash)]
+pub struct DecayedHistogram {
+    signature: Signature,
+}
+
+impl Default for DecayedHistogram {
+    fn default() -> Self {
+        Self { signature: Signature::user_defined(Volatility::Immutable) }
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+struct DecayParams {
+    k: usize,
+    lambda: f64,
+    alpha: f64,
+}
+
+impl DecayParams {
+    const FUNC: &'static str = "decayed_histogram";
+
+    fn parse(lits: &[Option<ScalarValue>]) -> Result<Self> {
+        let l = Literals { func: Self::FUNC, lits };
+        let k = l.positive_int(1, "k", MAX_BINS - 1)?;
+        let lambda = l.number(3, "lambda", "a non-negative number literal", |x| x >= 0.0)?;
+        let alpha = match lits.len() {
+            4 => 0.0,
+            _ => l.number(4, "alpha", "a non-negative number literal", |x| x >= 0.0)?,
+        };
+        Ok(Self { k, lambda, alpha })
+    }
+
+    /// SALSA's lull-corrected decay of a sample `dt` older than the newest one.
+    #[inline]
+    fn weight(&self, dt: f64) -> f64 {
+        (-self.lambda * dt / (self.alpha * dt + 1.0)).exp()
+    }
+}
+
+/// Keeps the group's samples rather than a running decayed histogram: with alpha > 0 the weight
+/// of a sample depends on its distance to the group's final newest timestamp in a way that
+/// partial histograms cannot be rescaled to, and keeping samples makes partial aggregation and
+/// sliding-window retraction exact for every alpha (16 bytes per sample).
+#[derive(Debug)]
+struct DecayedAccumulator {
+    params: DecayParams,
+    ts: VecDeque<f64>,
+    labels: VecDeque<u32>,
+}
+
+impl DecayedAccumulator {
+    /// Calls `f(ts, bin)` for the rows that count: label and ts not NULL, ts finite.
+    fn samples(&self, values: &[ArrayRef], mut f: impl FnMut(f64, u32)) -> Result<()> {
+        let labels = datafusion::arrow::compute::cast(&values[0], &DataType::Int64)?;
+        let labels = labels.as_primitive::<Int64Type>();
+        let ts = times_to_f64(&values[2])?;
+        for row in 0..labels.len() {
+            if labels.is_valid(row) && ts.is_valid(row) && ts.value(row).is_finite() {
+                f(ts.value(row), label_bin(labels.value(row), self.params.k) as u32);
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Accumulator for DecayedAccumulator {
+    fn update_batch(&mut self, values: &[ArrayRef]) -> Result<()> {
+        let mut added = Vec::new();
+        self.samples(values, |t, bin| added.push((t, bin)))?;
+        for (t, bin) in added {
+            self.ts.push_back(t);
+            self.labels.push_back(bin);
+        }
+        Ok(())
+    }
+
+    /// Window frames retract the oldest rows first, in the order they were added.
+    fn retract_batch(&mut self, values: &[ArrayRef]) -> Result<()> {
+        let mut n = 0;
+        self.samples(values, |_, _| n += 1)?;
+        for _ in 0..n {
+            self.ts.pop_front();
+            self.labels.pop_front();
+        }
+        Ok(())
+    }
+
+    fn supports_retract_batch(&self) -> bool {
+        true
+    }
+
+    fn evaluate(&mut self) -> Result<ScalarValue> {
+        let mut hist = vec![0.0; self.params.k + 1];
+        let newest = self.ts.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        for (&t, &bin) in self.ts.iter().zip(&self.labels) {
+            hist[bin as usize] += self.params.weight(newest - t);
+        }
+        Ok(list_scalar(hist))
+    }
+
+    fn state(&mut self) -> Result<Vec<ScalarValue>> {
+        Ok(vec![
+            list_scalar(self.ts.iter().copied().collect()),
+            list_scalar(self.labels.iter().map(|&b| b as f64).collect()),
+        ])
+    }
+
+    fn merge_batch(&mut self, states: &[ArrayRef]) -> Result<()> {
+        let ts = to_f64_list(&states[0])?;
+        let labels = to_f64_list(&states[1])?;
+        let (mut s1, mut s2) = (Vec::new(), Vec::new());
+        for row in 0..ts.len() {
+            let (Some(t), Some(b)) =
+                (crate::args::list_row(&ts, row, &mut s1), crate::args::list_row(&labels, row, &mut s2))
+            else {
+                continue;
+            };
+            if t.len() != b.len() {
+                return Err(exec_error(DecayParams::FUNC, "partial state has mismatched lengths"));
+            }
+            self.ts.extend(t);
+            self.labels.extend(b.iter().map(|&b| b as u32));
+        }
+        Ok(())
+    }
+
+    fn size(&self) -> usize {
+        size_of::<Self>() + self.ts.capacity() * size_of::<f64>() + self.labels.capacity() * size_of::<u32>()
+    }
+}
+
+static DECAYED_HISTOGRAM_DOC: LazyLock<Documentation> = LazyLock::new(|| {
+    Documentation::builder(
+        DOC_SECTION_GENERAL,
+        "Histogram of integer labels (k + 1 bins as in label_histogram) where each sample weighs \
+         exp(-lambda * dt / (alpha * dt + 1)), dt being how much older it is than the newest sample \
+         of the group (SALSA's decay with the lull correction; alpha = 0 is plain exponential decay). \
+         dt is in seconds for timestamp columns, in the column's own unit for numbers. Rows with a \
+         NULL label or a NULL or non-finite ts are skipped.",
+        "decayed_histogram(label, k, ts, lambda[, alpha])",
+    )
+    .with_sql_example(
+        "SELECT host, decayed_histogram(label, 7, ts, 0.01) OVER (PARTITION BY host ORDER BY ts \
+         ROWS BETWEEN 600 PRECEDING AND CURRENT ROW) FROM labelled",
+    )
+    .with_argument("label", "Integer column.")
+    .with_argument("k", "Positive integer literal: the number of known labels.")
+    .with_argument("ts", "Timestamp or numeric column.")
+    .with_argument("lambda", "Non-negative number literal: decay rate per second (per unit).")
+    .with_argument("alpha", "Optional non-negative number literal: lull correction, default 0.")
+    .build()
+});
+
+impl AggregateUDFImpl for DecayedHistogram {
+    fn name(&self) -> &str {
+        DecayParams::FUNC
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn coerce_types(&self, t: &[DataType]) -> Result<Vec<DataType>> {
+        let f = DecayParams::FUNC;
+        check_arity(f, t, 4, 5)?;
+        require_integer(f, 0, "label", &t[0])?;
+        require_integer(f, 1, "k", &t[1])?;
+        require_time(f, 2, "ts", &t[2])?;
+        require_number(f, 3, "lambda", &t[3])?;
+        if t.len() == 5 {
+            require_number(f, 4, "alpha", &t[4])?;
+        }
+        let mut out = t.to_vec();
+        out[0] = DataType::Int64;
+        Ok(out)
+    }
+
+    fn return_type(&self, _: &[DataType]) -> Result<DataType> {
+        Ok(f64_list_type())
+    }
+
+    fn schema_name(&self, params: &AggregateFunctionParams) -> Result<String> {
+        DecayParams::parse(&logical_literals(&params.args))?;
+        udaf_default_schema_name(self, params)
+    }
+
+    fn window_function_schema_name(&self, params: &WindowFunctionParams) -> Result<String> {
+        DecayParams::parse(&logical_literals(&params.args))?;
+        udaf_default_window_function_schema_name(self, params)
+    }
+
+    fn accumulator(&self, args: AccumulatorArgs) -> Result<Box<dyn Accumulator>> {
+        let params = DecayParams::parse(&physical_literals(args.exprs))?;
+        Ok(Box::new(DecayedAccumulator { params, ts: VecDeque::new(), labels: VecDeque::new() }))
+    }
+
+    fn state_fields(&self, args: StateFieldsArgs) -> Result<Vec<FieldRef>> {
+        Ok(vec![
+            Arc::new(Field::new(format_state_name(args.name, "ts"), f64_list_type(), true)),
+            Arc::new(Field::new(format_state_name(args.name, "labels"), f64_list_type(), true)),
+        ])
+    }
+
+    fn documentation(&self) -> Option<&Documentation> {
+        Some(&DECAYED_HISTOGRAM_DOC)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::test_util::{assert_lists_close, ctx, f64_lists, query_err};
+    use datafusion::arrow::array::{Float64Array, Int64Array};
+
+    fn value_binner(lo: f64, hi: f64, bins: i64, scale: &str) -> ValueBinner {
+        let lits = [
+            None,
+            Some(ScalarValue::from(lo)),
+            Some(ScalarValue::from(hi)),
+            Some(ScalarValue::from(bins)),
+            Some(ScalarValue::from(scale)),
+        ];
+        ValueBinner::parse(&lits).unwrap()
+    }
+
+    #[test]
+    fn linear_bins_clamp_and_skip_nan() {
+        let b = value_binner(0.0, 10.0, 5, "linear");
+        // Hand-computed: width 2, so 0 -> 0, 1.99 -> 0, 2 -> 1, 9.99 -> 4, 10 (hi) -> 4.
+        assert_eq!([0.0, 1.99, 2.0, 9.99, 10.0].map(|v| b.bin(v)), [0, 0, 1, 4, 4]);
+        assert_eq!([-5.0, f64::NEG_INFINITY, 1e300, f64::INFINITY].map(|v| b.bin(v)), [0, 0, 4, 4]);
+        let values: ArrayRef = Arc::new(Float64Array::from(vec![Some(1.0), None, Some(f64::NAN), Some(3.0)]));
+        let mut seen = Vec::new();
+        b.bin_rows(&values, |row, bin| seen.push((row, bin))).unwrap();
+        assert_eq!(seen, [(0, 0), (3, 1)]);
+    }
+
+    #[test]
+    fn log_bins() {
+        let b = value_binner(1.0, 1000.0, 3, "log");
+        // Decades: [1, 10), [10, 100), [100, 1000]; non-positive values clamp to the first.
+        assert_eq!([1.0, 9.9, 10.5, 99.0, 101.0, 5000.0, 0.0, -3.0].map(|v| b.bin(v)), [0, 0, 1, 1, 2, 2, 0, 0]);
+    }
+
+    #[test]
+    fn bad_parameters_are_planning_errors() {
+        let lits = [None, Some(ScalarValue::from(0.0)), Some(ScalarValue::from(1.0)), Some(ScalarValue::from(0i64))];
+        let err = ValueBinner::parse(&lits).unwrap_err().to_string();
+        assert!(err.contains("state_histogram: argument 4 (bins) must be a positive integer literal"), "{err}");
+        let lits = [None, Some(ScalarValue::from(0.0)), Some(ScalarValue::from(1.0)), Some(ScalarValue::from(4i64)), Some(ScalarValue::from("log"))];
+        let err = ValueBinner::parse(&lits).unwrap_err().to_string();
+        assert!(err.contains("argument 2 (lo) must be positive with the 'log' scale"), "{err}");
+    }
+
+    #[test]
+    fn labels_outside_range_are_unknown() {
+        assert_eq!([0, 2, 3, 4, -1, 99].map(|l| label_bin(l, 3)), [0, 2, 3, 3, 3, 3]);
+    }
+
+    #[test]
+    fn groups_accumulator_matches_per_group_and_survives_state_round_trip() {
+        let binner = LabelBinner { k: 2 };
+        let values: ArrayRef = Arc::new(Int64Array::from(vec![Some(0), Some(1), None, Some(5), Some(1), Some(0)]));
+        let groups = [0, 1, 0, 1, 1, 2];
+        let mut acc = HistogramGroupsAccumulator { func: "t", binner, counts: Vec::new() };
+        let filter = BooleanArray::from(vec![true, true, true, true, true, false]);
+        acc.update_batch(std::slice::from_ref(&values), &groups, Some(&filter), 3).unwrap();
+        let state = acc.state(EmitTo::All).unwrap();
+        let mut merged = HistogramGroupsAccumulator { func: "t", binner, counts: Vec::new() };
+        merged.merge_batch(&state, &[0, 1, 2], 3).unwrap();
+        // convert_to_state of the same rows, merged, must give the same histograms.
+        let converted = merged.convert_to_state(std::slice::from_ref(&values), Some(&filter)).unwrap();
+        let mut from_rows = HistogramGroupsAccumulator { func: "t", binner, counts: Vec::new() };
+        from_rows.merge_batch(&converted, &groups, 3).unwrap();
+        let expected = [1.0, 0.0, 0.0, /* group 1: labels 1, 5->unknown, 1 */ 0.0, 2.0, 1.0, 0.0, 0.0, 0.0];
+        assert_eq!(merged.counts, expected);
+        assert_eq!(from_rows.counts, expected);
+        let first = merged.evaluate(EmitTo::First(1)).unwrap();
+        assert_eq!(first.len(), 1);
+        assert_eq!(merged.counts.len(), 6);
+    }
+
+    #[test]
+    fn decay_weights() {
+        let p = DecayParams { k: 1, lambda: 0.5, alpha: 0.0 };
+        assert!((p.weight(2.0) - (-1.0f64).exp()).abs() < 1e-15);
+        // With the lull correction the weight never falls below exp(-lambda / alpha).
+        let p = DecayParams { k: 1, lambda: 0.5, alpha: 1.0 };
+        assert!((p.weight(1.0) - (-0.25f64).exp()).abs() < 1e-15);
+        assert!(p.weight(1e12) > (-0.5f64).exp() - 1e-9);
+    }
+
+    const SETUP: &str = "CREATE TABLE t AS SELECT value % 7 AS g, CAST(value % 5 AS BIGINT) AS label, \
+        CAST(value AS DOUBLE) * 1.7 AS d, CAST(value AS DOUBLE) AS ts \
+        FROM generate_series(1, 3000)";
+
+    #[tokio::test]
+    async fn aggregates_agree_across_1_and_8_partitions() {
+        let queries = [
+            "SELECT state_histogram(d, 1, 5000, 12, 'log') FROM t",
+            "SELECT state_histogram(d, 0, 3000, 7) FROM t GROUP BY g ORDER BY g",
+            "SELECT label_histogram(label, 3) FROM t GROUP BY g ORDER BY g",
+            "SELECT label_histogram(label, 3) FILTER (WHERE d > 100) FROM t GROUP BY g ORDER BY g",
+            "SELECT decayed_histogram(label, 4, ts, 0.001, 0.01) FROM t GROUP BY g ORDER BY g",
+            "SELECT decayed_histogram(label, 4, ts, 0.002) FROM t",
+        ];
+        for sql in queries {
+            let mut results = Vec::new();
+            for partitions in [1, 8] {
+                let ctx = ctx(partitions);
+                ctx.sql(SETUP).await.unwrap().collect().await.unwrap();
+                results.push(f64_lists(&ctx, sql).await);
+            }
+            assert_lists_close(&results[0], &results[1], 1e-9, sql);
+        }
+    }
+
+    #[tokio::test]
+    async fn decayed_histogram_matches_hand_computed_weights() {
+        let ctx = ctx(1);
+        let sql = "SELECT decayed_histogram(l, 2, t, 0.5) FROM (VALUES (0, 0.0), (1, 2.0), (0, 4.0), (9, 4.0)) AS v(l, t)";
+        let got = f64_lists(&ctx, sql).await;
+        // Newest ts is 4: label 0 gets e^-2 + 1, label 1 gets e^-1, the unknown label 9 gets 1.
+        let expected = vec![Some(vec![(-2.0f64).exp() + 1.0, (-1.0f64).exp(), 1.0])];
+        assert_lists_close(&got, &expected, 1e-12, sql);
+    }
+
+    #[tokio::test]
+    async fn literal_only_parameters_fail_at_planning() {
+        let ctx = ctx(1);
+        ctx.sql(SETUP).await.unwrap().collect().await.unwrap();
+        let err = query_err(&ctx, "SELECT state_histogram(d, 0, 10, label) FROM t").await;
+        assert!(err.contains("state_histogram: argument 4 (bins) must be a positive integer literal"), "{err}");
+        let err = query_err(&ctx, "SELECT state_histogram(d, 0, 10, 2.5) FROM t").await;
+        assert!(err.contains("state_histogram: argument 4 (bins) must be an integer"), "{err}");
+        let err = query_err(&ctx, "SELECT label_histogram(d, 3) FROM t").await;
+        assert!(err.contains("label_histogram: argument 1 (label) must be an integer"), "{err}");
+        let err = query_err(&ctx, "SELECT decayed_histogram(label, 3, ts, -1) FROM t").await;
+        assert!(err.contains("decayed_histogram: argument 4 (lambda) must be a non-negative number literal"), "{err}");
+    }
+}

@@ -1,0 +1,222 @@
+//! Peer comparison window functions: `indict(hist, threshold)` and `peer_score(hist,
+//! threshold)` over `PARTITION BY` the peer group (e.g. a job's nodes at one time step).
+//!
+//! The evaluator sees the whole partition once (like `lead`/`lag`): it normalises every
+//! histogram once, computes each pair's `jsd_sqrt` once, and counts for every row how many of
+//! its peers are farther than the threshold. Any window frame or ORDER BY is ignored; the peers
+//! are always the whole partition.
+//!
+//! Peers of a row are the other rows of the partition whose histogram is a distribution (not
+//! NULL, empty, all zero, or with negative/NaN/infinite counts, see `jsd_sqrt`). Such rows get
+//! NULL and are nobody's peer. A row with no peers gets NULL.
+
+use std::sync::{Arc, LazyLock};
+
+use datafusion::arrow::array::{Array, ArrayRef, BooleanArray, Float64Array};
+use datafusion::arrow::datatypes::{DataType, Field, FieldRef};
+use datafusion::common::Result;
+use datafusion::logical_expr::function::{PartitionEvaluatorArgs, WindowUDFFieldArgs};
+use datafusion::logical_expr::{
+    Documentation, PartitionEvaluator, Signature, Volatility, WindowUDFImpl,
+    window_doc_sections::DOC_SECTION_ANALYTICAL,
+};
+
+use crate::args::{Literals, check_arity, list_row, physical_literals, require_number, require_number_list, to_f64_list};
+use crate::distance::{jsd_sqrt_normalised, normalise};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Output {
+    /// true when farther than the threshold from more than half of the peers.
+    Indict,
+    /// The share of peers farther than the threshold.
+    Score,
+}
+
+/// `indict` and `peer_score`, which differ only in what they make of the counts.
+#[derive(Debug, PartialEq, Eq, Hash)]
+pub struct PeerComparison {
+    signature: Signature,
+    output: Output,
+}
+
+impl PeerComparison {
+    pub fn indict() -> Self {
+        Self { signature: Signature::user_defined(Volatility::Immutable), output: Output::Indict }
+    }
+
+    pub fn peer_score() -> Self {
+        Self { signature: Signature::user_defined(Volatility::Immutable), output: Output::Score }
+    }
+}
+
+/// For each row, the number of peers farther than `threshold` and the number of peers, or
+/// `None` for rows that are not distributions. Each pair's distance is computed once.
+pub(crate) fn count_far_peers(hists: &ArrayRef, threshold: f64) -> Result<Vec<Option<(usize, usize)>>> {
+    let lists = to_f64_list(hists)?;
+    let mut scratch = Vec::new();
+    let mut normalised: Vec<Option<(Vec<f64>, f64)>> = Vec::with_capacity(lists.len());
+    for row in 0..lists.len() {
+        let mut p = Vec::new();
+        let entry = list_row(&lists, row, &mut scratch).and_then(|h| normalise(h, &mut p)).map(|plogp| (p, plogp));
+        normalised.push(entry);
+    }
+    let valid: Vec<usize> = (0..normalised.len()).filter(|&i| normalised[i].is_some()).collect();
+    let mut far = vec![0usize; normalised.len()];
+    for (a, &i) in valid.iter().enumerate() {
+        for &j in &valid[a + 1..] {
+            if let (Some((p, hp)), Some((q, hq))) = (&normalised[i], &normalised[j]) {
+                if p.len() != q.len() {
+                    return Err(crate::args::exec_error(
+                        "indict",
+                        format!("rows {i} and {j} of a partition have {} and {} bins", p.len(), q.len()),
+                    ));
+                }
+                if jsd_sqrt_normalised(p, *hp, q, *hq) > threshold {
+                    far[i] += 1;
+                    far[j] += 1;
+                }
+            }
+        }
+    }
+    let peers = valid.len().saturating_sub(1);
+    Ok((0..normalised.len())
+        .map(|i| normalised[i].as_ref().filter(|_| peers > 0).map(|_| (far[i], peers)))
+        .collect())
+}
+
+#[derive(Debug)]
+struct PeerEvaluator {
+    threshold: f64,
+    output: Output,
+}
+
+impl PartitionEvaluator for PeerEvaluator {
+    fn evaluate_all(&mut self, values: &[ArrayRef], _num_rows: usize) -> Result<ArrayRef> {
+        let counts = count_far_peers(&values[0], self.threshold)?;
+        Ok(match self.output {
+            // Ganesha: more than (n - 1) / 2 of the n - 1 peers.
+            Output::Indict => Arc::new(counts.iter().map(|c| c.map(|(far, peers)| 2 * far > peers)).collect::<BooleanArray>()),
+            Output::Score => {
+                Arc::new(counts.iter().map(|c| c.map(|(far, peers)| far as f64 / peers as f64)).collect::<Float64Array>())
+            }
+        })
+    }
+}
+
+static INDICT_DOC: LazyLock<Documentation> = LazyLock::new(|| {
+    Documentation::builder(
+        DOC_SECTION_ANALYTICAL,
+        "true when the row's histogram is farther (jsd_sqrt) than threshold from more than half of \
+         its peers: the other rows of the window partition. Every pair is compared once per \
+         partition; the frame and ORDER BY are ignored. Rows whose histogram is NULL, empty or all \
+         zero are NULL and nobody's peer; a row without peers is NULL.",
+        "indict(hist, threshold) OVER (PARTITION BY peer_group)",
+    )
+    .with_sql_example("SELECT host, indict(hist, 0.3) OVER (PARTITION BY job_id, state) FROM node_histograms")
+    .with_argument("hist", "List of numbers (a histogram), same bins for the whole partition.")
+    .with_argument("threshold", "Number literal: the distance above which two nodes differ.")
+    .build()
+});
+
+static PEER_SCORE_DOC: LazyLock<Documentation> = LazyLock::new(|| {
+    Documentation::builder(
+        DOC_SECTION_ANALYTICAL,
+        "The share (0 to 1) of the row's peers, the other rows of the window partition, whose \
+         histogram is farther (jsd_sqrt) than threshold; indict is peer_score > 0.5. NULL rules \
+         as for indict.",
+        "peer_score(hist, threshold) OVER (PARTITION BY peer_group)",
+    )
+    .with_sql_example("SELECT host, peer_score(hist, 0.3) OVER (PARTITION BY job_id, state) FROM node_histograms")
+    .with_argument("hist", "List of numbers (a histogram), same bins for the whole partition.")
+    .with_argument("threshold", "Number literal: the distance above which two nodes differ.")
+    .build()
+});
+
+impl WindowUDFImpl for PeerComparison {
+    fn name(&self) -> &str {
+        match self.output {
+            Output::Indict => "indict",
+            Output::Score => "peer_score",
+        }
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn coerce_types(&self, t: &[DataType]) -> Result<Vec<DataType>> {
+        check_arity(self.name(), t, 2, 2)?;
+        require_number(self.name(), 1, "threshold", &t[1])?;
+        Ok(vec![require_number_list(self.name(), 0, "hist", &t[0])?, t[1].clone()])
+    }
+
+    /// Called while planning the physical plan, so a non-literal threshold fails early.
+    fn partition_evaluator(&self, args: PartitionEvaluatorArgs) -> Result<Box<dyn PartitionEvaluator>> {
+        let lits = physical_literals(args.input_exprs());
+        let threshold = Literals { func: self.name(), lits: &lits }.number(1, "threshold", "a number literal", |_| true)?;
+        Ok(Box::new(PeerEvaluator { threshold, output: self.output }))
+    }
+
+    fn field(&self, args: WindowUDFFieldArgs) -> Result<FieldRef> {
+        let t = match self.output {
+            Output::Indict => DataType::Boolean,
+            Output::Score => DataType::Float64,
+        };
+        Ok(Arc::new(Field::new(args.name(), t, true)))
+    }
+
+    fn documentation(&self) -> Option<&Documentation> {
+        Some(match self.output {
+            Output::Indict => &INDICT_DOC,
+            Output::Score => &PEER_SCORE_DOC,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::args::fixed_width_list;
+    use crate::test_util::{ctx, query_err, strings};
+
+    #[test]
+    fn odd_node_out_is_indicted() {
+        // Four similar nodes and one whose histogram is disjoint from theirs, one NULL.
+        let hists = fixed_width_list(
+            vec![5.0, 5.0, 0.0, 6.0, 4.0, 0.0, 5.0, 4.0, 1.0, 4.0, 6.0, 0.0, 0.0, 0.0, 10.0, 0.0, 0.0, 0.0],
+            3,
+            6,
+        );
+        let counts = count_far_peers(&(Arc::new(hists) as ArrayRef), 0.5).unwrap();
+        // Row 5 is all zero: not a distribution, so NULL and nobody's peer (4 peers each).
+        assert_eq!(counts, [Some((1, 4)), Some((1, 4)), Some((1, 4)), Some((1, 4)), Some((4, 4)), None]);
+    }
+
+    #[test]
+    fn lone_row_has_no_peers() {
+        let hists = fixed_width_list(vec![1.0, 2.0], 2, 1);
+        assert_eq!(count_far_peers(&(Arc::new(hists) as ArrayRef), 0.1).unwrap(), [None]);
+    }
+
+    #[tokio::test]
+    async fn sql() {
+        let ctx = ctx(4);
+        let sql = "SELECT g, h, indict(hist, 0.5) OVER (PARTITION BY g) AS i, \
+                   peer_score(hist, 0.5) OVER (PARTITION BY g) AS s \
+                   FROM (VALUES (1, 'a', [5, 5, 0]), (1, 'b', [6, 4, 0]), (1, 'c', [0, 0, 9]), \
+                   (2, 'd', [1, 0, 0]), (2, 'e', [0, 1, 0])) AS v(g, h, hist) ORDER BY h";
+        let got = strings(&ctx, sql).await;
+        assert_eq!(
+            got,
+            [
+                "1|a|false|0.5", // farther than 0.5 from c only: 1 of 2 peers is not more than half
+                "1|b|false|0.5",
+                "1|c|true|1.0",
+                "2|d|true|1.0", // a pair that differs: both are farther than half their peers
+                "2|e|true|1.0",
+            ]
+        );
+        let err = query_err(&ctx, "SELECT indict(h, t) OVER () FROM (VALUES ([1, 2], 0.5)) AS v(h, t)").await;
+        assert!(err.contains("indict: argument 2 (threshold) must be a number literal"), "{err}");
+    }
+}

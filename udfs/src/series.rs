@@ -1,0 +1,393 @@
+//! Time series of a group and their comparison: `concurrency_series` (how many intervals are
+//! active at each step, Kahuna's Maps executing per second on a node) and `pearson` (the
+//! correlation of two such series, Kahuna §IV).
+
+use std::mem::size_of;
+use std::sync::{Arc, LazyLock};
+
+use datafusion::arrow::array::{Array, ArrayRef, Float64Array};
+use datafusion::arrow::datatypes::{DataType, Field, FieldRef};
+use datafusion::common::{Result, ScalarValue};
+use datafusion::logical_expr::expr::{AggregateFunctionParams, WindowFunctionParams};
+use datafusion::logical_expr::function::{AccumulatorArgs, StateFieldsArgs};
+use datafusion::logical_expr::utils::format_state_name;
+use datafusion::logical_expr::{
+    Accumulator, AggregateUDFImpl, ColumnarValue, Documentation, ScalarFunctionArgs, ScalarUDFImpl, Signature,
+    Volatility, aggregate_doc_sections::DOC_SECTION_GENERAL, scalar_doc_sections::DOC_SECTION_MATH,
+    udaf_default_schema_name, udaf_default_window_function_schema_name,
+};
+
+use crate::args::{
+    Literals, arg_error, check_arity, exec_error, f64_list_type, list_row, list_scalar, logical_literals,
+    physical_literals, require_number_list, require_time, times_to_f64, to_f64, to_f64_list, units_per_second,
+};
+
+/// Ten million steps (four months of seconds) is far beyond any single series a query needs.
+const MAX_STEPS: usize = 10_000_000;
+
+/// The step grid `from + i·step`, `i` in `0..steps`, with `steps = ceil((to − from) / step)`.
+#[derive(Debug, Clone, Copy)]
+struct Grid {
+    from: f64,
+    step: f64,
+    steps: usize,
+}
+
+impl Grid {
+    const FUNC: &'static str = "concurrency_series";
+
+    fn parse(lits: &[Option<ScalarValue>]) -> Result<Self> {
+        let l = Literals { func: Self::FUNC, lits };
+        let from = l.time(2, "from")?;
+        let to = l.time(3, "to")?;
+        let step = l.duration(4, "step")?;
+        if to <= from {
+            return Err(arg_error(Self::FUNC, 3, "to", "must be later than from"));
+        }
+        let steps = ((to - from) / step).ceil();
+        if steps > MAX_STEPS as f64 {
+            return Err(arg_error(Self::FUNC, 4, "step", format!("gives {steps} steps, more than {MAX_STEPS}")));
+        }
+        Ok(Self { from, step, steps: steps as usize })
+    }
+
+    /// The first step index whose time is at or after `t`, clamped to `0..=steps`.
+    #[inline]
+    fn first_at_or_after(&self, t: f64) -> usize {
+        // `as usize` saturates: -inf and negatives give 0, +inf gives usize::MAX.
+        (((t - self.from) / self.step).ceil() as usize).min(self.steps)
+    }
+}
+
+/// A difference array over the grid: +1 where an interval becomes active, −1 where it stops;
+/// the series is its running sum. Partial states add element-wise, and retraction subtracts.
+#[derive(Debug)]
+struct ConcurrencyAccumulator {
+    grid: Grid,
+    delta: Vec<f64>,
+}
+
+impl ConcurrencyAccumulator {
+    fn add(&mut self, values: &[ArrayRef], sign: f64) -> Result<()> {
+        let starts = times_to_f64(&values[0])?;
+        let ends = times_to_f64(&values[1])?;
+        for row in 0..starts.len() {
+            // NULL start: began before the data (active from the start of the grid); NULL end:
+            // still running (active to its end). Both NULL says nothing, so it is skipped.
+            let start = if starts.is_valid(row) { starts.value(row) } else { f64::NEG_INFINITY };
+            let end = if ends.is_valid(row) { ends.value(row) } else { f64::INFINITY };
+            if starts.is_null(row) && ends.is_null(row) || start.is_nan() || end.is_nan() || end < start {
+                continue;
+            }
+            let (first, stop) = (self.grid.first_at_or_after(start), self.grid.first_at_or_after(end));
+            if first < stop {
+                self.delta[first] += sign;
+                self.delta[stop] -= sign;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Accumulator for ConcurrencyAccumulator {
+    fn update_batch(&mut self, values: &[ArrayRef]) -> Result<()> {
+        self.add(values, 1.0)
+    }
+
+    fn retract_batch(&mut self, values: &[ArrayRef]) -> Result<()> {
+        self.add(values, -1.0)
+    }
+
+    fn supports_retract_batch(&self) -> bool {
+        true
+    }
+
+    fn evaluate(&mut self) -> Result<ScalarValue> {
+        let mut active = 0.0;
+        let series = self.delta[..self.grid.steps]
+            .iter()
+            .map(|d| {
+                active += d;
+                active
+            })
+            .collect();
+        Ok(list_scalar(series))
+    }
+
+    fn state(&mut self) -> Result<Vec<ScalarValue>> {
+        Ok(vec![list_scalar(self.delta.clone())])
+    }
+
+    fn merge_batch(&mut self, states: &[ArrayRef]) -> Result<()> {
+        let lists = to_f64_list(&states[0])?;
+        let mut scratch = Vec::new();
+        for row in 0..lists.len() {
+            if let Some(d) = list_row(&lists, row, &mut scratch) {
+                if d.len() != self.delta.len() {
+                    return Err(exec_error(Grid::FUNC, "partial state has a different number of steps"));
+                }
+                self.delta.iter_mut().zip(d).for_each(|(a, b)| *a += b);
+            }
+        }
+        Ok(())
+    }
+
+    fn size(&self) -> usize {
+        size_of::<Self>() + self.delta.capacity() * size_of::<f64>()
+    }
+}
+
+/// `concurrency_series(start, end, from, to, step)`.
+#[derive(Debug, PartialEq, Eq, Hash)]
+pub struct ConcurrencySeries {
+    signature: Signature,
+}
+
+impl Default for ConcurrencySeries {
+    fn default() -> Self {
+        Self { signature: Signature::user_defined(Volatility::Immutable) }
+    }
+}
+
+static CONCURRENCY_SERIES_DOC: LazyLock<Documentation> = LazyLock::new(|| {
+    Documentation::builder(
+        DOC_SECTION_GENERAL,
+        "For each step time t = from + i * step in [from, to), the number of the group's intervals \
+         [start, end) active at t, i.e. start <= t < end, as List<Float64> of ceil((to - from) / step) \
+         values. A NULL start means the interval began before the data, a NULL end that it is still \
+         running; rows with both NULL, a NaN, or end < start are skipped. For timestamp columns \
+         from/to are timestamp literals and step is seconds or an interval; for numbers, all share \
+         the column's unit.",
+        "concurrency_series(start, end, from, to, step)",
+    )
+    .with_sql_example(
+        "SELECT host, concurrency_series(start_ts, end_ts, TIMESTAMP '2008-08-23 17:00:00', \
+         TIMESTAMP '2008-08-23 18:00:00', INTERVAL '1 second') FROM states WHERE state = 'Map' GROUP BY host",
+    )
+    .with_argument("start", "Timestamp or numeric column: when the interval starts (inclusive).")
+    .with_argument("end", "Timestamp or numeric column: when it ends (exclusive).")
+    .with_argument("from", "Literal: the first step time.")
+    .with_argument("to", "Literal: the end of the series (exclusive).")
+    .with_argument("step", "Positive literal: seconds (number) or an interval without months.")
+    .build()
+});
+
+impl AggregateUDFImpl for ConcurrencySeries {
+    fn name(&self) -> &str {
+        Grid::FUNC
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn coerce_types(&self, t: &[DataType]) -> Result<Vec<DataType>> {
+        let f = Grid::FUNC;
+        check_arity(f, t, 5, 5)?;
+        for (i, name) in [(0, "start"), (1, "end"), (2, "from"), (3, "to")] {
+            require_time(f, i, name, &t[i])?;
+        }
+        // Timestamps and numbers do not mix: seconds since the epoch are not a unit we can guess.
+        let kinds: Vec<bool> = t[..4].iter().filter(|t| **t != DataType::Null).map(|t| units_per_second(t).is_some()).collect();
+        if kinds.windows(2).any(|w| w[0] != w[1]) {
+            return Err(arg_error(f, 2, "from", format!("start, end, from and to must all be timestamps or all numbers, got {t:?}")));
+        }
+        Ok(t.to_vec())
+    }
+
+    fn return_type(&self, _: &[DataType]) -> Result<DataType> {
+        Ok(f64_list_type())
+    }
+
+    fn schema_name(&self, params: &AggregateFunctionParams) -> Result<String> {
+        Grid::parse(&logical_literals(&params.args))?;
+        udaf_default_schema_name(self, params)
+    }
+
+    fn window_function_schema_name(&self, params: &WindowFunctionParams) -> Result<String> {
+        Grid::parse(&logical_literals(&params.args))?;
+        udaf_default_window_function_schema_name(self, params)
+    }
+
+    fn accumulator(&self, args: AccumulatorArgs) -> Result<Box<dyn Accumulator>> {
+        let grid = Grid::parse(&physical_literals(args.exprs))?;
+        Ok(Box::new(ConcurrencyAccumulator { grid, delta: vec![0.0; grid.steps + 1] }))
+    }
+
+    fn state_fields(&self, args: StateFieldsArgs) -> Result<Vec<FieldRef>> {
+        Ok(vec![Arc::new(Field::new(format_state_name(args.name, "delta"), f64_list_type(), true))])
+    }
+
+    fn documentation(&self) -> Option<&Documentation> {
+        Some(&CONCURRENCY_SERIES_DOC)
+    }
+}
+
+/// Pearson's r of the pairs where both items are present. `None` with fewer than two pairs or
+/// when either series is constant; NaN when a value is NaN or infinite.
+pub(crate) fn pearson_pairs(a: &[f64], b: &[f64], present: impl Fn(usize) -> bool) -> Option<f64> {
+    let (mut n, mut sa, mut sb) = (0usize, 0.0, 0.0);
+    for i in (0..a.len()).filter(|&i| present(i)) {
+        n += 1;
+        sa += a[i];
+        sb += b[i];
+    }
+    if n < 2 {
+        return None;
+    }
+    if !(sa.is_finite() && sb.is_finite()) {
+        return Some(f64::NAN);
+    }
+    let (ma, mb) = (sa / n as f64, sb / n as f64);
+    let (mut sab, mut saa, mut sbb) = (0.0, 0.0, 0.0);
+    for i in (0..a.len()).filter(|&i| present(i)) {
+        let (da, db) = (a[i] - ma, b[i] - mb);
+        sab += da * db;
+        saa += da * da;
+        sbb += db * db;
+    }
+    if saa == 0.0 || sbb == 0.0 {
+        return None;
+    }
+    Some((sab / (saa.sqrt() * sbb.sqrt())).clamp(-1.0, 1.0))
+}
+
+/// `pearson(a, b)`.
+#[derive(Debug, PartialEq, Eq, Hash)]
+pub struct Pearson {
+    signature: Signature,
+}
+
+impl Default for Pearson {
+    fn default() -> Self {
+        Self { signature: Signature::user_defined(Volatility::Immutable) }
+    }
+}
+
+static PEARSON_DOC: LazyLock<Documentation> = LazyLock::new(|| {
+    Documentation::builder(
+        DOC_SECTION_MATH,
+        "Pearson correlation coefficient of two equal-length series (lists), over the positions \
+         where neither item is NULL. NULL when either list is NULL, with fewer than two such \
+         positions, or when a series is constant; NaN when a value is NaN or infinite. Lists of \
+         different lengths are an error. Kahuna's peer similarity is abs(pearson(a, b)).",
+        "pearson(a, b)",
+    )
+    .with_sql_example("SELECT pearson([1, 2, 3, 4], [2, 4, 5, 9])")
+    .with_argument("a", "List of numbers.")
+    .with_argument("b", "List of numbers as long as a.")
+    .build()
+});
+
+impl ScalarUDFImpl for Pearson {
+    fn name(&self) -> &str {
+        "pearson"
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn coerce_types(&self, t: &[DataType]) -> Result<Vec<DataType>> {
+        check_arity(self.name(), t, 2, 2)?;
+        Ok(vec![require_number_list(self.name(), 0, "a", &t[0])?, require_number_list(self.name(), 1, "b", &t[1])?])
+    }
+
+    fn return_type(&self, _: &[DataType]) -> Result<DataType> {
+        Ok(DataType::Float64)
+    }
+
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+        let arrays = ColumnarValue::values_to_arrays(&args.args)?;
+        let (a, b) = (to_f64_list(&arrays[0])?, to_f64_list(&arrays[1])?);
+        let mut out = Vec::with_capacity(a.len());
+        for row in 0..a.len() {
+            if a.is_null(row) || b.is_null(row) {
+                out.push(None);
+                continue;
+            }
+            let (xs, ys) = (a.value(row), b.value(row));
+            if xs.len() != ys.len() {
+                return Err(exec_error(
+                    self.name(),
+                    format!("a has {} values and b has {} (row {row}); series must have equal length", xs.len(), ys.len()),
+                ));
+            }
+            let (xs, ys) = (to_f64(&xs)?, to_f64(&ys)?);
+            out.push(pearson_pairs(xs.values(), ys.values(), |i| xs.is_valid(i) && ys.is_valid(i)));
+        }
+        Ok(ColumnarValue::Array(Arc::new(Float64Array::from(out))))
+    }
+
+    fn documentation(&self) -> Option<&Documentation> {
+        Some(&PEARSON_DOC)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::test_util::{assert_lists_close, ctx, f64_column, f64_lists, query_err};
+
+    #[test]
+    fn pearson_by_hand() {
+        // Hand-computed: means 2.5 and 5; deviations (-1.5,-0.5,0.5,1.5) and (-3,-1,0,4):
+        // sab = 4.5+0.5+0+6 = 11, saa = 5, sbb = 26, r = 11 / sqrt(130).
+        let r = pearson_pairs(&[1.0, 2.0, 3.0, 4.0], &[2.0, 4.0, 5.0, 9.0], |_| true).unwrap();
+        assert!((r - 11.0 / 130f64.sqrt()).abs() < 1e-15);
+        assert_eq!(pearson_pairs(&[1.0, 1.0, 1.0], &[1.0, 2.0, 3.0], |_| true), None);
+        assert_eq!(pearson_pairs(&[1.0], &[1.0], |_| true), None);
+        assert!(pearson_pairs(&[1.0, f64::INFINITY], &[1.0, 2.0], |_| true).unwrap().is_nan());
+    }
+
+    #[tokio::test]
+    async fn pearson_equals_corr() {
+        let ctx = ctx(1);
+        ctx.sql(
+            "CREATE TABLE s AS SELECT value AS i, sin(CAST(value AS DOUBLE)) * 10 + value % 7 AS a, \
+             cos(CAST(value AS DOUBLE) / 3) + CAST(value AS DOUBLE) / 50 AS b FROM generate_series(1, 500)",
+        )
+        .await
+        .unwrap()
+        .collect()
+        .await
+        .unwrap();
+        let ours = f64_column(&ctx, "SELECT pearson(array_agg(a ORDER BY i), array_agg(b ORDER BY i)) FROM s").await;
+        let theirs = f64_column(&ctx, "SELECT corr(a, b) FROM s").await;
+        let (ours, theirs) = (ours[0].unwrap(), theirs[0].unwrap());
+        assert!((ours - theirs).abs() < 1e-12, "{ours} vs {theirs}");
+        let got = f64_column(&ctx, "SELECT pearson(a, b) FROM (VALUES ([1, 2, NULL, 4], [2, 4, 100, 9]), ([1, 1], [2, 3]), (NULL, [1])) AS v(a, b)").await;
+        // The NULL pair is skipped: numpy.corrcoef([1, 2, 4], [2, 4, 9]) = 0.998625428903524.
+        assert!((got[0].unwrap() - 0.998625428903524).abs() < 1e-12, "{got:?}");
+        assert_eq!(got[1..], [None, None]);
+        let err = query_err(&ctx, "SELECT pearson([1, 2], [1, 2, 3])").await;
+        assert!(err.contains("pearson: a has 2 values and b has 3"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn concurrency_by_hand() {
+        let ctx = ctx(1);
+        // Steps at 0, 2, 4, 6, 8 ([0, 10) by 2). Intervals: [0, 3) active at 0, 2; [2, 2) never;
+        // [3, NULL) from 4 on; [NULL, 4) at 0, 2; [5, 100) at 6, 8; [7, 1) skipped (end < start).
+        let sql = "SELECT concurrency_series(s, e, 0, 10, 2) FROM (VALUES (0, 3), (2, 2), (3, NULL), \
+                   (NULL, 4), (5, 100), (7, 1), (NULL, NULL)) AS v(s, e)";
+        assert_lists_close(&f64_lists(&ctx, sql).await, &[Some(vec![2.0, 2.0, 1.0, 2.0, 2.0])], 0.0, sql);
+        let sql = "SELECT concurrency_series(s, e, TIMESTAMP '2008-08-23 17:00:00', TIMESTAMP '2008-08-23 17:00:03', \
+                   INTERVAL '1 second') FROM (VALUES (TIMESTAMP '2008-08-23 17:00:00.500', TIMESTAMP '2008-08-23 17:00:02')) AS v(s, e)";
+        // Active at 17:00:01 only (started after :00, ended at :02, exclusive).
+        assert_lists_close(&f64_lists(&ctx, sql).await, &[Some(vec![0.0, 1.0, 0.0])], 0.0, sql);
+        let err = query_err(&ctx, "SELECT concurrency_series(s, e, 0, 10, 0) FROM (VALUES (1, 2)) AS v(s, e)").await;
+        assert!(err.contains("concurrency_series: argument 5 (step) must be a positive"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn concurrency_agrees_across_1_and_8_partitions() {
+        let sql = "SELECT concurrency_series(s, s + value % 13, 0, 1000, 7) FROM \
+                   (SELECT value, value % 997 AS s FROM generate_series(1, 5000)) GROUP BY value % 3 ORDER BY value % 3";
+        let mut results = Vec::new();
+        for partitions in [1, 8] {
+            results.push(f64_lists(&ctx(partitions), sql).await);
+        }
+        assert_lists_close(&results[0], &results[1], 0.0, sql);
+    }
+}
