@@ -7,4 +7,5 @@ pub mod catalog;
 pub mod ingest;
 pub mod report;
 pub mod shell;
+pub mod synthetic;
 pub mod warehouse;

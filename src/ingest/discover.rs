@@ -205,7 +205,7 @@ pub fn classify(path: &Path, hints: &Hints) -> Result<LogFile, Refusal> {
     } else {
         Some(last_line_end(path, size).map_err(|e| refuse(size, format!("cannot read: {e}")))?)
     };
-    let head = probe(path, gzip, end).map_err(|e| refuse(size, e))?;
+    let head = probe(path, gzip).map_err(|e| refuse(size, e))?;
     if let Some(at) = head.nul_at {
         return Err(refuse(size, format!("binary file (NUL byte at offset {at}), not a log")));
     }
@@ -271,8 +271,9 @@ struct Probe {
     nul_at: Option<u64>,
 }
 
-fn probe(path: &Path, gzip: bool, end: Option<u64>) -> Result<Probe, String> {
-    let mut reader = LineReader::open(path, gzip, 0, end, 1).map_err(|e| format!("cannot read: {e}"))?;
+/// The first lines, the last of them possibly unfinished: a binary file may have no `\n` at all.
+fn probe(path: &Path, gzip: bool) -> Result<Probe, String> {
+    let mut reader = LineReader::open(path, gzip, 0, None, 1).map_err(|e| format!("cannot read: {e}"))?;
     let mut lines = Vec::new();
     while lines.len() < PROBE_LINES {
         match reader.next_line() {

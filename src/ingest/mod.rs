@@ -183,7 +183,9 @@ pub async fn ingest(options: &IngestOptions) -> Result<Summary> {
         .collect();
     appenders[slot(Table::Ingests)].write(ingest_rows).await?;
     for appender in appenders {
+        let table = appender.table();
         appender.commit(transactions.clone(), &ingest_id).await?;
+        crash_point(table);
     }
     reports.sort_by(|a, b| a.display.cmp(&b.display));
     Ok(Summary { ingest_id, reports, elapsed: started.elapsed() })
@@ -269,6 +271,14 @@ fn append_ingest_row(rows: &mut Rows, r: &FileReport, ingest_id: &str) {
         .int(n(r.out_of_order))
         .ms(Some(r.started_ms))
         .ms(Some(r.finished_ms));
+}
+
+/// `KAHUNA_CRASH_AFTER_COMMIT=<table>` aborts the process right after that table's commit: the
+/// crash test's way to stop a run between two commits, where a SIGKILL would land by chance.
+fn crash_point(committed: Table) {
+    if std::env::var("KAHUNA_CRASH_AFTER_COMMIT").is_ok_and(|t| t == committed.name()) {
+        std::process::abort();
+    }
 }
 
 fn progress_bar(enabled: bool, total: u64) -> ProgressBar {

@@ -2,10 +2,15 @@
 //! `cluster` and `date`. Appends are single commits carrying an application transaction per
 //! source file (`kahuna-ingest/<cluster>/<file key>` at the byte offset read up to), so an
 //! ingest killed before its commit leaves nothing visible and a re-run never appends twice.
+//!
+//! Delta commits are atomic per table, not across tables, so a run commits `logs`, `states` and
+//! `rejects` first and `ingests` last, each commit naming the run (`kahuna.ingest_id`). Readers
+//! open a table at its newest commit whose run also committed `ingests` ([`Warehouse::open_visible`]):
+//! a run killed between its commits, or one still committing, shows nothing anywhere.
 
 pub mod tables;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::num::NonZeroU64;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -14,13 +19,14 @@ use anyhow::{Context, Result};
 use deltalake::kernel::engine::arrow_conversion::TryIntoKernel as _;
 use deltalake::kernel::transaction::{CommitBuilder, CommitProperties};
 use delta_kernel::expressions::Scalar;
-use deltalake::kernel::{Action, Add, StructField, Transaction};
+use deltalake::kernel::{Action, Add, CommitInfo, StructField, Transaction};
 use deltalake::parquet::basic::{Compression, ZstdLevel};
 use deltalake::parquet::file::properties::WriterProperties;
 use deltalake::parquet::schema::types::ColumnPath;
 use deltalake::protocol::{DeltaOperation, SaveMode};
 use deltalake::writer::{DeltaWriter, RecordBatchWriter};
 use deltalake::{DeltaTable, DeltaTableError};
+use futures::TryStreamExt;
 use indexmap::IndexMap;
 use url::Url;
 
@@ -58,6 +64,35 @@ impl Warehouse {
         let table = deltalake::open_table(self.table_url(name)?)
             .await
             .with_context(|| format!("cannot open table {name} in {}", self.root.display()))?;
+        Ok(Some(table))
+    }
+
+    /// Runs whose `ingests` commit landed, among the latest ones. Every run commits to every
+    /// table, so a table's unfinished tail can only belong to runs newer than these.
+    pub async fn completed_ingests(&self) -> Result<HashSet<String>> {
+        let Some(ingests) = self.open(Table::Ingests.name()).await? else {
+            return Ok(HashSet::new());
+        };
+        let infos: Vec<CommitInfo> = ingests.history(Some(RECENT_COMMITS)).try_collect().await?;
+        Ok(infos.iter().filter_map(ingest_of_commit).map(str::to_string).collect())
+    }
+
+    /// The table as readers should see it: at its newest commit that is not the work of an
+    /// unfinished ingest run.
+    pub async fn open_visible(&self, name: &str, completed: &HashSet<String>) -> Result<Option<DeltaTable>> {
+        let Some(mut table) = self.open(name).await? else { return Ok(None) };
+        if name == Table::Ingests.name() {
+            return Ok(Some(table));
+        }
+        let Some(latest) = table.version() else { return Ok(Some(table)) };
+        let infos: Vec<CommitInfo> = table.history(Some(RECENT_COMMITS)).try_collect().await?;
+        let unfinished = infos
+            .iter()
+            .take_while(|info| ingest_of_commit(info).is_some_and(|id| !completed.contains(id)))
+            .count() as u64;
+        if unfinished > 0 {
+            table.load_version(latest.saturating_sub(unfinished)).await?;
+        }
         Ok(Some(table))
     }
 
@@ -142,6 +177,15 @@ fn writer_properties(table: Option<Table>) -> WriterProperties {
     builder.build()
 }
 
+/// How far back to look for commits of unfinished runs.
+const RECENT_COMMITS: usize = 16;
+
+const INGEST_ID_KEY: &str = "kahuna.ingest_id";
+
+fn ingest_of_commit(info: &CommitInfo) -> Option<&str> {
+    info.info.get(INGEST_ID_KEY).and_then(|v| v.as_str())
+}
+
 /// The application-transaction id of one source file in one cluster.
 pub fn file_app_id(cluster: &str, file_key: &str) -> String {
     format!("kahuna-ingest/{cluster}/{file_key}")
@@ -195,8 +239,8 @@ impl TableAppender {
         Ok(())
     }
 
-    pub fn rows(&self) -> u64 {
-        self.rows
+    pub fn table(&self) -> Table {
+        self.table
     }
 
     /// One commit: every file written plus one transaction per source file, so this table
@@ -209,7 +253,7 @@ impl TableAppender {
         let actions: Vec<Action> = self.adds.into_iter().map(Action::Add).collect();
         let properties = CommitProperties::default()
             .with_application_transactions(transactions)
-            .with_metadata(HashMap::from([("kahuna.ingest_id".to_string(), serde_json::json!(ingest_id))]));
+            .with_metadata(HashMap::from([(INGEST_ID_KEY.to_string(), serde_json::json!(ingest_id))]));
         let operation = DeltaOperation::Write {
             mode: SaveMode::Append,
             partition_by: Some(PARTITION_COLUMNS.map(String::from).to_vec()),

@@ -1,0 +1,114 @@
+//! Damaged and hostile input: every line is still parsed, rejected with a reason, or skipped,
+//! the counts add up, and nothing panics.
+
+mod common;
+
+use std::io::Write;
+
+use common::{ingest_into, rows, scalar};
+
+const M: &str = "attempt_200808231712_0001_m_000001_0";
+
+#[tokio::test]
+async fn damaged_files_are_refused_or_rejected_line_by_line() {
+    let input = tempfile::tempdir().unwrap();
+    let dir = input.path();
+    std::fs::write(dir.join("hadoop-u-datanode-h1.log"), b"\x7fELF\x02\x01\x01\0\0\0\0binary").unwrap();
+    std::fs::write(dir.join("hadoop-u-datanode-h4.log"), b"").unwrap();
+    let mut mixed = Vec::new();
+    mixed.extend_from_slice(b"\tat orphan.Continuation(X.java:1)\n");
+    mixed.extend_from_slice(format!("2008-08-23 17:12:32,466 INFO a.TaskTracker: LaunchTaskAction: {M}\r\n").as_bytes());
+    mixed.extend_from_slice(b"2008-08-23 17:12:31,000 INFO a.TaskTracker: a line from the past\n");
+    mixed.extend_from_slice(b"2008-08-23 17:12:33,000 INFO a.TaskTracker: caf\xff\xfe\n");
+    mixed.extend_from_slice(&vec![b'x'; 1 << 20]);
+    mixed.push(b'\n');
+    mixed.extend_from_slice(b"2008-13-01 00:00:00,000 INFO a.B: the thirteenth month\n");
+    mixed.extend_from_slice(b"\n");
+    mixed.extend_from_slice(format!("2008-08-23 17:12:40,000 INFO a.TaskTracker: Task {M} is done.\n").as_bytes());
+    std::fs::write(dir.join("hadoop-u-tasktracker-h2.log"), &mixed).unwrap();
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    for i in 0..5000 {
+        writeln!(gz, "2008-08-23 17:{:02}:{:02},000 INFO dfs.DataNode: line {i}", i / 60 % 60, i % 60).unwrap();
+    }
+    let whole = gz.finish().unwrap();
+    std::fs::write(dir.join("hadoop-u-datanode-h3.log.gz"), &whole[..whole.len() / 2]).unwrap();
+
+    let wh = tempfile::tempdir().unwrap();
+    let summary = ingest_into(vec![dir.to_path_buf()], wh.path(), None).await;
+    assert_eq!(summary.files_with_status("refused"), 2);
+    assert_eq!(summary.files_with_status("ingested"), 2);
+    let refused = rows(wh.path(), "SELECT file, error FROM ingests WHERE status = 'refused' ORDER BY file").await;
+    assert!(refused[0][1].contains("binary file (NUL byte at offset 7)"), "{refused:?}");
+    assert!(refused[1][1].ends_with("empty file"), "{refused:?}");
+
+    let mixed_counts = rows(
+        wh.path(),
+        "SELECT lines_read, lines_parsed, lines_rejected, lines_skipped, out_of_order FROM ingests
+         WHERE file LIKE '%tasktracker-h2.log'",
+    )
+    .await;
+    assert_eq!(mixed_counts, vec![vec!["8", "3", "4", "1", "1"]]);
+    let reasons = rows(
+        wh.path(),
+        "SELECT line, reason, length(raw) FROM rejects WHERE file LIKE '%tasktracker-h2.log' ORDER BY line",
+    )
+    .await;
+    // Lengths in characters (`printf '…' | wc -m`); the two invalid bytes of line 4 become
+    // two U+FFFD after its 47 valid characters.
+    let expect = [
+        ["1", "continuation line with no event before it", "33"],
+        ["4", "invalid UTF-8", "49"],
+        ["5", "line longer than 64 KiB", "4096"],
+        ["6", "timestamp is not yyyy-MM-dd HH:mm:ss,SSS", "54"],
+    ];
+    assert_eq!(reasons, expect.map(|r| r.map(String::from).to_vec()).to_vec());
+    // The map still pairs across the damage: 17:12:32.466 → 17:12:40.000.
+    assert_eq!(scalar(wh.path(), "SELECT duration_ms FROM states WHERE state = 'Map'").await, "7534.0");
+
+    // The truncated gzip: what decompressed is kept, the cut is one reject, counts add up.
+    let gz = rows(
+        wh.path(),
+        "SELECT lines_parsed > 1000, lines_parsed < 5000, lines_rejected, error LIKE '%read error after line%'
+         FROM ingests WHERE file LIKE '%.gz'",
+    )
+    .await;
+    assert_eq!(gz, vec![vec!["true", "true", "1", "true"]]);
+    let unbalanced =
+        scalar(wh.path(), "SELECT count(*) FROM ingests WHERE lines_read <> lines_parsed + lines_rejected + lines_skipped").await;
+    assert_eq!(unbalanced, "0");
+    assert_eq!(
+        scalar(wh.path(), "SELECT count(*) FROM rejects").await,
+        scalar(wh.path(), "SELECT sum(lines_rejected) FROM ingests").await
+    );
+}
+
+#[tokio::test]
+async fn a_growing_file_is_read_from_where_the_last_ingest_stopped() {
+    let input = tempfile::tempdir().unwrap();
+    let log = input.path().join("hadoop-u-tasktracker-h1.log");
+    let line = |s: u32| format!("2008-08-23 17:12:{s:02},000 INFO a.TaskTracker: tick {s}\n");
+    std::fs::write(&log, [line(1), line(2), line(3)].concat()).unwrap();
+    let wh = tempfile::tempdir().unwrap();
+    ingest_into(vec![log.clone()], wh.path(), None).await;
+    // Two more lines and half of a third, still being written.
+    let mut file = std::fs::OpenOptions::new().append(true).open(&log).unwrap();
+    write!(file, "{}{}2008-08-23 17:12:06,000 INFO a.Task", line(4), line(5)).unwrap();
+    let second = ingest_into(vec![log.clone()], wh.path(), None).await;
+    assert_eq!(second.total(|r| r.lines_read), 2);
+    writeln!(file, "Tracker: tick 6").unwrap();
+    let third = ingest_into(vec![log.clone()], wh.path(), None).await;
+    assert_eq!(third.total(|r| r.lines_read), 1);
+    let lines = rows(wh.path(), "SELECT line, message FROM logs ORDER BY line").await;
+    let expect: Vec<Vec<String>> = (1..=6).map(|i| vec![i.to_string(), format!("tick {i}")]).collect();
+    assert_eq!(lines, expect);
+    let ranges = rows(wh.path(), "SELECT offset_start, offset_end FROM ingests ORDER BY offset_start").await;
+    // Each line is 51 bytes: `printf '2008-08-23 17:12:01,000 INFO a.TaskTracker: tick 1\n' | wc -c`.
+    assert_eq!(ranges, vec![vec!["0", "153"], vec!["153", "255"], vec!["255", "306"]]);
+
+    // Rotation renames the file; its content is known and adds nothing.
+    let rotated = input.path().join("hadoop-u-tasktracker-h1.log.2008-08-23");
+    std::fs::rename(&log, &rotated).unwrap();
+    let after_rotation = ingest_into(vec![rotated], wh.path(), None).await;
+    assert_eq!(after_rotation.files_with_status("unchanged"), 1);
+    assert_eq!(scalar(wh.path(), "SELECT count(*) FROM logs").await, "6");
+}
