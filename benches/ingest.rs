@@ -1,1 +1,84 @@
-fn main() {}
+//! Ingest throughput and memory: `cargo bench --bench ingest` (release build).
+//!
+//! Writes synthetic TaskTracker and DataNode logs (`kahuna::synthetic`), then measures, each
+//! run in a fresh warehouse: parsing alone (`--dry-run`: lines → events → states, counted,
+//! nothing built) and text → all four tables, on 1 and on 2 threads. Prints MB/s per core,
+//! the median of `KAHUNA_BENCH_RUNS` runs (default 5), and the peak resident memory after
+//! each size, to show that memory stays flat as the input grows.
+//! `KAHUNA_BENCH_MB` sets the input sizes (default `128,512`).
+
+use std::path::Path;
+use std::time::Instant;
+
+use kahuna::ingest::discover::Hints;
+use kahuna::ingest::{IngestOptions, ingest};
+use kahuna::warehouse::Warehouse;
+
+fn peak_rss_mb() -> f64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
+        .map_or(f64::NAN, |kb| kb / 1024.0)
+}
+
+/// Resets the peak so each phase reports its own (Linux: write 5 to clear_refs).
+fn reset_peak() {
+    let _ = std::fs::write("/proc/self/clear_refs", "5");
+}
+
+fn median(mut xs: Vec<f64>) -> f64 {
+    xs.sort_by(f64::total_cmp);
+    xs[xs.len() / 2]
+}
+
+async fn run(input: &Path, threads: usize, dry_run: bool) -> (f64, u64) {
+    let warehouse = tempfile::tempdir().expect("temp dir");
+    let options = IngestOptions {
+        paths: vec![input.to_path_buf()],
+        cluster: "bench".into(),
+        warehouse: Warehouse::new(warehouse.path()),
+        zone: None,
+        hints: Hints::default(),
+        progress: false,
+        threads,
+        dry_run,
+    };
+    let started = Instant::now();
+    let summary = ingest(&options).await.expect("ingest");
+    (started.elapsed().as_secs_f64(), summary.bytes_read())
+}
+
+#[tokio::main]
+async fn main() {
+    let sizes: Vec<u64> = std::env::var("KAHUNA_BENCH_MB")
+        .unwrap_or_else(|_| "128,512".into())
+        .split(',')
+        .filter_map(|s| s.trim().parse().ok())
+        .collect();
+    let runs: usize = std::env::var("KAHUNA_BENCH_RUNS").ok().and_then(|s| s.parse().ok()).unwrap_or(5);
+    println!("{:>8} {:>28} {:>8} {:>12} {:>14} {:>12}", "input", "phase", "threads", "MB/s", "MB/s per core", "peak RSS MB");
+    for mb in sizes {
+        let input = tempfile::tempdir().expect("temp dir");
+        // 8 hosts, a TaskTracker and a DataNode log each.
+        kahuna::synthetic::write_cluster_logs(input.path(), 8, (mb << 20) / 16, 42).expect("write logs");
+        for (phase, dry_run) in [("parse only (--dry-run)", true), ("text -> 4 Delta tables", false)] {
+            for threads in [1, 2] {
+                reset_peak();
+                let mut rates = Vec::new();
+                for _ in 0..runs {
+                    let (secs, bytes) = run(input.path(), threads, dry_run).await;
+                    rates.push(bytes as f64 / 1e6 / secs);
+                }
+                let rate = median(rates);
+                println!(
+                    "{:>6}MB {phase:>28} {threads:>8} {rate:>12.1} {:>14.1} {:>12.0}",
+                    mb,
+                    rate / threads as f64,
+                    peak_rss_mb()
+                );
+            }
+        }
+    }
+}

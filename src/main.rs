@@ -71,6 +71,9 @@ struct IngestArgs {
     /// Files read at once (default: the machine's cores).
     #[arg(long)]
     threads: Option<usize>,
+    /// Read, parse and count everything, and print the summary, but write nothing.
+    #[arg(long)]
+    dry_run: bool,
 }
 
 impl IngestArgs {
@@ -88,6 +91,7 @@ impl IngestArgs {
             hints: Hints { host: self.host, daemon },
             progress: true,
             threads: self.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(2, usize::from)),
+            dry_run: self.dry_run,
         })
     }
 }
@@ -126,7 +130,7 @@ async fn main() -> Result<()> {
             }
         }
         Command::Demo { data } => {
-            let args = IngestArgs { cluster: "demo".into(), tz: None, host: None, daemon: None, threads: None };
+            let args = IngestArgs { cluster: "demo".into(), tz: None, host: None, daemon: None, threads: None, dry_run: false };
             let summary = ingest(&args.options(vec![data], &cli.warehouse)?).await?;
             print!("{}", report::render(&summary));
             let ctx = catalog::session(&Warehouse::new(&cli.warehouse)).await?;

@@ -41,6 +41,8 @@ pub struct IngestOptions {
     pub progress: bool,
     /// Streams read at once; each is one host's daemon.
     pub threads: usize,
+    /// Read, parse and count everything; write and commit nothing.
+    pub dry_run: bool,
 }
 
 /// What a run did, file by file.
@@ -133,6 +135,7 @@ pub async fn ingest(options: &IngestOptions) -> Result<Summary> {
         cluster: options.cluster.clone(),
         ingest_id: ingest_id.clone(),
         zone: options.zone,
+        dry_run: options.dry_run,
         run_date: date_of_ms(started_ms),
         bytes_read: Arc::new(AtomicU64::new(0)),
         lines_read: Arc::new(AtomicU64::new(0)),
@@ -166,6 +169,10 @@ pub async fn ingest(options: &IngestOptions) -> Result<Summary> {
         worker.await.context("a reader thread panicked")?;
     }
     bar.finish_and_clear();
+    reports.sort_by(|a, b| a.display.cmp(&b.display));
+    if options.dry_run {
+        return Ok(Summary { ingest_id, reports, elapsed: started.elapsed() });
+    }
 
     // One `ingests` row per file looked at, except those with nothing new.
     let mut ingest_rows = Rows::new(Table::Ingests, ctx.run_date);
@@ -187,7 +194,6 @@ pub async fn ingest(options: &IngestOptions) -> Result<Summary> {
         appender.commit(transactions.clone(), &ingest_id).await?;
         crash_point(table);
     }
-    reports.sort_by(|a, b| a.display.cmp(&b.display));
     Ok(Summary { ingest_id, reports, elapsed: started.elapsed() })
 }
 

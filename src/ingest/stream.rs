@@ -37,6 +37,8 @@ pub struct RunContext {
     pub zone: Option<Tz>,
     /// The `date` partition of `rejects` and `ingests` rows: the day the ingest ran.
     pub run_date: i32,
+    /// Parse and count everything, build no rows (`kahuna ingest --dry-run`).
+    pub dry_run: bool,
     pub bytes_read: Arc<AtomicU64>,
     pub lines_read: Arc<AtomicU64>,
 }
@@ -327,6 +329,12 @@ impl StreamReader<'_> {
         self.drain_states(emit);
     }
 
+    /// Whether a row of table `slot` (logs, states, rejects) from the line at `offset` of
+    /// file `index` is to be written: not in a dry run, nor where the table holds it already.
+    fn wants_rows(&self, index: usize, slot: usize, offset: u64) -> bool {
+        !self.ctx.dry_run && offset >= self.files[index].held_below[slot]
+    }
+
     #[allow(clippy::too_many_arguments)]
     fn reject(
         &mut self,
@@ -340,7 +348,7 @@ impl StreamReader<'_> {
     ) {
         report.lines_rejected += 1;
         *report.rejects_by_reason.entry(reason.clone()).or_default() += 1;
-        if offset < self.files[index].held_below[2] {
+        if !self.wants_rows(index, 2, offset) {
             return;
         }
         let mut cut = raw.len().min(RAW_KEPT);
@@ -375,7 +383,7 @@ impl StreamReader<'_> {
                 datanode::own_host(message),
             ),
         };
-        if event.offset >= planned.held_below[0] {
+        if self.wants_rows(index, 0, event.offset) {
             let task = find_attempt(message).map(|(a, _)| a);
             let rows = self.logs.rows_for(date_of_ms(ts), emit);
             rows.row()
@@ -409,7 +417,7 @@ impl StreamReader<'_> {
             let Some(owner) = state.last_mark() else { continue };
             let planned = &self.files[owner.file];
             self.state_counts[owner.file].count(state);
-            if owner.offset < planned.held_below[1] {
+            if !self.wants_rows(owner.file, 1, owner.offset) {
                 continue;
             }
             let file = &planned.file;

@@ -34,6 +34,7 @@ pub fn options(paths: Vec<PathBuf>, warehouse: &Path, host: Option<&str>) -> Ing
         hints: Hints { host: host.map(str::to_string), daemon: None },
         progress: false,
         threads: 2,
+        dry_run: false,
     }
 }
 
