@@ -34,6 +34,11 @@ fn ingest_prints_a_summary_and_sql_answers_in_every_format() {
     let parquet = kahuna(wh.path(), &["sql", "--format", "parquet", "-c", sql]);
     assert!(parquet.stdout.starts_with(b"PAR1") && parquet.stdout.ends_with(b"PAR1"));
 
+    // `WHERE date = …` reads the files of that partition only.
+    let plan = kahuna(wh.path(), &["sql", "-c", "EXPLAIN SELECT message FROM logs WHERE date = DATE '2008-11-09'"]);
+    let plan = text(&plan.stdout);
+    assert!(plan.contains("date=2008-11-09/") && !plan.contains("date=2008-08-23/"), "{plan}");
+
     let missing = kahuna(wh.path(), &["sql", "-c", "SELECT * FROM nosuch"]);
     assert!(!missing.status.success());
     assert!(text(&missing.stderr).contains("nosuch"), "{}", text(&missing.stderr));

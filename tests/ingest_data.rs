@@ -141,3 +141,34 @@ async fn ingesting_again_adds_nothing() {
     .await;
     assert_eq!(counts, vec![vec!["49", "26", "9"]]);
 }
+
+#[tokio::test]
+async fn a_state_across_a_log_rotation_is_paired_and_nameless_files_are_refused() {
+    let input = tempfile::tempdir().unwrap();
+    let tt = "org.apache.hadoop.mapred.TaskTracker";
+    let m = "attempt_200808231712_0001_m_000007_0";
+    // log4j's daily rotation: yesterday's file carries the date, today's the bare name.
+    std::fs::write(
+        input.path().join("hadoop-hadoop-tasktracker-node9.log.2008-08-23"),
+        format!("2008-08-23 23:59:58,000 INFO {tt}: LaunchTaskAction: {m}\n"),
+    )
+    .unwrap();
+    std::fs::write(
+        input.path().join("hadoop-hadoop-tasktracker-node9.log"),
+        format!("2008-08-24 00:00:03,500 INFO {tt}: Task {m} is done.\n"),
+    )
+    .unwrap();
+    let nameless = input.path().join("logs");
+    std::fs::create_dir(&nameless).unwrap();
+    std::fs::write(nameless.join("tasktracker.log"), format!("2008-08-24 00:00:03,500 INFO {tt}: hello\n")).unwrap();
+    let wh = tempfile::tempdir().unwrap();
+    ingest_into(vec![input.path().to_path_buf()], wh.path(), None).await;
+    let map = rows(wh.path(), "SELECT host, duration_ms, date, end_line, file LIKE '%node9.log' FROM states").await;
+    // 23:59:58.000 → 00:00:03.500 the next day; the row's partition is its start's date.
+    assert_eq!(map, vec![vec!["node9", "5500.0", "2008-08-23", "1", "true"]]);
+    let refused = scalar(wh.path(), "SELECT error FROM ingests WHERE status = 'refused'").await;
+    assert!(
+        refused.ends_with("cannot tell which host wrote it: name it hadoop-<user>-<daemon>-<host>.log, put it in a folder named after the host, or pass --host"),
+        "{refused}"
+    );
+}

@@ -76,21 +76,16 @@ pub fn job_of_attempt(attempt: &str) -> Option<String> {
     }
 }
 
-/// A job id written in a message (`job_200808231712_0001`), or the job of the first attempt.
-pub fn find_job(msg: &str) -> Option<String> {
+/// A job id written in a message: `job_200808231712_0001` or, before 0.18, `job_0001`.
+pub fn find_job(msg: &str) -> Option<&str> {
     let bytes = msg.as_bytes();
-    if let Some(pos) = memmem::find(bytes, b"job_") {
-        let len = word_len(&bytes[pos..]);
-        let id = &msg[pos..pos + len];
-        let parts: Vec<&str> = id.split('_').collect();
-        let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
-        if (parts.len() == 3 && digits(parts[1]) && digits(parts[2]))
-            || (parts.len() == 2 && digits(parts[1]))
-        {
-            return Some(id.to_string());
-        }
-    }
-    find_attempt(msg).and_then(|(a, _)| job_of_attempt(a))
+    let pos = memmem::find(bytes, b"job_")?;
+    let len = word_len(&bytes[pos..]);
+    let id = &msg[pos..pos + len];
+    let parts: Vec<&str> = id.split('_').collect();
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    ((parts.len() == 3 && digits(parts[1]) && digits(parts[2])) || (parts.len() == 2 && digits(parts[1])))
+        .then_some(id)
 }
 
 /// The first HDFS block id in a message, normalised to `blk_<id>`: the generation stamp
@@ -155,9 +150,9 @@ mod tests {
 
     #[test]
     fn jobs() {
-        assert_eq!(find_job("Job job_200806011200_0042 completed").as_deref(), Some("job_200806011200_0042"));
-        assert_eq!(find_job("Task task_0007_r_000001_0 is done.").as_deref(), Some("job_0007"));
-        assert_eq!(find_job("no job here"), None);
+        assert_eq!(find_job("Job job_200806011200_0042 completed"), Some("job_200806011200_0042"));
+        assert_eq!(find_job("Killing job_0007"), Some("job_0007"));
+        assert_eq!(find_job("job_x_1 and no job here"), None);
     }
 
     #[test]

@@ -142,7 +142,7 @@ pub async fn ingest(options: &IngestOptions) -> Result<Summary> {
     });
     let bar = progress_bar(options.progress, to_read);
     let streams = Arc::new(Mutex::new(group_streams(planned.clone())));
-    let (sender, mut receiver) = tokio::sync::mpsc::channel::<Output>(16);
+    let (sender, mut receiver) = tokio::sync::mpsc::channel::<Output>(4);
     let mut workers = Vec::new();
     for _ in 0..options.threads.max(1) {
         let (streams, sender, ctx) = (streams.clone(), sender.clone(), ctx.clone());

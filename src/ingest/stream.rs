@@ -18,7 +18,7 @@ use super::{clienttrace, datanode, tasktracker};
 use crate::warehouse::tables::{Rows, Table, date_of_ms};
 
 /// Rows per batch handed to the writer.
-const BATCH_ROWS: usize = 64 * 1024;
+const BATCH_ROWS: usize = 32 * 1024;
 
 /// A file with where to start reading it and how far each table already holds it.
 #[derive(Clone, Debug)]
@@ -385,6 +385,11 @@ impl StreamReader<'_> {
         };
         if self.wants_rows(index, 0, event.offset) {
             let task = find_attempt(message).map(|(a, _)| a);
+            // A message about an attempt is about its job, whether it names the job or not.
+            let job = match find_job(message) {
+                Some(job) => Some(job.to_string()),
+                None => task.and_then(job_of_attempt),
+            };
             let rows = self.logs.rows_for(date_of_ms(ts), emit);
             rows.row()
                 .text(host)
@@ -394,7 +399,7 @@ impl StreamReader<'_> {
                 .text(Some(&event.logger))
                 .text(event.thread.as_deref())
                 .text(Some(message))
-                .text(find_job(message).as_deref())
+                .text(job.as_deref())
                 .text(task)
                 .text(find_block(message))
                 .text(Some(&file.display))

@@ -32,6 +32,9 @@ use url::Url;
 
 use tables::{PARTITION_COLUMNS, Rows, Table};
 
+/// Rows a Parquet row group holds: the writer keeps one open group per partition in memory.
+const ROW_GROUP_ROWS: usize = 128 * 1024;
+
 /// Parquet files are rolled at this size; `kahuna optimize` compacts to the same target.
 const TARGET_FILE_BYTES: u64 = 128 << 20;
 
@@ -168,7 +171,7 @@ impl Warehouse {
 fn writer_properties(table: Option<Table>) -> WriterProperties {
     let mut builder = WriterProperties::builder()
         .set_compression(Compression::ZSTD(ZstdLevel::try_new(1).unwrap_or_default()))
-        .set_max_row_group_row_count(Some(1 << 20));
+        .set_max_row_group_row_count(Some(ROW_GROUP_ROWS));
     if let Some(table) = table {
         for column in table.high_cardinality_columns() {
             builder = builder.set_column_dictionary_enabled(ColumnPath::from(*column), false);
