@@ -7,31 +7,15 @@
 //! each size, to show that memory stays flat as the input grows.
 //! `KAHUNA_BENCH_MB` sets the input sizes (default `128,512`).
 
+mod common;
+
 use std::path::Path;
 use std::time::Instant;
 
+use common::{median, peak_rss_mb, reset_peak};
 use kahuna::ingest::discover::Hints;
 use kahuna::ingest::{IngestOptions, ingest};
 use kahuna::warehouse::Warehouse;
-
-fn peak_rss_mb() -> f64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
-        .map_or(f64::NAN, |kb| kb / 1024.0)
-}
-
-/// Resets the peak so each phase reports its own (Linux: write 5 to clear_refs).
-fn reset_peak() {
-    let _ = std::fs::write("/proc/self/clear_refs", "5");
-}
-
-fn median(mut xs: Vec<f64>) -> f64 {
-    xs.sort_by(f64::total_cmp);
-    xs[xs.len() / 2]
-}
 
 async fn run(input: &Path, threads: usize, dry_run: bool) -> (f64, u64) {
     let warehouse = tempfile::tempdir().expect("temp dir");

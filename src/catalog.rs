@@ -10,7 +10,7 @@ use crate::warehouse::Warehouse;
 pub async fn session(warehouse: &Warehouse) -> Result<SessionContext> {
     let config = SessionConfig::new().with_information_schema(true);
     let ctx = SessionContext::new_with_config(config);
-    // UDFS-TEMP kahuna_udfs::register_all(&ctx);
+    kahuna_udfs::register_all(&ctx);
     let completed = warehouse.completed_ingests().await?;
     for name in warehouse.table_names() {
         let Some(table) = warehouse.open_visible(&name, &completed).await? else { continue };

@@ -4,8 +4,14 @@
 //! [`warehouse`] (Delta tables) → [`catalog`] (tables for SQL, with `kahuna-udfs`) → [`shell`].
 
 pub mod catalog;
+pub mod commands;
+pub mod diagnose;
+pub mod eval;
 pub mod ingest;
+pub mod queries;
 pub mod report;
+pub mod schedule;
 pub mod shell;
+pub mod simulate;
 pub mod synthetic;
 pub mod warehouse;

@@ -23,7 +23,10 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Ingest Hadoop daemon logs (files or folders; plain, gzip, rotated) into the warehouse.
+    /// Simulate a Hadoop cluster with injected faults: its logs, sadc, job history and truth.
+    Simulate(kahuna::simulate::command::Args),
+    /// Ingest Hadoop daemon logs (plain, gzip, rotated), sysstat captures (sa files, sadf
+    /// exports) and job history (files or folders) into the warehouse.
     Ingest {
         #[arg(required = true)]
         paths: Vec<PathBuf>,
@@ -47,11 +50,21 @@ enum Command {
         #[arg(long, default_value_t = 168)]
         retention_hours: u64,
     },
-    /// Ingest the sample logs in `data/` and show a first answer about their states.
+    /// Ingest the samples in `data/` (logs, a sysstat export, job history) and show a first
+    /// answer about their states.
     Demo {
-        #[arg(long, default_value = concat!(env!("CARGO_MANIFEST_DIR"), "/data/logs"))]
+        #[arg(long, default_value = concat!(env!("CARGO_MANIFEST_DIR"), "/data"))]
         data: PathBuf,
     },
+    /// Run a saved diagnosis (a name in the queries folder, a built-in, or a .sql path), print its
+    /// verdict and record it in the `diagnoses` table.
+    Diagnose(kahuna::commands::DiagnoseArgs),
+    /// Score the diagnoses on simulated traces (folders with truth.json): TP, FP, FN, false alarms.
+    Eval(kahuna::commands::EvalArgs),
+    /// Run the jobs of a kahuna.toml on their cron schedules, catching up missed runs.
+    Schedule(kahuna::commands::ScheduleArgs),
+    /// Run one query for every date of a range, replacing each date's results.
+    Backfill(kahuna::commands::BackfillArgs),
 }
 
 #[derive(clap::Args)]
@@ -68,6 +81,9 @@ struct IngestArgs {
     /// Daemon of every file (tasktracker, datanode, jobtracker, namenode, task).
     #[arg(long)]
     daemon: Option<String>,
+    /// The network interface of sadc's rx_kb_s/tx_kb_s (default: every one but loopback, summed).
+    #[arg(long)]
+    iface: Option<String>,
     /// Files read at once (default: the machine's cores).
     #[arg(long)]
     threads: Option<usize>,
@@ -88,7 +104,7 @@ impl IngestArgs {
             cluster: self.cluster,
             warehouse: Warehouse::new(warehouse),
             zone,
-            hints: Hints { host: self.host, daemon },
+            hints: Hints { host: self.host, daemon, iface: self.iface },
             progress: true,
             threads: self.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(2, usize::from)),
             dry_run: self.dry_run,
@@ -96,15 +112,30 @@ impl IngestArgs {
     }
 }
 
-const DEMO_QUERY: &str = "SELECT state, host, count(*) AS states, \
+const DEMO_QUERY: &str = "SELECT state, host, daemon, count(*) AS states, \
      round(avg(duration_ms)) AS mean_ms, max(duration_ms) AS max_ms, \
      sum(CASE WHEN end_ts IS NULL THEN 1 ELSE 0 END) AS unterminated \
-     FROM states GROUP BY state, host ORDER BY state, host";
+     FROM states GROUP BY state, host, daemon ORDER BY state, host, daemon";
 
 #[tokio::main]
-async fn main() -> Result<()> {
-    let cli = Cli::parse();
+async fn main() -> std::process::ExitCode {
+    match run(Cli::parse()).await {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            // One line, outermost context first: `queries/x.sql: parameter t: expected …`.
+            eprintln!("error: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(cli: Cli) -> Result<()> {
     match cli.command {
+        Command::Simulate(args) => kahuna::simulate::command::run_command(args)?,
+        Command::Diagnose(args) => kahuna::commands::diagnose(args, &cli.warehouse).await?,
+        Command::Eval(args) => kahuna::commands::eval(args).await?,
+        Command::Schedule(args) => kahuna::commands::schedule(args, &cli.warehouse).await?,
+        Command::Backfill(args) => kahuna::commands::backfill(args, &cli.warehouse).await?,
         Command::Ingest { paths, args } => {
             let summary = ingest(&args.options(paths, &cli.warehouse)?).await?;
             print!("{}", report::render(&summary));
@@ -130,12 +161,13 @@ async fn main() -> Result<()> {
             }
         }
         Command::Demo { data } => {
-            let args = IngestArgs { cluster: "demo".into(), tz: None, host: None, daemon: None, threads: None, dry_run: false };
+            let args = IngestArgs { cluster: "demo".into(), tz: None, host: None, daemon: None, iface: None, threads: None, dry_run: false };
             let summary = ingest(&args.options(vec![data], &cli.warehouse)?).await?;
             print!("{}", report::render(&summary));
             let ctx = catalog::session(&Warehouse::new(&cli.warehouse)).await?;
             println!("\n{DEMO_QUERY}\n");
             shell::run_script(&ctx, DEMO_QUERY, Format::Table, &mut std::io::stdout()).await?;
+            kahuna::commands::demo_diagnosis(&cli.warehouse).await?;
         }
     }
     Ok(())

@@ -11,7 +11,7 @@ use common::rows;
 
 const CONTENT: &str = "SELECT (SELECT count(*) FROM logs) AS logs, (SELECT count(*) FROM states) AS states,
     (SELECT count(*) FROM rejects) AS rejects, (SELECT count(*) FROM ingests) AS ingests,
-    (SELECT sum(line) FROM logs) AS lines, (SELECT sum(duration_ms) FROM states) AS durations";
+    (SELECT sum(line) FROM logs) AS lines, (SELECT round(sum(duration_ms), 3) FROM states) AS durations";
 
 const NOTHING: [&str; 6] = ["0", "0", "0", "0", "", ""];
 

@@ -122,6 +122,8 @@ pub struct Refusal {
 pub struct Hints {
     pub host: Option<String>,
     pub daemon: Option<Daemon>,
+    /// The one network interface whose traffic is sadc's rx/tx (all but loopback, summed, if None).
+    pub iface: Option<String>,
 }
 
 /// Every regular file under `paths`, in a stable order.

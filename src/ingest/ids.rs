@@ -2,8 +2,6 @@
 //! blocks (old `blk_-160…`, with generation stamp `blk_…_1763`, and block-pool `BP-…:blk_…`), and
 //! the host part of `/10.0.0.1:50010`-style addresses.
 
-use memchr::memmem;
-
 /// Length of the identifier made of `[A-Za-z0-9_]` characters at the start of `s`.
 fn word_len(s: &[u8]) -> usize {
     s.iter()
@@ -32,34 +30,55 @@ pub fn find_attempt(msg: &str) -> Option<(&str, &str)> {
 }
 
 fn find_either(hay: &[u8], a: &[u8], b: &[u8]) -> Option<usize> {
-    match (memmem::find(hay, a), memmem::find(hay, b)) {
+    match (find(hay, a), find(hay, b)) {
         (Some(x), Some(y)) => Some(x.min(y)),
         (x, y) => x.or(y),
     }
 }
 
-/// `attempt_200808231712_0001_m_000003_0` or `task_0001_m_000003_0`.
-pub fn is_attempt(id: &str) -> bool {
-    let parts: Vec<&str> = id.split('_').collect();
-    let all_digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
-    match parts.as_slice() {
-        ["attempt", jt, job, kind, task, n] => {
-            all_digits(jt) && all_digits(job) && is_kind(kind) && all_digits(task) && all_digits(n)
+/// Where `needle` first occurs in `hay`. Log messages are short and the needles a few bytes:
+/// a `memchr` for the first byte and a comparison beat building a searcher (`memmem::find`,
+/// `str::find`) on every call, which is what dominated a profile of the hot path.
+pub fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
+    let (&first, rest) = needle.split_first()?;
+    let mut from = 0;
+    while let Some(at) = memchr::memchr(first, &hay[from..]) {
+        let start = from + at;
+        if hay[start + 1..].starts_with(rest) {
+            return Some(start);
         }
-        ["task", job, kind, task, n] => {
-            all_digits(job) && is_kind(kind) && all_digits(task) && all_digits(n)
-        }
-        _ => false,
+        from = start + 1;
     }
+    None
 }
 
-fn is_kind(kind: &str) -> bool {
-    matches!(kind, "m" | "r")
+/// Whether `needle` occurs in `hay`; see [`find`].
+pub fn contains(hay: &str, needle: &str) -> bool {
+    find(hay.as_bytes(), needle.as_bytes()).is_some()
+}
+
+/// `attempt_200808231712_0001_m_000003_0` or `task_0001_m_000003_0`: after the prefix, runs
+/// of digits with `m` or `r` second to last but two.
+pub fn is_attempt(id: &str) -> bool {
+    let numbers_before_kind = if id.starts_with("attempt_") {
+        2
+    } else if id.starts_with("task_") {
+        1
+    } else {
+        return false;
+    };
+    let number = |p: Option<&str>| p.is_some_and(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()));
+    let mut parts = id.split('_').skip(1);
+    (0..numbers_before_kind).all(|_| number(parts.next()))
+        && matches!(parts.next(), Some("m" | "r"))
+        && number(parts.next())
+        && number(parts.next())
+        && parts.next().is_none()
 }
 
 /// Whether an attempt id names a map (`_m_`) rather than a reduce.
 pub fn is_map_attempt(attempt: &str) -> bool {
-    attempt.contains("_m_")
+    contains(attempt, "_m_")
 }
 
 /// The job of an attempt: `job_<jt>_<job>` for new ids, `job_<job>` for 0.12–0.16 ids.
@@ -79,7 +98,7 @@ pub fn job_of_attempt(attempt: &str) -> Option<String> {
 /// A job id written in a message: `job_200808231712_0001` or, before 0.18, `job_0001`.
 pub fn find_job(msg: &str) -> Option<&str> {
     let bytes = msg.as_bytes();
-    let pos = memmem::find(bytes, b"job_")?;
+    let pos = find(bytes, b"job_")?;
     let len = word_len(&bytes[pos..]);
     let id = &msg[pos..pos + len];
     let parts: Vec<&str> = id.split('_').collect();
@@ -93,7 +112,7 @@ pub fn find_job(msg: &str) -> Option<&str> {
 /// generation names a block the same way.
 pub fn find_block(msg: &str) -> Option<&str> {
     let bytes = msg.as_bytes();
-    let pos = memmem::find(bytes, b"blk_")?;
+    let pos = find(bytes, b"blk_")?;
     let digits_from = pos + 4;
     let mut end = digits_from;
     if bytes.get(end) == Some(&b'-') {
@@ -118,10 +137,10 @@ pub fn host_of_address(addr: &str) -> &str {
 
 /// The address token that follows `key` in a message (`src: /a:1, dest: /b:2` → `/a:1`).
 pub fn field_after<'a>(msg: &'a str, key: &str) -> Option<&'a str> {
-    let pos = memmem::find(msg.as_bytes(), key.as_bytes())?;
+    let pos = find(msg.as_bytes(), key.as_bytes())?;
     let rest = &msg[pos + key.len()..];
     let rest = rest.trim_start();
-    let end = rest.find([' ', ',']).unwrap_or(rest.len());
+    let end = rest.bytes().position(|b| b == b' ' || b == b',').unwrap_or(rest.len());
     Some(&rest[..end]).filter(|s| !s.is_empty())
 }
 
@@ -146,6 +165,9 @@ mod tests {
         );
         assert!(find_attempt("task_tracker is up").is_none());
         assert!(find_attempt("attempt_x_1_m_1_0").is_none());
+        assert!(!is_attempt("attempt_1_2_m_3_4_5") && !is_attempt("task_1_x_3_4") && !is_attempt("task_1_m_3"));
+        assert_eq!(find(b"abcabd", b"abd"), Some(3));
+        assert_eq!(find(b"ab", b"abc"), None);
     }
 
     #[test]

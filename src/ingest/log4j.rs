@@ -156,7 +156,7 @@ fn fields_after_stamp(local_ms: i64, rest: &str, bare_thread_first: bool) -> Hea
         rest = &bracketed[close + 2..];
     }
     // `logger: message`, or `logger (File.java:method(42)) - message`.
-    let logger_end = rest.find(' ').unwrap_or(rest.len());
+    let logger_end = memchr::memchr(b' ', rest.as_bytes()).unwrap_or(rest.len());
     let (logger, tail) = rest.split_at(logger_end);
     if let Some(logger) = logger.strip_suffix(':') {
         if !logger.is_empty() {

@@ -4,12 +4,17 @@
 //! layout; [`source`] reads their lines; [`log4j`] parses each line's head; [`stream`] assembles
 //! events and counts every line; [`tasktracker`], [`datanode`] and [`clienttrace`] recognise the
 //! messages that start and end states; [`states`] pairs them; `crate::warehouse` commits.
+//! Files of other sources — sysstat ([`sadf`]) and job history ([`jobhistory`]) — are told by
+//! their content and read one by one through [`records`], with the same accounting.
 
 pub mod clienttrace;
 pub mod datanode;
 pub mod discover;
 pub mod ids;
+pub mod jobhistory;
 pub mod log4j;
+pub mod records;
+pub mod sadf;
 pub mod source;
 pub mod states;
 pub mod stream;
@@ -28,7 +33,8 @@ use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::warehouse::tables::{Rows, Table, date_of_ms};
 use crate::warehouse::{TableAppender, Warehouse, file_app_id};
-use discover::{Daemon, HostOrigin, Hints, LogFile};
+use discover::{Daemon, HostOrigin, Hints, LogFile, Refusal};
+use records::{Format, PlannedRecord};
 use stream::{FileReport, Output, PlannedFile, RunContext};
 
 pub struct IngestOptions {
@@ -107,30 +113,27 @@ pub async fn ingest(options: &IngestOptions) -> Result<Summary> {
 
     let mut reports = Vec::new();
     let mut planned = Vec::new();
+    let mut record_files = Vec::new();
     for path in &paths {
+        if let Some(found) = records::classify(path) {
+            match found {
+                Ok(file) => record_files.push(file),
+                Err(refusal) => reports.push(refused(&refusal, started_ms)),
+            }
+            continue;
+        }
         match discover::classify(path, &options.hints) {
             Ok(file) => match plan(&file, &appenders, &options.cluster).await? {
                 Some(p) => planned.push(p),
-                None => reports.push(FileReport {
-                    display: file.display.clone(),
-                    status: "unchanged",
-                    size: file.size,
-                    ..FileReport::default()
-                }),
+                None => reports.push(unchanged(&file.display, file.size)),
             },
-            Err(refusal) => reports.push(FileReport {
-                display: refusal.display.clone(),
-                status: "refused",
-                error: Some(format!("{}: {}", refusal.display, refusal.reason)),
-                size: refusal.size,
-                started_ms,
-                finished_ms: started_ms,
-                ..FileReport::default()
-            }),
+            Err(refusal) => reports.push(refused(&refusal, started_ms)),
         }
     }
+    let planned_records = records::plan_all(record_files, &appenders, &options.cluster, &mut reports).await?;
 
-    let to_read: u64 = planned.iter().map(|p| p.file.end.unwrap_or(p.file.size).saturating_sub(p.start)).sum();
+    let to_read: u64 = planned.iter().map(|p| p.file.end.unwrap_or(p.file.size).saturating_sub(p.start)).sum::<u64>()
+        + planned_records.iter().map(|p| p.file.size.saturating_sub(p.start)).sum::<u64>();
     let ctx = Arc::new(RunContext {
         cluster: options.cluster.clone(),
         ingest_id: ingest_id.clone(),
@@ -141,17 +144,24 @@ pub async fn ingest(options: &IngestOptions) -> Result<Summary> {
         lines_read: Arc::new(AtomicU64::new(0)),
     });
     let bar = progress_bar(options.progress, to_read);
-    let streams = Arc::new(Mutex::new(group_streams(planned.clone())));
+    let mut work: VecDeque<Work> = group_streams(planned.clone()).into_iter().map(Work::Logs).collect();
+    work.extend(planned_records.iter().cloned().map(Work::Record));
+    let work = Arc::new(Mutex::new(work));
+    let hints = Arc::new(options.hints.clone());
     let (sender, mut receiver) = tokio::sync::mpsc::channel::<Output>(4);
     let mut workers = Vec::new();
     for _ in 0..options.threads.max(1) {
-        let (streams, sender, ctx) = (streams.clone(), sender.clone(), ctx.clone());
+        let (work, sender, ctx, hints) = (work.clone(), sender.clone(), ctx.clone(), hints.clone());
         workers.push(tokio::task::spawn_blocking(move || {
-            while let Some(stream) = streams.lock().ok().and_then(|mut s| s.pop_front()) {
+            while let Some(next) = work.lock().ok().and_then(|mut w| w.pop_front()) {
                 // A closed channel means the writer failed; its error is the one reported.
-                stream::read_stream(&ctx, &stream, &mut |out| {
+                let mut emit = |out| {
                     let _ = sender.blocking_send(out);
-                });
+                };
+                match next {
+                    Work::Logs(stream) => stream::read_stream(&ctx, &stream, &mut emit),
+                    Work::Record(file) => records::read(&ctx, &hints, &file, &mut emit),
+                }
             }
         }));
     }
@@ -179,15 +189,23 @@ pub async fn ingest(options: &IngestOptions) -> Result<Summary> {
     for report in reports.iter().filter(|r| r.status != "unchanged") {
         append_ingest_row(&mut ingest_rows, report, &ingest_id);
     }
-    let transactions: Vec<Transaction> = planned
+    let ingested = |key: &str, display: &str| {
+        reports.iter().find(|r| r.key.as_deref() == Some(key) && r.display == display && r.status == "ingested")
+    };
+    let mut transactions: Vec<Transaction> = planned
         .iter()
         .filter_map(|p| {
-            let report = reports.iter().find(|r| r.key.as_deref() == Some(&p.file.key) && r.display == p.file.display)?;
-            (report.status == "ingested").then(|| {
-                Transaction::new(file_app_id(&options.cluster, &p.file.key), report.offset_end as i64)
-            })
+            let report = ingested(&p.file.key, &p.file.display)?;
+            Some(Transaction::new(file_app_id(&options.cluster, &p.file.key), report.offset_end as i64))
         })
         .collect();
+    for p in &planned_records {
+        let Some(report) = ingested(&p.file.key, &p.file.display) else { continue };
+        transactions.push(Transaction::new(file_app_id(&options.cluster, &p.file.key), report.offset_end as i64));
+        if p.file.format == Format::SaBinary {
+            transactions.push(Transaction::new(records::sa_bytes_app_id(&options.cluster, &p.file.key), p.file.size as i64));
+        }
+    }
     appenders[slot(Table::Ingests)].write(ingest_rows).await?;
     for appender in appenders {
         let table = appender.table();
@@ -228,6 +246,29 @@ async fn plan(file: &LogFile, appenders: &[TableAppender], cluster: &str) -> Res
         first_line,
         held_below: [below(Table::Logs), below(Table::States), below(Table::Rejects)],
     }))
+}
+
+/// What a reader thread takes next: a stream of log files, or one record file.
+enum Work {
+    Logs(Vec<PlannedFile>),
+    Record(PlannedRecord),
+}
+
+/// The report of a file every table holds whole already: nothing to read.
+fn unchanged(display: &str, size: u64) -> FileReport {
+    FileReport { display: display.to_string(), status: "unchanged", size, ..FileReport::default() }
+}
+
+fn refused(refusal: &Refusal, at_ms: i64) -> FileReport {
+    FileReport {
+        display: refusal.display.clone(),
+        status: "refused",
+        error: Some(format!("{}: {}", refusal.display, refusal.reason)),
+        size: refusal.size,
+        started_ms: at_ms,
+        finished_ms: at_ms,
+        ..FileReport::default()
+    }
 }
 
 /// Files of one host and daemon form a stream, read oldest first so that a state begun

@@ -97,17 +97,17 @@ pub enum Output {
 }
 
 /// Rows of one table, cut into batches at partition (date) changes and at [`BATCH_ROWS`].
-struct Batcher {
+pub(super) struct Batcher {
     table: Table,
     rows: Option<Rows>,
 }
 
 impl Batcher {
-    fn new(table: Table) -> Batcher {
+    pub(super) fn new(table: Table) -> Batcher {
         Batcher { table, rows: None }
     }
 
-    fn rows_for(&mut self, date: i32, emit: &mut dyn FnMut(Output)) -> &mut Rows {
+    pub(super) fn rows_for(&mut self, date: i32, emit: &mut dyn FnMut(Output)) -> &mut Rows {
         let full = self.rows.as_ref().is_some_and(|r| r.date != date || r.len() >= BATCH_ROWS);
         if full {
             if let Some(rows) = self.rows.take() {
@@ -117,7 +117,7 @@ impl Batcher {
         self.rows.get_or_insert_with(|| Rows::new(self.table, date))
     }
 
-    fn flush(&mut self, emit: &mut dyn FnMut(Output)) {
+    pub(super) fn flush(&mut self, emit: &mut dyn FnMut(Output)) {
         if let Some(rows) = self.rows.take().filter(|r| !r.is_empty()) {
             emit(Output::Rows(rows));
         }
@@ -125,21 +125,25 @@ impl Batcher {
 }
 
 /// Publishes how far a file has been read, every so many lines, for the progress bar.
-struct Progress<'a> {
+pub(super) struct Progress<'a> {
     ctx: &'a RunContext,
     offset: u64,
     lines: u64,
 }
 
-impl Progress<'_> {
-    fn advance(&mut self, offset: u64) {
+impl<'a> Progress<'a> {
+    pub(super) fn new(ctx: &'a RunContext, offset: u64) -> Progress<'a> {
+        Progress { ctx, offset, lines: 0 }
+    }
+
+    pub(super) fn advance(&mut self, offset: u64) {
         self.lines += 1;
         if self.lines >= 1 << 16 {
             self.publish(offset);
         }
     }
 
-    fn publish(&mut self, offset: u64) {
+    pub(super) fn publish(&mut self, offset: u64) {
         self.ctx.bytes_read.fetch_add(offset.saturating_sub(self.offset), Ordering::Relaxed);
         self.ctx.lines_read.fetch_add(self.lines, Ordering::Relaxed);
         self.offset = offset.max(self.offset);
@@ -154,7 +158,8 @@ struct Pending {
     local_ms: i64,
     level: String,
     logger: String,
-    thread: Option<String>,
+    thread: String,
+    has_thread: bool,
     message: String,
     line: u64,
     offset: u64,
@@ -244,7 +249,7 @@ impl StreamReader<'_> {
             }
         };
         let mut pending = Pending::default();
-        let mut progress = Progress { ctx: self.ctx, offset: planned.start, lines: 0 };
+        let mut progress = Progress::new(self.ctx, planned.start);
         loop {
             let line = match source.next_line() {
                 Ok(Some(line)) => line,
@@ -297,7 +302,9 @@ impl StreamReader<'_> {
                     pending.level.push_str(head.level);
                     pending.logger.clear();
                     pending.logger.push_str(head.logger);
-                    pending.thread = head.thread.map(str::to_string);
+                    pending.thread.clear();
+                    pending.thread.push_str(head.thread.unwrap_or_default());
+                    pending.has_thread = head.thread.is_some();
                     pending.message.clear();
                     pending.message.push_str(head.message);
                     pending.line = number;
@@ -351,18 +358,8 @@ impl StreamReader<'_> {
         if !self.wants_rows(index, 2, offset) {
             return;
         }
-        let mut cut = raw.len().min(RAW_KEPT);
-        while !raw.is_char_boundary(cut) {
-            cut -= 1;
-        }
         let rows = self.rejects.rows_for(self.ctx.run_date, emit);
-        rows.row()
-            .text(Some(&self.ctx.ingest_id))
-            .text(Some(&self.files[index].file.display))
-            .int(Some(line as i64))
-            .int(Some(offset as i64))
-            .text(Some(&reason))
-            .text(Some(&raw[..cut]));
+        append_reject(rows, &self.ctx.ingest_id, &self.files[index].file.display, line, offset, &reason, raw);
     }
 
     fn flush_event(&mut self, event: &mut Pending, index: usize, report: &mut FileReport, emit: &mut dyn FnMut(Output)) {
@@ -397,7 +394,7 @@ impl StreamReader<'_> {
                 .ms(Some(ts))
                 .text(Some(&event.level))
                 .text(Some(&event.logger))
-                .text(event.thread.as_deref())
+                .text(event.has_thread.then_some(event.thread.as_str()))
                 .text(Some(message))
                 .text(job.as_deref())
                 .text(task)
@@ -456,6 +453,21 @@ impl StreamReader<'_> {
                 .text(Some(&self.ctx.ingest_id));
         }
     }
+}
+
+/// One `rejects` row; the raw line is cut to [`RAW_KEPT`] bytes, at a character boundary.
+pub(super) fn append_reject(rows: &mut Rows, ingest_id: &str, file: &str, line: u64, offset: u64, reason: &str, raw: &str) {
+    let mut cut = raw.len().min(RAW_KEPT);
+    while !raw.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    rows.row()
+        .text(Some(ingest_id))
+        .text(Some(file))
+        .int(Some(line as i64))
+        .int(Some(offset as i64))
+        .text(Some(reason))
+        .text(Some(&raw[..cut]));
 }
 
 /// The token a message gives, by the daemon that wrote it; clienttrace loggers of any daemon

@@ -3,7 +3,7 @@
 //! merge messages are in the TaskTracker log up to 0.16 (through TaskRunner) and in the
 //! attempt's `userlogs/<attempt>/syslog` from 0.18 on; both read the same.
 
-use super::ids::{find_attempt, is_map_attempt};
+use super::ids::{contains, find_attempt, is_map_attempt};
 use super::states::{Detail, Outcome, StateKind, Token};
 
 fn task(attempt: &str) -> Detail {
@@ -45,7 +45,7 @@ pub fn recognize(msg: &str) -> Option<Token> {
     }
     // FSError and fatal errors reported by the child: `Task: <id> - Killed …`.
     if let Some(rest) = msg.strip_prefix("Task: ") {
-        if rest.contains(" - Killed") {
+        if contains(rest, " - Killed") {
             return find_attempt(rest).map(|(a, _)| task_end(a, Outcome::Failed));
         }
     }
@@ -54,7 +54,8 @@ pub fn recognize(msg: &str) -> Option<Token> {
         return None;
     }
     let (attempt, rest) = find_attempt(msg)?;
-    if rest.contains(" failed to report status for ") || rest.starts_with(" Child Error") {
+    let timed_out = rest.starts_with(": Task ") && contains(rest, " failed to report status for ");
+    if timed_out || rest.starts_with(" Child Error") {
         return Some(task_end(attempt, Outcome::Failed));
     }
     let copy = |rest: &str, outcome: Option<Outcome>| -> Option<Token> {
@@ -87,7 +88,7 @@ pub fn recognize(msg: &str) -> Option<Token> {
     // 0.18 `Merge of the 3 files in InMemoryFileSystem complete. Local file is …`; 0.20 `Merge
     // of the 3 files in-memory complete. Local file is …`.
     if rest.starts_with(" Merge of the ")
-        && (rest.contains(" files in InMemoryFileSystem complete") || rest.contains(" files in-memory complete"))
+        && (contains(rest, " files in InMemoryFileSystem complete") || contains(rest, " files in-memory complete"))
     {
         return Some(Token::End {
             kind: StateKind::ReduceMergeCopy,

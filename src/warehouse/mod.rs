@@ -8,6 +8,7 @@
 //! open a table at its newest commit whose run also committed `ingests` ([`Warehouse::open_visible`]):
 //! a run killed between its commits, or one still committing, shows nothing anywhere.
 
+pub mod results;
 pub mod tables;
 
 use std::collections::{HashMap, HashSet};
@@ -52,7 +53,7 @@ impl Warehouse {
         &self.root
     }
 
-    fn table_url(&self, table: &str) -> Result<Url> {
+    pub(crate) fn table_url(&self, table: &str) -> Result<Url> {
         std::fs::create_dir_all(self.root.join(table))
             .with_context(|| format!("cannot create {}", self.root.join(table).display()))?;
         let dir = std::fs::canonicalize(self.root.join(table))?;

@@ -15,20 +15,59 @@ pub enum Table {
     Logs,
     States,
     Rejects,
+    /// One sadc-vector (Ganesha's 14 metrics) per host and sample time, or a restart marker.
+    Sadc,
+    /// Every figure sadf gave, one row each: the long form behind `sadc`.
+    SarMetrics,
+    /// One Hadoop job from its job history.
+    Jobs,
+    /// One task attempt from job history.
+    Attempts,
     Ingests,
 }
 
 pub const PARTITION_COLUMNS: [&str; 2] = ["cluster", "date"];
 
+/// Ganesha's sadc-vector (Table 1), named with sysstat's units, in `sadc` column order.
+pub const SADC_METRICS: [&str; 14] = [
+    "cpu_user_pct",
+    "cpu_system_pct",
+    "cpu_iowait_pct",
+    "cswch_s",
+    "runq_sz",
+    "plist_sz",
+    "ldavg_1",
+    "rx_kb_s",
+    "tx_kb_s",
+    "pgpgin_s",
+    "pgpgout_s",
+    "fault_s",
+    "bread_s",
+    "bwrtn_s",
+];
+
 impl Table {
     /// In commit order: `ingests` last, so a file counts as ingested only once its rows are in.
-    pub const ALL: [Table; 4] = [Table::Logs, Table::States, Table::Rejects, Table::Ingests];
+    pub const ALL: [Table; 8] = [
+        Table::Logs,
+        Table::States,
+        Table::Rejects,
+        Table::Sadc,
+        Table::SarMetrics,
+        Table::Jobs,
+        Table::Attempts,
+        Table::Ingests,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
             Table::Logs => "logs",
             Table::States => "states",
             Table::Rejects => "rejects",
+            Table::Sadc => "sadc",
+            Table::SarMetrics => "sar_metrics",
+            Table::Jobs => "jobs",
+            Table::Attempts => "attempts",
             Table::Ingests => "ingests",
         }
     }
@@ -80,6 +119,61 @@ impl Table {
                 text("reason", false),
                 text("raw", false),
             ],
+            Table::Sadc => {
+                let mut fields = vec![
+                    text("host", false),
+                    ts("ts", false),
+                    Field::new("restart", DataType::Boolean, false),
+                    int("interval_s", true),
+                ];
+                fields.extend(SADC_METRICS.iter().map(|m| Field::new(*m, DataType::Float64, true)));
+                fields.extend([text("file", false), int("line", false), text("ingest_id", false)]);
+                fields
+            }
+            Table::SarMetrics => vec![
+                text("host", false),
+                ts("ts", false),
+                text("activity", false),
+                text("device", true),
+                text("metric", false),
+                Field::new("value", DataType::Float64, false),
+            ],
+            Table::Jobs => vec![
+                text("job_id", false),
+                text("user", true),
+                text("name", true),
+                text("queue", true),
+                ts("submit_ts", true),
+                ts("launch_ts", true),
+                ts("finish_ts", true),
+                text("outcome", true),
+                int("total_maps", true),
+                int("total_reduces", true),
+                int("finished_maps", true),
+                int("finished_reduces", true),
+                int("failed_maps", true),
+                int("failed_reduces", true),
+                text("file", false),
+                int("line", false),
+                text("ingest_id", false),
+            ],
+            Table::Attempts => vec![
+                text("job_id", true),
+                text("task_id", true),
+                text("attempt_id", false),
+                text("type", true),
+                text("host", true),
+                text("rack", true),
+                ts("start_ts", true),
+                ts("finish_ts", true),
+                ts("shuffle_finish_ts", true),
+                ts("sort_finish_ts", true),
+                text("status", true),
+                text("error", true),
+                text("file", false),
+                int("line", false),
+                text("ingest_id", false),
+            ],
             Table::Ingests => vec![
                 text("ingest_id", false),
                 text("file", false),
@@ -124,6 +218,10 @@ impl Table {
             Table::Logs => &["message", "ts", "line"],
             Table::States => &["start_ts", "end_ts", "duration_ms", "block_id", "task_id"],
             Table::Rejects => &["raw"],
+            Table::Sadc => &["ts", "line"],
+            Table::SarMetrics => &["value"],
+            Table::Jobs => &["job_id", "submit_ts", "launch_ts", "finish_ts"],
+            Table::Attempts => &["task_id", "attempt_id", "start_ts", "finish_ts", "shuffle_finish_ts", "sort_finish_ts"],
             Table::Ingests => &[],
         }
     }

@@ -31,7 +31,7 @@ pub fn options(paths: Vec<PathBuf>, warehouse: &Path, host: Option<&str>) -> Ing
         cluster: "test".into(),
         warehouse: Warehouse::new(warehouse),
         zone: None,
-        hints: Hints { host: host.map(str::to_string), daemon: None },
+        hints: Hints { host: host.map(str::to_string), ..Hints::default() },
         progress: false,
         threads: 2,
         dry_run: false,

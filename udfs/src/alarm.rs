@@ -13,7 +13,7 @@ use datafusion::logical_expr::{
     window_doc_sections::DOC_SECTION_ANALYTICAL,
 };
 
-use crate::args::{Literals, arg_error, check_arity, is_number, physical_literals, require_number, to_f64};
+use crate::args::{Literals, arg_error, check_arity, exec_error, is_number, physical_literals, require_number, to_f64};
 
 /// `consecutive(flag)`.
 #[derive(Debug, PartialEq, Eq, Hash)]
@@ -44,7 +44,8 @@ struct ConsecutiveEvaluator;
 
 impl PartitionEvaluator for ConsecutiveEvaluator {
     fn evaluate_all(&mut self, values: &[ArrayRef], _num_rows: usize) -> Result<ArrayRef> {
-        Ok(Arc::new(run_lengths(values[0].as_boolean())))
+        let flags = values[0].as_boolean_opt().ok_or_else(|| exec_error("consecutive", "flag must be a boolean"))?;
+        Ok(Arc::new(run_lengths(flags)))
     }
 }
 
@@ -56,7 +57,9 @@ static CONSECUTIVE_DOC: LazyLock<Documentation> = LazyLock::new(|| {
          20 consecutive alarms). The frame is ignored.",
         "consecutive(flag) OVER (PARTITION BY host ORDER BY t)",
     )
-    .with_sql_example("SELECT host, t, consecutive(alarm) OVER (PARTITION BY host ORDER BY t) >= 20 AS indicted FROM alarms")
+    .with_sql_example(
+        "SELECT host, t, consecutive(alarm) OVER (PARTITION BY host ORDER BY t) >= 20 AS indicted FROM alarms",
+    )
     .with_argument("flag", "Boolean column.")
     .build()
 });
@@ -164,9 +167,9 @@ impl WindowUDFImpl for Ewma {
 
     fn partition_evaluator(&self, args: PartitionEvaluatorArgs) -> Result<Box<dyn PartitionEvaluator>> {
         let lits = physical_literals(args.input_exprs());
-        let alpha = Literals { func: self.name(), lits: &lits }.number(1, "alpha", "a number literal in (0, 1]", |a| {
-            a > 0.0 && a <= 1.0
-        })?;
+        let alpha =
+            Literals { func: self.name(), lits: &lits }
+                .number(1, "alpha", "a number literal in (0, 1]", |a| a > 0.0 && a <= 1.0)?;
         Ok(Box::new(EwmaEvaluator { alpha }))
     }
 
@@ -194,7 +197,16 @@ mod tests {
 
     #[test]
     fn runs() {
-        let flags = BooleanArray::from(vec![Some(true), Some(true), None, Some(true), Some(false), Some(true), Some(true), Some(true)]);
+        let flags = BooleanArray::from(vec![
+            Some(true),
+            Some(true),
+            None,
+            Some(true),
+            Some(false),
+            Some(true),
+            Some(true),
+            Some(true),
+        ]);
         assert_eq!(run_lengths(&flags).values().to_vec(), [1, 2, 0, 1, 0, 1, 2, 3]);
     }
 

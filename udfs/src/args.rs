@@ -12,7 +12,7 @@ use datafusion::arrow::buffer::OffsetBuffer;
 use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::{DataType, Field, TimeUnit};
 use datafusion::common::{DataFusionError, Result, ScalarValue};
-use datafusion::logical_expr::{Cast, Expr, TryCast};
+use datafusion::logical_expr::{Cast, ColumnarValue, Expr, TryCast};
 use datafusion::physical_expr::PhysicalExpr;
 use datafusion::physical_expr::expressions::{CastExpr, Literal};
 
@@ -57,12 +57,10 @@ pub(crate) fn require_integer(func: &str, idx: usize, name: &str, t: &DataType) 
     }
 }
 
-/// Histograms and series: a list (any list flavour) of numbers, coerced to `List<Float64>`.
+/// Histograms and series: a list (also large or fixed-size) of numbers, coerced to `List<Float64>`.
 pub(crate) fn require_number_list(func: &str, idx: usize, name: &str, t: &DataType) -> Result<DataType> {
     match t {
-        DataType::List(f) | DataType::LargeList(f) | DataType::FixedSizeList(f, _) | DataType::ListView(f)
-            if is_number(f.data_type()) =>
-        {
+        DataType::List(f) | DataType::LargeList(f) | DataType::FixedSizeList(f, _) if is_number(f.data_type()) => {
             Ok(f64_list_type())
         }
         DataType::Null => Ok(f64_list_type()),
@@ -91,6 +89,16 @@ pub(crate) fn fixed_width_list(values: Vec<f64>, width: usize, rows: usize) -> L
 pub(crate) fn list_scalar(values: Vec<f64>) -> ScalarValue {
     let width = values.len();
     ScalarValue::List(Arc::new(fixed_width_list(values, width, 1)))
+}
+
+/// A scalar function's result: a scalar when every argument was one (constant folding calls
+/// functions that way, on one row), the array otherwise.
+pub(crate) fn scalar_or_array(args: &[ColumnarValue], out: ArrayRef) -> Result<ColumnarValue> {
+    if args.iter().all(|a| matches!(a, ColumnarValue::Scalar(_))) {
+        Ok(ColumnarValue::Scalar(ScalarValue::try_from_array(&out, 0)?))
+    } else {
+        Ok(ColumnarValue::Array(out))
+    }
 }
 
 /// Casts any numeric array to `Float64`.

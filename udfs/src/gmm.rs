@@ -24,8 +24,8 @@
 use std::mem::size_of;
 use std::sync::{Arc, LazyLock};
 
-use datafusion::arrow::array::{Array, ArrayRef, AsArray, Float64Array, Int64Array, StructArray};
-use datafusion::arrow::datatypes::{DataType, Field, FieldRef, Fields, Int64Type};
+use datafusion::arrow::array::{Array, ArrayRef, AsArray, Float64Array, Int64Array, ListArray, StructArray};
+use datafusion::arrow::datatypes::{DataType, Field, FieldRef, Fields, Float64Type, Int64Type};
 use datafusion::common::{Result, ScalarValue};
 use datafusion::logical_expr::expr::{AggregateFunctionParams, WindowFunctionParams};
 use datafusion::logical_expr::function::{AccumulatorArgs, StateFieldsArgs};
@@ -38,7 +38,7 @@ use datafusion::logical_expr::{
 
 use crate::args::{
     Literals, arg_error, arity_error, exec_error, f64_list_type, fixed_width_list, list_row, list_scalar,
-    logical_literals, physical_literals, require_integer, require_number, to_f64, to_f64_list,
+    logical_literals, physical_literals, require_integer, require_number, scalar_or_array, to_f64, to_f64_list,
 };
 
 const MAX_K: usize = 256;
@@ -88,9 +88,10 @@ fn chi_square_quantile(dof: usize, z: f64) -> f64 {
     dof as f64 * (1.0 - c + z * c.sqrt()).powi(3)
 }
 
-/// A fitted mixture: `means` and `variances` are k rows of `dims` values.
+/// A fitted mixture: `means` and `variances` are k rows of `dims` values (diagonal
+/// covariances); `max_d2` is the "unknown" floor on the squared Mahalanobis distance.
 #[derive(Debug, Clone, PartialEq)]
-pub(crate) struct Model {
+pub struct Model {
     pub k: usize,
     pub dims: usize,
     pub means: Vec<f64>,
@@ -126,39 +127,102 @@ impl Model {
         ];
         Ok(ScalarValue::Struct(Arc::new(StructArray::try_new(model_fields(), columns, None)?)))
     }
+}
 
-    /// Reads row `row` of a model column, `None` for a NULL model.
-    fn from_struct(models: &StructArray, row: usize) -> Result<Option<Self>> {
-        const FUNC: &str = "gmm_classify";
-        if models.is_null(row) {
+/// One row of a model column, borrowed.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct ModelView<'a> {
+    k: usize,
+    dims: usize,
+    rows: usize,
+    means: &'a [f64],
+    variances: &'a [f64],
+    max_d2: f64,
+}
+
+impl ModelView<'_> {
+    fn same_as(&self, m: &Model) -> bool {
+        (self.k, self.dims, self.rows, self.max_d2) == (m.k, m.dims, m.rows, m.max_d2)
+            && self.means == m.means.as_slice()
+            && self.variances == m.variances.as_slice()
+    }
+
+    fn to_model(self) -> Model {
+        Model {
+            k: self.k,
+            dims: self.dims,
+            means: self.means.to_vec(),
+            variances: self.variances.to_vec(),
+            max_d2: self.max_d2,
+            rows: self.rows,
+        }
+    }
+}
+
+/// The fields of a model column, cast once per batch so that reading a row allocates nothing.
+struct ModelColumns<'a> {
+    models: &'a StructArray,
+    ints: [Int64Array; 3],
+    means: ListArray,
+    variances: ListArray,
+    max_d2: Float64Array,
+}
+
+impl<'a> ModelColumns<'a> {
+    const FUNC: &'static str = "gmm_classify";
+
+    fn new(models: &'a StructArray) -> Result<Self> {
+        let column = |name: &str| {
+            models.column_by_name(name).ok_or_else(|| exec_error(Self::FUNC, format!("model has no field '{name}'")))
+        };
+        let int = |name: &str| -> Result<Int64Array> {
+            Ok(datafusion::arrow::compute::cast(column(name)?, &DataType::Int64)?.as_primitive::<Int64Type>().clone())
+        };
+        let list = |name: &str| -> Result<ListArray> {
+            let lists = to_f64_list(column(name)?)?;
+            if lists.values().null_count() > 0 {
+                return Err(exec_error(Self::FUNC, format!("model field '{name}' has NULL values")));
+            }
+            Ok(lists)
+        };
+        Ok(Self {
+            models,
+            ints: [int("k")?, int("dims")?, int("rows")?],
+            means: list("means")?,
+            variances: list("variances")?,
+            max_d2: to_f64(column("max_d2")?)?,
+        })
+    }
+
+    /// Row `row`'s model, `None` when the model is NULL; an error when it is malformed.
+    fn view<'s>(&'s self, row: usize) -> Result<Option<ModelView<'s>>> {
+        if self.models.is_null(row) {
             return Ok(None);
         }
-        let column = |name: &str| {
-            models.column_by_name(name).ok_or_else(|| exec_error(FUNC, format!("model has no field '{name}'")))
+        let [k, dims, rows] = self.ints.each_ref().map(|c| c.is_valid(row).then(|| c.value(row)).filter(|v| *v > 0));
+        let (Some(k), Some(dims), Some(rows)) = (k, dims, rows) else {
+            return Err(exec_error(Self::FUNC, "model fields k, dims and rows must be positive integers"));
         };
-        let int = |name: &str| -> Result<usize> {
-            let c = datafusion::arrow::compute::cast(column(name)?, &DataType::Int64)?;
-            let c = c.as_primitive::<Int64Type>();
-            match c.is_valid(row).then(|| c.value(row)) {
-                Some(v) if v > 0 => Ok(v as usize),
-                _ => Err(exec_error(FUNC, format!("model field '{name}' must be a positive integer"))),
-            }
+        let (k, dims) = (k as usize, dims as usize);
+        let slice = |lists: &'s ListArray| -> &'s [f64] {
+            let offsets = lists.value_offsets();
+            let values = lists.values().as_primitive::<Float64Type>().values();
+            &values[offsets[row] as usize..offsets[row + 1] as usize]
         };
-        let (k, dims, rows) = (int("k")?, int("dims")?, int("rows")?);
-        let mut scratch = Vec::new();
-        let mut list = |name: &str| -> Result<Vec<f64>> {
-            let lists = to_f64_list(column(name)?)?;
-            match list_row(&lists, row, &mut scratch) {
-                Some(v) if v.len() == k * dims => Ok(v.to_vec()),
-                _ => Err(exec_error(FUNC, format!("model field '{name}' must hold k * dims = {} values", k * dims))),
-            }
-        };
-        let (means, variances) = (list("means")?, list("variances")?);
-        let max_d2 = to_f64(column("max_d2")?)?;
-        if max_d2.is_null(row) || variances.iter().any(|v| !(*v > 0.0)) {
-            return Err(exec_error(FUNC, "model has a NULL max_d2 or a non-positive variance"));
+        let (means, variances) = (slice(&self.means), slice(&self.variances));
+        if means.len() != k * dims || variances.len() != k * dims {
+            return Err(exec_error(
+                Self::FUNC,
+                format!("model means and variances must hold k * dims = {} values", k * dims),
+            ));
         }
-        Ok(Some(Self { k, dims, means, variances, max_d2: max_d2.value(row), rows }))
+        if self.max_d2.is_null(row)
+            || self.max_d2.value(row).is_nan()
+            || variances.iter().any(|v| v.is_nan() || *v <= 0.0)
+        {
+            return Err(exec_error(Self::FUNC, "model has a NULL or NaN max_d2 or a non-positive variance"));
+        }
+        Ok(Some(ModelView { k, dims, rows: rows as usize, means, variances, max_d2: self.max_d2.value(row) }))
     }
 }
 
@@ -190,7 +254,11 @@ impl Classifier {
     fn label(&self, x: &[f64]) -> usize {
         let (mut best, mut best_log_p, mut best_d2) = (0, f64::NEG_INFINITY, f64::INFINITY);
         for j in 0..self.k {
-            let d2 = mahalanobis2(x, &self.means[j * self.dims..][..self.dims], &self.inv_variances[j * self.dims..][..self.dims]);
+            let d2 = mahalanobis2(
+                x,
+                &self.means[j * self.dims..][..self.dims],
+                &self.inv_variances[j * self.dims..][..self.dims],
+            );
             let log_p = self.log_norms[j] - 0.5 * d2;
             if log_p > best_log_p {
                 (best, best_log_p, best_d2) = (j, log_p, d2);
@@ -269,35 +337,15 @@ fn kmeans(points: &[f64], dims: usize, k: usize, rng: &mut Rng) -> (Vec<f64>, Ve
 
 /// Fits the mixture to `points` (rows of `dims` finite values). `None` with fewer rows than
 /// components.
-pub(crate) fn fit(mut points: Vec<f64>, dims: usize, k: usize, seed: u64) -> Option<Model> {
+pub fn fit(points: &[f64], dims: usize, k: usize, seed: u64) -> Option<Model> {
+    if dims == 0 {
+        return None;
+    }
     let n = points.len() / dims;
     if n < k || n == 0 {
         return None;
     }
-    // Sorting makes the result independent of the order in which partitions delivered rows.
-    let mut order: Vec<usize> = (0..n).collect();
-    order.sort_unstable_by(|&a, &b| {
-        let (ra, rb) = (&points[a * dims..(a + 1) * dims], &points[b * dims..(b + 1) * dims]);
-        ra.iter().zip(rb).map(|(x, y)| x.total_cmp(y)).find(|o| o.is_ne()).unwrap_or(std::cmp::Ordering::Equal)
-    });
-    let sorted: Vec<f64> = order.iter().flat_map(|&i| points[i * dims..(i + 1) * dims].iter().copied()).collect();
-    points = sorted;
-
-    // Standardise.
-    let mut centre = vec![0.0; dims];
-    let mut scale = vec![0.0; dims];
-    for r in points.chunks_exact(dims) {
-        centre.iter_mut().zip(r).for_each(|(c, x)| *c += x);
-    }
-    centre.iter_mut().for_each(|c| *c /= n as f64);
-    for r in points.chunks_exact(dims) {
-        scale.iter_mut().zip(r).zip(&centre).for_each(|((s, x), c)| *s += (x - c) * (x - c));
-    }
-    // A constant metric keeps unit scale: it cannot separate profiles, and must not divide by 0.
-    scale.iter_mut().for_each(|s| *s = if *s > 0.0 { (*s / n as f64).sqrt() } else { 1.0 });
-    for r in points.chunks_exact_mut(dims) {
-        r.iter_mut().zip(&centre).zip(&scale).for_each(|((x, c), s)| *x = (*x - c) / s);
-    }
+    let (points, centre, scale) = sorted_standardised(points, dims);
 
     // K-means on a sample, best of several runs.
     let mut rng = Rng::new(seed);
@@ -306,10 +354,8 @@ pub(crate) fn fit(mut points: Vec<f64>, dims: usize, k: usize, seed: u64) -> Opt
     } else {
         (0..KMEANS_SAMPLE).flat_map(|_| points[rng.below(n) * dims..][..dims].to_vec()).collect()
     };
-    let sample_n = sample.len() / dims;
-    let (centroids, assignment, _) = (0..KMEANS_RUNS)
-        .map(|_| kmeans(&sample, dims, k, &mut rng))
-        .min_by(|a, b| a.2.total_cmp(&b.2))?;
+    let (centroids, assignment, _) =
+        (0..KMEANS_RUNS).map(|_| kmeans(&sample, dims, k, &mut rng)).min_by(|a, b| a.2.total_cmp(&b.2))?;
 
     // EM starts from the clusters' means and per-metric variances.
     let mut means = centroids;
@@ -328,7 +374,6 @@ pub(crate) fn fit(mut points: Vec<f64>, dims: usize, k: usize, seed: u64) -> Opt
             variances[j * dims + d] = sq[j * dims + d] / counts[j] as f64 + VARIANCE_FLOOR;
         }
     }
-    debug_assert_eq!(assignment.len(), sample_n);
 
     em(&points, dims, k, &mut means, &mut variances);
 
@@ -340,6 +385,33 @@ pub(crate) fn fit(mut points: Vec<f64>, dims: usize, k: usize, seed: u64) -> Opt
         }
     }
     Some(Model { k, dims, means, variances, max_d2: chi_square_quantile(dims, Z_999), rows: n })
+}
+
+/// The rows sorted (so that the fit does not depend on the order in which partitions delivered
+/// them) and standardised, with each metric's mean and standard deviation.
+fn sorted_standardised(points: &[f64], dims: usize) -> (Vec<f64>, Vec<f64>, Vec<f64>) {
+    let n = points.len() / dims;
+    let row = |i: usize| &points[i * dims..(i + 1) * dims];
+    let mut order: Vec<usize> = (0..n).collect();
+    order.sort_unstable_by(|&a, &b| {
+        row(a).iter().zip(row(b)).map(|(x, y)| x.total_cmp(y)).find(|o| o.is_ne()).unwrap_or(std::cmp::Ordering::Equal)
+    });
+    let mut sorted: Vec<f64> = order.iter().flat_map(|&i| row(i).iter().copied()).collect();
+    let mut centre = vec![0.0; dims];
+    let mut scale = vec![0.0; dims];
+    for r in sorted.chunks_exact(dims) {
+        centre.iter_mut().zip(r).for_each(|(c, x)| *c += x);
+    }
+    centre.iter_mut().for_each(|c| *c /= n as f64);
+    for r in sorted.chunks_exact(dims) {
+        scale.iter_mut().zip(r).zip(&centre).for_each(|((s, x), c)| *s += (x - c) * (x - c));
+    }
+    // A constant metric keeps unit scale: it cannot separate profiles, and must not divide by 0.
+    scale.iter_mut().for_each(|s| *s = if *s > 0.0 { (*s / n as f64).sqrt() } else { 1.0 });
+    for r in sorted.chunks_exact_mut(dims) {
+        r.iter_mut().zip(&centre).zip(&scale).for_each(|((x, c), s)| *x = (*x - c) / s);
+    }
+    (sorted, centre, scale)
 }
 
 /// EM for a diagonal-covariance mixture with equal, fixed priors.
@@ -356,13 +428,17 @@ fn em(points: &[f64], dims: usize, k: usize, means: &mut [f64], variances: &mut 
         let mut log_likelihood = 0.0;
         for x in points.chunks_exact(dims) {
             for j in 0..k {
-                log_p[j] = log_norm[j] - 0.5 * mahalanobis2(x, &means[j * dims..][..dims], &inv_var[j * dims..][..dims]);
+                log_p[j] =
+                    log_norm[j] - 0.5 * mahalanobis2(x, &means[j * dims..][..dims], &inv_var[j * dims..][..dims]);
             }
             let top = log_p.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-            let total: f64 = log_p.iter_mut().map(|l| {
-                *l = (*l - top).exp();
-                *l
-            }).sum();
+            let total: f64 = log_p
+                .iter_mut()
+                .map(|l| {
+                    *l = (*l - top).exp();
+                    *l
+                })
+                .sum();
             log_likelihood += top + total.ln();
             for j in 0..k {
                 let r = log_p[j] / total;
@@ -438,9 +514,9 @@ impl Accumulator for GmmAccumulator {
         Ok(())
     }
 
+    /// Leaves the rows in place: a window frame evaluates the same accumulator again.
     fn evaluate(&mut self) -> Result<ScalarValue> {
-        let points = std::mem::take(&mut self.points);
-        match fit(points, self.params.dims, self.params.k, self.params.seed) {
+        match fit(&self.points, self.params.dims, self.params.k, self.params.seed) {
             Some(model) => model.to_scalar(),
             None => ScalarValue::try_from(&model_type()),
         }
@@ -609,52 +685,46 @@ impl ScalarUDFImpl for GmmClassify {
     }
 
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
-        let rows = args.number_rows;
-        let metrics = ColumnarValue::values_to_arrays(&args.args[1..])?
-            .iter()
-            .map(to_f64)
-            .collect::<Result<Vec<_>>>()?;
-        // The usual call has one model for every row (a scalar subquery or a one-row join that
-        // DataFusion turns into a constant); prepare it once.
-        let single = match &args.args[0] {
-            ColumnarValue::Scalar(ScalarValue::Struct(s)) => Some(Model::from_struct(s, 0)?.map(|m| Classifier::new(&m))),
-            ColumnarValue::Scalar(ScalarValue::Null) => Some(None),
-            _ => None,
+        let arrays = ColumnarValue::values_to_arrays(&args.args)?;
+        let models = match arrays[0].data_type() {
+            DataType::Null => None,
+            _ => Some(ModelColumns::new(
+                arrays[0].as_struct_opt().ok_or_else(|| exec_error(self.name(), "model must be a struct"))?,
+            )?),
         };
-        let models = match &args.args[0] {
-            ColumnarValue::Array(a) => Some(a.as_struct_opt().ok_or_else(|| exec_error(self.name(), "model must be a struct"))?),
-            ColumnarValue::Scalar(_) => None,
-        };
+        let metrics = arrays[1..].iter().map(to_f64).collect::<Result<Vec<_>>>()?;
+        // Usually every row carries the same model (a one-row table joined in): prepare it once
+        // and reuse it while the rows' models are equal.
+        let mut cached: Option<(Model, Classifier)> = None;
         let mut x = vec![0.0; metrics.len()];
-        let mut out = Vec::with_capacity(rows);
-        for row in 0..rows {
-            let owned;
-            let classifier = match (&single, models) {
-                (Some(c), _) => c.as_ref(),
-                (None, Some(models)) => {
-                    owned = Model::from_struct(models, row)?.map(|m| Classifier::new(&m));
-                    owned.as_ref()
-                }
-                (None, None) => return Err(exec_error(self.name(), "model must be a struct")),
-            };
-            let Some(c) = classifier else {
+        let mut out = Vec::with_capacity(arrays[0].len());
+        for row in 0..arrays[0].len() {
+            let Some(view) = models.as_ref().map(|m| m.view(row)).transpose()?.flatten() else {
                 out.push(None);
                 continue;
             };
-            if c.dims != metrics.len() {
+            if view.dims != metrics.len() {
                 return Err(exec_error(
                     self.name(),
-                    format!("the model has {} metrics but {} were given", c.dims, metrics.len()),
+                    format!("the model has {} metrics but {} were given", view.dims, metrics.len()),
                 ));
             }
             if metrics.iter().any(|m| m.is_null(row) || m.value(row).is_nan()) {
                 out.push(None);
                 continue;
             }
+            let classifier = match &cached {
+                Some((model, classifier)) if view.same_as(model) => classifier,
+                _ => {
+                    let model = view.to_model();
+                    let classifier = Classifier::new(&model);
+                    &cached.insert((model, classifier)).1
+                }
+            };
             x.iter_mut().zip(&metrics).for_each(|(x, m)| *x = m.value(row));
-            out.push(Some(c.label(&x) as i64));
+            out.push(Some(classifier.label(&x) as i64));
         }
-        Ok(ColumnarValue::Array(Arc::new(Int64Array::from(out))))
+        scalar_or_array(&args.args, Arc::new(Int64Array::from(out)))
     }
 
     fn documentation(&self) -> Option<&Documentation> {
@@ -698,7 +768,7 @@ mod tests {
     fn recovers_three_separated_gaussians() {
         let mut rng = Rng::new(1);
         let points = gaussian_clusters(&CENTRES, 0.1, 3000, &mut rng);
-        let model = fit(points, 2, 3, 7).unwrap();
+        let model = fit(&points, 2, 3, 7).unwrap();
         let classifier = Classifier::new(&model);
         for centre in CENTRES {
             let j = classifier.label(centre);
@@ -720,8 +790,8 @@ mod tests {
 
     #[test]
     fn too_few_rows_and_identical_rows() {
-        assert_eq!(fit(vec![1.0, 2.0], 1, 3, 0), None);
-        let model = fit(vec![1.0; 10], 1, 2, 0).unwrap();
+        assert_eq!(fit(&[1.0, 2.0], 1, 3, 0), None);
+        let model = fit(&[1.0; 10], 1, 2, 0).unwrap();
         assert!(model.variances.iter().all(|v| *v > 0.0 && v.is_finite()));
         assert_eq!(Classifier::new(&model).label(&[1.0]), 0);
     }
@@ -753,7 +823,12 @@ mod tests {
         let mut models = Vec::new();
         for partitions in [1, 8] {
             let ctx = points_ctx(partitions).await;
-            ctx.sql("CREATE TABLE m AS SELECT gmm_fit(3, x, y, 11) AS model FROM pts").await.unwrap().collect().await.unwrap();
+            ctx.sql("CREATE TABLE m AS SELECT gmm_fit(3, x, y, 11) AS model FROM pts")
+                .await
+                .unwrap()
+                .collect()
+                .await
+                .unwrap();
             models.push(strings(&ctx, "SELECT model FROM m").await);
             let labels = strings(
                 &ctx,

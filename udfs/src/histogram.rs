@@ -19,14 +19,12 @@ use datafusion::logical_expr::function::{AccumulatorArgs, StateFieldsArgs};
 use datafusion::logical_expr::utils::format_state_name;
 use datafusion::logical_expr::{
     Accumulator, AggregateUDFImpl, Documentation, EmitTo, GroupsAccumulator, Signature, Volatility,
-    aggregate_doc_sections::DOC_SECTION_GENERAL, udaf_default_schema_name,
-    udaf_default_window_function_schema_name,
+    aggregate_doc_sections::DOC_SECTION_GENERAL, udaf_default_schema_name, udaf_default_window_function_schema_name,
 };
 
 use crate::args::{
-    Literals, arg_error, check_arity, exec_error, f64_list_type, fixed_width_list, list_scalar,
-    logical_literals, physical_literals, require_integer, require_number, require_time, times_to_f64, to_f64,
-    to_f64_list,
+    Literals, arg_error, check_arity, exec_error, f64_list_type, fixed_width_list, list_scalar, logical_literals,
+    physical_literals, require_integer, require_number, require_time, times_to_f64, to_f64, to_f64_list,
 };
 
 /// More bins than this is a mistake (a bins argument in milliseconds, say), not a histogram.
@@ -62,7 +60,9 @@ impl ValueBinner {
             _ => match l.string(4, "scale", "'linear' or 'log'")?.to_ascii_lowercase().as_str() {
                 "linear" => false,
                 "log" => true,
-                other => return Err(arg_error(Self::FUNC, 4, "scale", format!("must be 'linear' or 'log', got '{other}'"))),
+                other => {
+                    return Err(arg_error(Self::FUNC, 4, "scale", format!("must be 'linear' or 'log', got '{other}'")));
+                }
             },
         };
         if log && lo <= 0.0 {
@@ -217,9 +217,15 @@ struct HistogramGroupsAccumulator<B> {
     func: &'static str,
     binner: B,
     counts: Vec<f64>,
+    /// Scratch for `update_batch`: the index in `counts` of each counted row.
+    slots: Vec<usize>,
 }
 
 impl<B: Binner> HistogramGroupsAccumulator<B> {
+    fn new(func: &'static str, binner: B) -> Self {
+        Self { func, binner, counts: Vec::new(), slots: Vec::new() }
+    }
+
     fn take(&mut self, emit_to: EmitTo) -> (Vec<f64>, usize) {
         let width = self.binner.bins();
         match emit_to {
@@ -250,15 +256,22 @@ impl<B: Binner> GroupsAccumulator for HistogramGroupsAccumulator<B> {
     ) -> Result<()> {
         let width = self.binner.bins();
         self.counts.resize(total_num_groups * width, 0.0);
-        let counts = &mut self.counts;
+        // Two passes: first each row's slot in `counts`, then the increments, whose cache misses
+        // (one per row with millions of groups) overlap when the loop does nothing else.
+        let slots = &mut self.slots;
+        slots.clear();
         match opt_filter {
-            None => self.binner.bin_rows(&values[0], |row, bin| counts[group_indices[row] * width + bin] += 1.0),
+            None => self.binner.bin_rows(&values[0], |row, bin| slots.push(group_indices[row] * width + bin))?,
             Some(_) => self.binner.bin_rows(&values[0], |row, bin| {
                 if passes(opt_filter, row) {
-                    counts[group_indices[row] * width + bin] += 1.0;
+                    slots.push(group_indices[row] * width + bin);
                 }
-            }),
+            })?,
         }
+        for &slot in slots.iter() {
+            self.counts[slot] += 1.0;
+        }
+        Ok(())
     }
 
     fn evaluate(&mut self, emit_to: EmitTo) -> Result<ArrayRef> {
@@ -293,23 +306,38 @@ impl<B: Binner> GroupsAccumulator for HistogramGroupsAccumulator<B> {
     }
 
     fn size(&self) -> usize {
-        size_of::<Self>() + self.counts.capacity() * size_of::<f64>()
+        size_of::<Self>() + self.counts.capacity() * size_of::<f64>() + self.slots.capacity() * size_of::<usize>()
     }
 }
 
-fn histogram_state_fields(args: &StateFieldsArgs) -> Vec<FieldRef> {
-    vec![Arc::new(Field::new(format_state_name(args.name, "histogram"), f64_list_type(), true))]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Binning {
+    Values,
+    Labels,
 }
 
-/// `state_histogram(value, lo, hi, bins[, 'linear' | 'log'])`.
+/// `state_histogram(value, lo, hi, bins[, 'linear' | 'log'])` and `label_histogram(label, k)`:
+/// one aggregate over two ways of choosing a row's bin.
 #[derive(Debug, PartialEq, Eq, Hash)]
-pub struct StateHistogram {
+pub struct BinnedHistogram {
     signature: Signature,
+    binning: Binning,
 }
 
-impl Default for StateHistogram {
-    fn default() -> Self {
-        Self { signature: Signature::user_defined(Volatility::Immutable) }
+impl BinnedHistogram {
+    pub fn state_histogram() -> Self {
+        Self { signature: Signature::user_defined(Volatility::Immutable), binning: Binning::Values }
+    }
+
+    pub fn label_histogram() -> Self {
+        Self { signature: Signature::user_defined(Volatility::Immutable), binning: Binning::Labels }
+    }
+
+    fn check_literals(&self, lits: &[Option<ScalarValue>]) -> Result<()> {
+        match self.binning {
+            Binning::Values => ValueBinner::parse(lits).map(drop),
+            Binning::Labels => LabelBinner::parse(lits).map(drop),
+        }
     }
 }
 
@@ -321,9 +349,7 @@ static STATE_HISTOGRAM_DOC: LazyLock<Documentation> = LazyLock::new(|| {
          values are skipped; a group with no values gives all-zero bins.",
         "state_histogram(value, lo, hi, bins[, scale])",
     )
-    .with_sql_example(
-        "SELECT host, state_histogram(duration_ms, 1, 60000, 20, 'log') FROM states GROUP BY host",
-    )
+    .with_sql_example("SELECT host, state_histogram(duration_ms, 1, 60000, 20, 'log') FROM states GROUP BY host")
     .with_argument("value", "Numeric column, e.g. a state's duration.")
     .with_argument("lo", "Literal lower edge of the first bin (positive with 'log').")
     .with_argument("hi", "Literal upper edge of the last bin, greater than lo.")
@@ -331,83 +357,6 @@ static STATE_HISTOGRAM_DOC: LazyLock<Documentation> = LazyLock::new(|| {
     .with_argument("scale", "Optional literal 'linear' (default) or 'log'.")
     .build()
 });
-
-impl AggregateUDFImpl for StateHistogram {
-    fn name(&self) -> &str {
-        ValueBinner::FUNC
-    }
-
-    fn signature(&self) -> &Signature {
-        &self.signature
-    }
-
-    fn coerce_types(&self, t: &[DataType]) -> Result<Vec<DataType>> {
-        let f = ValueBinner::FUNC;
-        check_arity(f, t, 4, 5)?;
-        require_number(f, 0, "value", &t[0])?;
-        require_number(f, 1, "lo", &t[1])?;
-        require_number(f, 2, "hi", &t[2])?;
-        require_integer(f, 3, "bins", &t[3])?;
-        if let Some(scale) = t.get(4)
-            && !matches!(scale, DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View)
-        {
-            return Err(arg_error(f, 4, "scale", format!("must be a string, got {scale}")));
-        }
-        let mut out = t.to_vec();
-        out[0] = DataType::Float64;
-        Ok(out)
-    }
-
-    fn return_type(&self, _: &[DataType]) -> Result<DataType> {
-        Ok(f64_list_type())
-    }
-
-    fn schema_name(&self, params: &AggregateFunctionParams) -> Result<String> {
-        // The literal-only parameters are checked here, while planning, so that a bad `bins`
-        // fails `ctx.sql(...)` rather than the first batch.
-        ValueBinner::parse(&logical_literals(&params.args))?;
-        udaf_default_schema_name(self, params)
-    }
-
-    fn window_function_schema_name(&self, params: &WindowFunctionParams) -> Result<String> {
-        ValueBinner::parse(&logical_literals(&params.args))?;
-        udaf_default_window_function_schema_name(self, params)
-    }
-
-    fn accumulator(&self, args: AccumulatorArgs) -> Result<Box<dyn Accumulator>> {
-        let binner = ValueBinner::parse(&physical_literals(args.exprs))?;
-        Ok(Box::new(HistogramAccumulator::new(ValueBinner::FUNC, binner)))
-    }
-
-    fn state_fields(&self, args: StateFieldsArgs) -> Result<Vec<FieldRef>> {
-        Ok(histogram_state_fields(&args))
-    }
-
-    fn groups_accumulator_supported(&self, _: AccumulatorArgs) -> bool {
-        true
-    }
-
-    fn create_groups_accumulator(&self, args: AccumulatorArgs) -> Result<Box<dyn GroupsAccumulator>> {
-        let binner = ValueBinner::parse(&physical_literals(args.exprs))?;
-        Ok(Box::new(HistogramGroupsAccumulator { func: ValueBinner::FUNC, binner, counts: Vec::new() }))
-    }
-
-    fn documentation(&self) -> Option<&Documentation> {
-        Some(&STATE_HISTOGRAM_DOC)
-    }
-}
-
-/// `label_histogram(label, k)`.
-#[derive(Debug, PartialEq, Eq, Hash)]
-pub struct LabelHistogram {
-    signature: Signature,
-}
-
-impl Default for LabelHistogram {
-    fn default() -> Self {
-        Self { signature: Signature::user_defined(Volatility::Immutable) }
-    }
-}
 
 static LABEL_HISTOGRAM_DOC: LazyLock<Documentation> = LazyLock::new(|| {
     Documentation::builder(
@@ -417,17 +366,18 @@ static LABEL_HISTOGRAM_DOC: LazyLock<Documentation> = LazyLock::new(|| {
          with none gives all-zero bins.",
         "label_histogram(label, k)",
     )
-    .with_sql_example(
-        "SELECT host, label_histogram(gmm_classify(m.model, cpu, iowait), 7) FROM sadc, m GROUP BY host",
-    )
+    .with_sql_example("SELECT host, label_histogram(gmm_classify(m.model, cpu, iowait), 7) FROM sadc, m GROUP BY host")
     .with_argument("label", "Integer column, e.g. the output of gmm_classify.")
     .with_argument("k", "Positive integer literal: the number of known labels.")
     .build()
 });
 
-impl AggregateUDFImpl for LabelHistogram {
+impl AggregateUDFImpl for BinnedHistogram {
     fn name(&self) -> &str {
-        LabelBinner::FUNC
+        match self.binning {
+            Binning::Values => ValueBinner::FUNC,
+            Binning::Labels => LabelBinner::FUNC,
+        }
     }
 
     fn signature(&self) -> &Signature {
@@ -435,11 +385,30 @@ impl AggregateUDFImpl for LabelHistogram {
     }
 
     fn coerce_types(&self, t: &[DataType]) -> Result<Vec<DataType>> {
-        let f = LabelBinner::FUNC;
-        check_arity(f, t, 2, 2)?;
-        require_integer(f, 0, "label", &t[0])?;
-        require_integer(f, 1, "k", &t[1])?;
-        Ok(vec![DataType::Int64, t[1].clone()])
+        let f = self.name();
+        match self.binning {
+            Binning::Values => {
+                check_arity(f, t, 4, 5)?;
+                require_number(f, 0, "value", &t[0])?;
+                require_number(f, 1, "lo", &t[1])?;
+                require_number(f, 2, "hi", &t[2])?;
+                require_integer(f, 3, "bins", &t[3])?;
+                if let Some(scale) = t.get(4)
+                    && !matches!(scale, DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View)
+                {
+                    return Err(arg_error(f, 4, "scale", format!("must be a string, got {scale}")));
+                }
+                let mut out = t.to_vec();
+                out[0] = DataType::Float64;
+                Ok(out)
+            }
+            Binning::Labels => {
+                check_arity(f, t, 2, 2)?;
+                require_integer(f, 0, "label", &t[0])?;
+                require_integer(f, 1, "k", &t[1])?;
+                Ok(vec![DataType::Int64, t[1].clone()])
+            }
+        }
     }
 
     fn return_type(&self, _: &[DataType]) -> Result<DataType> {
@@ -447,22 +416,27 @@ impl AggregateUDFImpl for LabelHistogram {
     }
 
     fn schema_name(&self, params: &AggregateFunctionParams) -> Result<String> {
-        LabelBinner::parse(&logical_literals(&params.args))?;
+        // The literal-only parameters are checked here, while planning, so that a bad `bins`
+        // fails `ctx.sql(...)` rather than the first batch.
+        self.check_literals(&logical_literals(&params.args))?;
         udaf_default_schema_name(self, params)
     }
 
     fn window_function_schema_name(&self, params: &WindowFunctionParams) -> Result<String> {
-        LabelBinner::parse(&logical_literals(&params.args))?;
+        self.check_literals(&logical_literals(&params.args))?;
         udaf_default_window_function_schema_name(self, params)
     }
 
     fn accumulator(&self, args: AccumulatorArgs) -> Result<Box<dyn Accumulator>> {
-        let binner = LabelBinner::parse(&physical_literals(args.exprs))?;
-        Ok(Box::new(HistogramAccumulator::new(LabelBinner::FUNC, binner)))
+        let lits = physical_literals(args.exprs);
+        Ok(match self.binning {
+            Binning::Values => Box::new(HistogramAccumulator::new(ValueBinner::FUNC, ValueBinner::parse(&lits)?)),
+            Binning::Labels => Box::new(HistogramAccumulator::new(LabelBinner::FUNC, LabelBinner::parse(&lits)?)),
+        })
     }
 
     fn state_fields(&self, args: StateFieldsArgs) -> Result<Vec<FieldRef>> {
-        Ok(histogram_state_fields(&args))
+        Ok(vec![Arc::new(Field::new(format_state_name(args.name, "histogram"), f64_list_type(), true))])
     }
 
     fn groups_accumulator_supported(&self, _: AccumulatorArgs) -> bool {
@@ -470,12 +444,18 @@ impl AggregateUDFImpl for LabelHistogram {
     }
 
     fn create_groups_accumulator(&self, args: AccumulatorArgs) -> Result<Box<dyn GroupsAccumulator>> {
-        let binner = LabelBinner::parse(&physical_literals(args.exprs))?;
-        Ok(Box::new(HistogramGroupsAccumulator { func: LabelBinner::FUNC, binner, counts: Vec::new() }))
+        let lits = physical_literals(args.exprs);
+        Ok(match self.binning {
+            Binning::Values => Box::new(HistogramGroupsAccumulator::new(ValueBinner::FUNC, ValueBinner::parse(&lits)?)),
+            Binning::Labels => Box::new(HistogramGroupsAccumulator::new(LabelBinner::FUNC, LabelBinner::parse(&lits)?)),
+        })
     }
 
     fn documentation(&self) -> Option<&Documentation> {
-        Some(&LABEL_HISTOGRAM_DOC)
+        Some(match self.binning {
+            Binning::Values => &STATE_HISTOGRAM_DOC,
+            Binning::Labels => &LABEL_HISTOGRAM_DOC,
+        })
     }
 }
 
@@ -601,7 +581,7 @@ impl Accumulator for DecayedAccumulator {
                 return Err(exec_error(DecayParams::FUNC, "partial state has mismatched lengths"));
             }
             self.ts.extend(t);
-            self.labels.extend(b.iter().map(|&b| b as u32));
+            self.labels.extend(b.iter().map(|&b| label_bin(b as i64, self.params.k) as u32));
         }
         Ok(())
     }
@@ -691,7 +671,7 @@ impl AggregateUDFImpl for DecayedHistogram {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::test_util::{assert_lists_close, ctx, f64_lists, query_err};
+    use crate::test_util::{assert_lists_close, ctx, ctx_skipping_partial_aggregation, f64_lists, query_err};
     use datafusion::arrow::array::{Float64Array, Int64Array};
 
     fn value_binner(lo: f64, hi: f64, bins: i64, scale: &str) -> ValueBinner {
@@ -729,7 +709,13 @@ mod tests {
         let lits = [None, Some(ScalarValue::from(0.0)), Some(ScalarValue::from(1.0)), Some(ScalarValue::from(0i64))];
         let err = ValueBinner::parse(&lits).unwrap_err().to_string();
         assert!(err.contains("state_histogram: argument 4 (bins) must be a positive integer literal"), "{err}");
-        let lits = [None, Some(ScalarValue::from(0.0)), Some(ScalarValue::from(1.0)), Some(ScalarValue::from(4i64)), Some(ScalarValue::from("log"))];
+        let lits = [
+            None,
+            Some(ScalarValue::from(0.0)),
+            Some(ScalarValue::from(1.0)),
+            Some(ScalarValue::from(4i64)),
+            Some(ScalarValue::from("log")),
+        ];
         let err = ValueBinner::parse(&lits).unwrap_err().to_string();
         assert!(err.contains("argument 2 (lo) must be positive with the 'log' scale"), "{err}");
     }
@@ -744,15 +730,15 @@ mod tests {
         let binner = LabelBinner { k: 2 };
         let values: ArrayRef = Arc::new(Int64Array::from(vec![Some(0), Some(1), None, Some(5), Some(1), Some(0)]));
         let groups = [0, 1, 0, 1, 1, 2];
-        let mut acc = HistogramGroupsAccumulator { func: "t", binner, counts: Vec::new() };
+        let mut acc = HistogramGroupsAccumulator::new("t", binner);
         let filter = BooleanArray::from(vec![true, true, true, true, true, false]);
         acc.update_batch(std::slice::from_ref(&values), &groups, Some(&filter), 3).unwrap();
         let state = acc.state(EmitTo::All).unwrap();
-        let mut merged = HistogramGroupsAccumulator { func: "t", binner, counts: Vec::new() };
+        let mut merged = HistogramGroupsAccumulator::new("t", binner);
         merged.merge_batch(&state, &[0, 1, 2], 3).unwrap();
         // convert_to_state of the same rows, merged, must give the same histograms.
         let converted = merged.convert_to_state(std::slice::from_ref(&values), Some(&filter)).unwrap();
-        let mut from_rows = HistogramGroupsAccumulator { func: "t", binner, counts: Vec::new() };
+        let mut from_rows = HistogramGroupsAccumulator::new("t", binner);
         from_rows.merge_batch(&converted, &groups, 3).unwrap();
         let expected = [1.0, 0.0, 0.0, /* group 1: labels 1, 5->unknown, 1 */ 0.0, 2.0, 1.0, 0.0, 0.0, 0.0];
         assert_eq!(merged.counts, expected);
@@ -777,7 +763,7 @@ mod tests {
         FROM generate_series(1, 3000)";
 
     #[tokio::test]
-    async fn aggregates_agree_across_1_and_8_partitions() {
+    async fn aggregates_agree_across_partitionings() {
         let queries = [
             "SELECT state_histogram(d, 1, 5000, 12, 'log') FROM t",
             "SELECT state_histogram(d, 0, 3000, 7) FROM t GROUP BY g ORDER BY g",
@@ -788,19 +774,20 @@ mod tests {
         ];
         for sql in queries {
             let mut results = Vec::new();
-            for partitions in [1, 8] {
-                let ctx = ctx(partitions);
+            for ctx in [ctx(1), ctx(8), ctx_skipping_partial_aggregation(8)] {
                 ctx.sql(SETUP).await.unwrap().collect().await.unwrap();
                 results.push(f64_lists(&ctx, sql).await);
             }
             assert_lists_close(&results[0], &results[1], 1e-9, sql);
+            assert_lists_close(&results[0], &results[2], 1e-9, sql);
         }
     }
 
     #[tokio::test]
     async fn decayed_histogram_matches_hand_computed_weights() {
         let ctx = ctx(1);
-        let sql = "SELECT decayed_histogram(l, 2, t, 0.5) FROM (VALUES (0, 0.0), (1, 2.0), (0, 4.0), (9, 4.0)) AS v(l, t)";
+        let sql =
+            "SELECT decayed_histogram(l, 2, t, 0.5) FROM (VALUES (0, 0.0), (1, 2.0), (0, 4.0), (9, 4.0)) AS v(l, t)";
         let got = f64_lists(&ctx, sql).await;
         // Newest ts is 4: label 0 gets e^-2 + 1, label 1 gets e^-1, the unknown label 9 gets 1.
         let expected = vec![Some(vec![(-2.0f64).exp() + 1.0, (-1.0f64).exp(), 1.0])];

@@ -22,7 +22,12 @@ mod series;
 use datafusion::logical_expr::{AggregateUDF, ScalarUDF, WindowUDF};
 use datafusion::prelude::SessionContext;
 
-pub use distance::jsd_sqrt_raw;
+/// The numeric kernels behind the SQL functions, for Rust callers and the benchmarks.
+pub mod kernels {
+    pub use crate::distance::{jsd_sqrt_normalised, jsd_sqrt_raw, normalise};
+    pub use crate::gmm::{Model, fit};
+    pub use crate::peer::count_far_peers;
+}
 
 /// The scalar functions: `jsd_sqrt`, `kde_smooth`, `pearson`, `gmm_classify`.
 pub fn scalar_functions() -> Vec<ScalarUDF> {
@@ -38,8 +43,8 @@ pub fn scalar_functions() -> Vec<ScalarUDF> {
 /// `concurrency_series`, `gmm_fit`.
 pub fn aggregate_functions() -> Vec<AggregateUDF> {
     vec![
-        AggregateUDF::new_from_impl(histogram::StateHistogram::default()),
-        AggregateUDF::new_from_impl(histogram::LabelHistogram::default()),
+        AggregateUDF::new_from_impl(histogram::BinnedHistogram::state_histogram()),
+        AggregateUDF::new_from_impl(histogram::BinnedHistogram::label_histogram()),
         AggregateUDF::new_from_impl(histogram::DecayedHistogram::default()),
         AggregateUDF::new_from_impl(series::ConcurrencySeries::default()),
         AggregateUDF::new_from_impl(gmm::GmmFit::default()),
@@ -79,8 +84,26 @@ pub(crate) mod test_util {
         ctx
     }
 
+    /// As [`ctx`], but DataFusion skips partial aggregation from the first row, so aggregates
+    /// go through `GroupsAccumulator::convert_to_state`.
+    pub fn ctx_skipping_partial_aggregation(partitions: usize) -> SessionContext {
+        let config = SessionConfig::new()
+            .with_target_partitions(partitions)
+            .with_batch_size(64)
+            .set_usize("datafusion.execution.skip_partial_aggregation_probe_rows_threshold", 0)
+            .set_str("datafusion.execution.skip_partial_aggregation_probe_ratio_threshold", "0");
+        let ctx = SessionContext::new_with_config(config);
+        super::register_all(&ctx);
+        ctx
+    }
+
     async fn batches(ctx: &SessionContext, sql: &str) -> Vec<datafusion::arrow::array::RecordBatch> {
-        ctx.sql(sql).await.unwrap_or_else(|e| panic!("{sql}: {e}")).collect().await.unwrap_or_else(|e| panic!("{sql}: {e}"))
+        ctx.sql(sql)
+            .await
+            .unwrap_or_else(|e| panic!("{sql}: {e}"))
+            .collect()
+            .await
+            .unwrap_or_else(|e| panic!("{sql}: {e}"))
     }
 
     /// Each row as its values joined by `|`, NULL as `NULL`.
@@ -99,7 +122,11 @@ pub(crate) mod test_util {
 
     /// The first column, a Float64.
     pub async fn f64_column(ctx: &SessionContext, sql: &str) -> Vec<Option<f64>> {
-        batches(ctx, sql).await.iter().flat_map(|b| b.column(0).as_primitive::<Float64Type>().iter().collect::<Vec<_>>()).collect()
+        batches(ctx, sql)
+            .await
+            .iter()
+            .flat_map(|b| b.column(0).as_primitive::<Float64Type>().iter().collect::<Vec<_>>())
+            .collect()
     }
 
     /// The first column, a `List<Float64>`.

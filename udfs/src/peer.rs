@@ -21,7 +21,9 @@ use datafusion::logical_expr::{
     window_doc_sections::DOC_SECTION_ANALYTICAL,
 };
 
-use crate::args::{Literals, check_arity, list_row, physical_literals, require_number, require_number_list, to_f64_list};
+use crate::args::{
+    Literals, check_arity, list_row, physical_literals, require_number, require_number_list, to_f64_list,
+};
 use crate::distance::{jsd_sqrt_normalised, normalise};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -39,6 +41,15 @@ pub struct PeerComparison {
     output: Output,
 }
 
+impl Output {
+    fn name(self) -> &'static str {
+        match self {
+            Output::Indict => "indict",
+            Output::Score => "peer_score",
+        }
+    }
+}
+
 impl PeerComparison {
     pub fn indict() -> Self {
         Self { signature: Signature::user_defined(Volatility::Immutable), output: Output::Indict }
@@ -50,8 +61,9 @@ impl PeerComparison {
 }
 
 /// For each row, the number of peers farther than `threshold` and the number of peers, or
-/// `None` for rows that are not distributions. Each pair's distance is computed once.
-pub(crate) fn count_far_peers(hists: &ArrayRef, threshold: f64) -> Result<Vec<Option<(usize, usize)>>> {
+/// `None` for rows that are not distributions. Each pair's distance is computed once. `func`
+/// names the caller in errors.
+pub fn count_far_peers(func: &str, hists: &ArrayRef, threshold: f64) -> Result<Vec<Option<(usize, usize)>>> {
     let lists = to_f64_list(hists)?;
     let mut scratch = Vec::new();
     let mut normalised: Vec<Option<(Vec<f64>, f64)>> = Vec::with_capacity(lists.len());
@@ -67,7 +79,7 @@ pub(crate) fn count_far_peers(hists: &ArrayRef, threshold: f64) -> Result<Vec<Op
             if let (Some((p, hp)), Some((q, hq))) = (&normalised[i], &normalised[j]) {
                 if p.len() != q.len() {
                     return Err(crate::args::exec_error(
-                        "indict",
+                        func,
                         format!("rows {i} and {j} of a partition have {} and {} bins", p.len(), q.len()),
                     ));
                 }
@@ -79,26 +91,27 @@ pub(crate) fn count_far_peers(hists: &ArrayRef, threshold: f64) -> Result<Vec<Op
         }
     }
     let peers = valid.len().saturating_sub(1);
-    Ok((0..normalised.len())
-        .map(|i| normalised[i].as_ref().filter(|_| peers > 0).map(|_| (far[i], peers)))
-        .collect())
+    Ok((0..normalised.len()).map(|i| normalised[i].as_ref().filter(|_| peers > 0).map(|_| (far[i], peers))).collect())
 }
 
 #[derive(Debug)]
 struct PeerEvaluator {
+    name: &'static str,
     threshold: f64,
     output: Output,
 }
 
 impl PartitionEvaluator for PeerEvaluator {
     fn evaluate_all(&mut self, values: &[ArrayRef], _num_rows: usize) -> Result<ArrayRef> {
-        let counts = count_far_peers(&values[0], self.threshold)?;
+        let counts = count_far_peers(self.name, &values[0], self.threshold)?;
         Ok(match self.output {
             // Ganesha: more than (n - 1) / 2 of the n - 1 peers.
-            Output::Indict => Arc::new(counts.iter().map(|c| c.map(|(far, peers)| 2 * far > peers)).collect::<BooleanArray>()),
-            Output::Score => {
-                Arc::new(counts.iter().map(|c| c.map(|(far, peers)| far as f64 / peers as f64)).collect::<Float64Array>())
+            Output::Indict => {
+                Arc::new(counts.iter().map(|c| c.map(|(far, peers)| 2 * far > peers)).collect::<BooleanArray>())
             }
+            Output::Score => Arc::new(
+                counts.iter().map(|c| c.map(|(far, peers)| far as f64 / peers as f64)).collect::<Float64Array>(),
+            ),
         })
     }
 }
@@ -134,10 +147,7 @@ static PEER_SCORE_DOC: LazyLock<Documentation> = LazyLock::new(|| {
 
 impl WindowUDFImpl for PeerComparison {
     fn name(&self) -> &str {
-        match self.output {
-            Output::Indict => "indict",
-            Output::Score => "peer_score",
-        }
+        self.output.name()
     }
 
     fn signature(&self) -> &Signature {
@@ -153,8 +163,9 @@ impl WindowUDFImpl for PeerComparison {
     /// Called while planning the physical plan, so a non-literal threshold fails early.
     fn partition_evaluator(&self, args: PartitionEvaluatorArgs) -> Result<Box<dyn PartitionEvaluator>> {
         let lits = physical_literals(args.input_exprs());
-        let threshold = Literals { func: self.name(), lits: &lits }.number(1, "threshold", "a number literal", |_| true)?;
-        Ok(Box::new(PeerEvaluator { threshold, output: self.output }))
+        let threshold =
+            Literals { func: self.name(), lits: &lits }.number(1, "threshold", "a number literal", |_| true)?;
+        Ok(Box::new(PeerEvaluator { name: self.output.name(), threshold, output: self.output }))
     }
 
     fn field(&self, args: WindowUDFFieldArgs) -> Result<FieldRef> {
@@ -187,7 +198,7 @@ mod tests {
             3,
             6,
         );
-        let counts = count_far_peers(&(Arc::new(hists) as ArrayRef), 0.5).unwrap();
+        let counts = count_far_peers("indict", &(Arc::new(hists) as ArrayRef), 0.5).unwrap();
         // Row 5 is all zero: not a distribution, so NULL and nobody's peer (4 peers each).
         assert_eq!(counts, [Some((1, 4)), Some((1, 4)), Some((1, 4)), Some((1, 4)), Some((4, 4)), None]);
     }
@@ -195,7 +206,7 @@ mod tests {
     #[test]
     fn lone_row_has_no_peers() {
         let hists = fixed_width_list(vec![1.0, 2.0], 2, 1);
-        assert_eq!(count_far_peers(&(Arc::new(hists) as ArrayRef), 0.1).unwrap(), [None]);
+        assert_eq!(count_far_peers("indict", &(Arc::new(hists) as ArrayRef), 0.1).unwrap(), [None]);
     }
 
     #[tokio::test]

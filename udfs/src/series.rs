@@ -19,7 +19,8 @@ use datafusion::logical_expr::{
 
 use crate::args::{
     Literals, arg_error, check_arity, exec_error, f64_list_type, list_row, list_scalar, logical_literals,
-    physical_literals, require_number_list, require_time, times_to_f64, to_f64, to_f64_list, units_per_second,
+    physical_literals, require_number_list, require_time, scalar_or_array, times_to_f64, to_f64, to_f64_list,
+    units_per_second,
 };
 
 /// Ten million steps (four months of seconds) is far beyond any single series a query needs.
@@ -188,9 +189,15 @@ impl AggregateUDFImpl for ConcurrencySeries {
             require_time(f, i, name, &t[i])?;
         }
         // Timestamps and numbers do not mix: seconds since the epoch are not a unit we can guess.
-        let kinds: Vec<bool> = t[..4].iter().filter(|t| **t != DataType::Null).map(|t| units_per_second(t).is_some()).collect();
+        let kinds: Vec<bool> =
+            t[..4].iter().filter(|t| **t != DataType::Null).map(|t| units_per_second(t).is_some()).collect();
         if kinds.windows(2).any(|w| w[0] != w[1]) {
-            return Err(arg_error(f, 2, "from", format!("start, end, from and to must all be timestamps or all numbers, got {t:?}")));
+            return Err(arg_error(
+                f,
+                2,
+                "from",
+                format!("start, end, from and to must all be timestamps or all numbers, got {t:?}"),
+            ));
         }
         Ok(t.to_vec())
     }
@@ -310,13 +317,17 @@ impl ScalarUDFImpl for Pearson {
             if xs.len() != ys.len() {
                 return Err(exec_error(
                     self.name(),
-                    format!("a has {} values and b has {} (row {row}); series must have equal length", xs.len(), ys.len()),
+                    format!(
+                        "a has {} values and b has {} (row {row}); series must have equal length",
+                        xs.len(),
+                        ys.len()
+                    ),
                 ));
             }
             let (xs, ys) = (to_f64(&xs)?, to_f64(&ys)?);
             out.push(pearson_pairs(xs.values(), ys.values(), |i| xs.is_valid(i) && ys.is_valid(i)));
         }
-        Ok(ColumnarValue::Array(Arc::new(Float64Array::from(out))))
+        scalar_or_array(&args.args, Arc::new(Float64Array::from(out)))
     }
 
     fn documentation(&self) -> Option<&Documentation> {
@@ -327,7 +338,9 @@ impl ScalarUDFImpl for Pearson {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::test_util::{assert_lists_close, ctx, f64_column, f64_lists, query_err};
+    use crate::test_util::{
+        assert_lists_close, ctx, ctx_skipping_partial_aggregation, f64_column, f64_lists, query_err,
+    };
 
     #[test]
     fn pearson_by_hand() {
@@ -381,13 +394,14 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn concurrency_agrees_across_1_and_8_partitions() {
+    async fn concurrency_agrees_across_partitionings() {
         let sql = "SELECT concurrency_series(s, s + value % 13, 0, 1000, 7) FROM \
                    (SELECT value, value % 997 AS s FROM generate_series(1, 5000)) GROUP BY value % 3 ORDER BY value % 3";
         let mut results = Vec::new();
-        for partitions in [1, 8] {
-            results.push(f64_lists(&ctx(partitions), sql).await);
+        for ctx in [ctx(1), ctx(8), ctx_skipping_partial_aggregation(8)] {
+            results.push(f64_lists(&ctx, sql).await);
         }
         assert_lists_close(&results[0], &results[1], 0.0, sql);
+        assert_lists_close(&results[0], &results[2], 0.0, sql);
     }
 }

@@ -32,7 +32,9 @@ fn format_float(v: f64) -> String {
 }
 
 fn format_array_items(array: &Arc<dyn Array>) -> Result<String, DataFusionError> {
-    let items = (0..array.len()).map(|i| format_value(&ScalarValue::try_from_array(array, i)?)).collect::<Result<Vec<_>, _>>()?;
+    let items = (0..array.len())
+        .map(|i| format_value(&ScalarValue::try_from_array(array, i)?))
+        .collect::<Result<Vec<_>, _>>()?;
     Ok(format!("[{}]", items.join(", ")))
 }
 

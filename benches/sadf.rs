@@ -1,0 +1,121 @@
+//! sysstat ingest throughput and memory: `cargo bench --bench sadf` (release build).
+//!
+//! Writes `sadf -d` exports of one-second captures (the activities of the 14 metrics, two
+//! interfaces; one file per host, as sadf writes them per sa file), then measures, each run in
+//! a fresh warehouse: parsing alone (`--dry-run`) and text → `sadc` + `sar_metrics` (+ the
+//! bookkeeping tables), on 1 and on 2 threads. Prints MB/s, MB/s per core, `sadc` rows per
+//! second, the median of `KAHUNA_BENCH_RUNS` runs (default 5), and the peak resident memory
+//! after each size, to show that memory stays flat as the input grows.
+//! `KAHUNA_BENCH_MB` sets the input sizes (default `64,256`).
+
+mod common;
+
+use std::fmt::Write as _;
+use std::path::Path;
+use std::time::Instant;
+
+use common::{median, peak_rss_mb, reset_peak};
+use kahuna::ingest::discover::Hints;
+use kahuna::ingest::{IngestOptions, ingest};
+use kahuna::warehouse::Warehouse;
+
+/// A host's `sadf -d` export of `seconds` samples from 2008-08-23 00:00:00 UTC; about 560
+/// bytes a second. Values vary with the second so that nothing compresses to a constant.
+fn write_export(path: &Path, host: &str, seconds: u64) -> std::io::Result<()> {
+    let base = 1_219_449_600u64;
+    let stamp = |s: u64| {
+        let t = chrono::DateTime::from_timestamp((base + s) as i64, 0).unwrap_or_default();
+        t.format("%Y-%m-%d %H:%M:%S UTC").to_string()
+    };
+    let stamps: Vec<String> = (0..seconds).map(stamp).collect();
+    let mut out = String::new();
+    let mut group = |header: &str, row: &dyn Fn(u64) -> Vec<String>| {
+        out.push_str(header);
+        out.push('\n');
+        for (s, ts) in stamps.iter().enumerate() {
+            for fields in row(s as u64) {
+                let _ = writeln!(out, "{host};1;{ts};{fields}");
+            }
+        }
+    };
+    let f = |s: u64, k: u64| ((s * 7919 + k * 104_729) % 10_000) as f64 / 100.0;
+    group("# hostname;interval;timestamp;CPU;%user;%nice;%system;%iowait;%steal;%idle", &|s| {
+        vec![format!("-1;{:.2};0.00;{:.2};{:.2};0.00;{:.2}", f(s, 1) / 2.0, f(s, 2) / 4.0, f(s, 3) / 8.0, 20.0)]
+    });
+    group("# hostname;interval;timestamp;proc/s;cswch/s", &|s| vec![format!("{:.2};{:.2}", f(s, 4), f(s, 5) * 100.0)]);
+    group("# hostname;interval;timestamp;pgpgin/s;pgpgout/s;fault/s;majflt/s;pgfree/s;pgscank/s;pgscand/s;pgsteal/s;%vmeff", &|s| {
+        vec![format!("{:.2};{:.2};{:.2};0.00;{:.2};0.00;0.00;0.00;0.00", f(s, 6) * 10.0, f(s, 7) * 10.0, f(s, 8) * 30.0, f(s, 9) * 5.0)]
+    });
+    group("# hostname;interval;timestamp;tps;rtps;wtps;dtps;bread/s;bwrtn/s;bdscd/s", &|s| {
+        vec![format!("{:.2};{:.2};{:.2};0.00;{:.2};{:.2};0.00", f(s, 10), f(s, 11), f(s, 12), f(s, 13) * 20.0, f(s, 14) * 40.0)]
+    });
+    group("# hostname;interval;timestamp;runq-sz;plist-sz;ldavg-1;ldavg-5;ldavg-15;blocked", &|s| {
+        vec![format!("{};{};{:.2};{:.2};{:.2};0", s % 5, 300 + s % 50, f(s, 15) / 10.0, f(s, 16) / 10.0, f(s, 17) / 10.0)]
+    });
+    group("# hostname;interval;timestamp;IFACE;rxpck/s;txpck/s;rxkB/s;txkB/s;rxcmp/s;txcmp/s;rxmcst/s;%ifutil", &|s| {
+        vec![
+            "lo;0.00;0.00;0.00;0.00;0.00;0.00;0.00;0.00".to_string(),
+            format!("eth0;{:.2};{:.2};{:.2};{:.2};0.00;0.00;0.00;{:.2}", f(s, 18) * 10.0, f(s, 19) * 10.0, f(s, 20) * 100.0, f(s, 21) * 50.0, f(s, 22) / 10.0),
+        ]
+    });
+    std::fs::write(path, out)
+}
+
+async fn run(input: &Path, threads: usize, dry_run: bool) -> (f64, u64, u64) {
+    let warehouse = tempfile::tempdir().expect("temp dir");
+    let options = IngestOptions {
+        paths: vec![input.to_path_buf()],
+        cluster: "bench".into(),
+        warehouse: Warehouse::new(warehouse.path()),
+        zone: None,
+        hints: Hints::default(),
+        progress: false,
+        threads,
+        dry_run,
+    };
+    let started = Instant::now();
+    let summary = ingest(&options).await.expect("ingest");
+    (started.elapsed().as_secs_f64(), summary.bytes_read(), summary.total(|r| r.events))
+}
+
+#[tokio::main]
+async fn main() {
+    let sizes: Vec<u64> = std::env::var("KAHUNA_BENCH_MB")
+        .unwrap_or_else(|_| "64,256".into())
+        .split(',')
+        .filter_map(|s| s.trim().parse().ok())
+        .collect();
+    let runs: usize = std::env::var("KAHUNA_BENCH_RUNS").ok().and_then(|s| s.parse().ok()).unwrap_or(5);
+    println!(
+        "{:>8} {:>30} {:>8} {:>10} {:>14} {:>14} {:>12}",
+        "input", "phase", "threads", "MB/s", "MB/s per core", "sadc rows/s", "peak RSS MB"
+    );
+    for mb in sizes {
+        let input = tempfile::tempdir().expect("temp dir");
+        // 8 hosts; ~560 bytes of `-d` text per host and second.
+        let seconds = (mb << 20) / 8 / 560;
+        for host in 0..8 {
+            write_export(&input.path().join(format!("node{host}.sadf-d.csv")), &format!("node{host}"), seconds).expect("write export");
+        }
+        for (phase, dry_run) in [("parse only (--dry-run)", true), ("text -> sadc + sar_metrics", false)] {
+            for threads in [1, 2] {
+                reset_peak();
+                let mut rates = Vec::new();
+                let mut row_rates = Vec::new();
+                for _ in 0..runs {
+                    let (secs, bytes, samples) = run(input.path(), threads, dry_run).await;
+                    rates.push(bytes as f64 / 1e6 / secs);
+                    row_rates.push(samples as f64 / secs);
+                }
+                let rate = median(rates);
+                println!(
+                    "{:>6}MB {phase:>30} {threads:>8} {rate:>10.1} {:>14.1} {:>14.0} {:>12.0}",
+                    mb,
+                    rate / threads as f64,
+                    median(row_rates),
+                    peak_rss_mb()
+                );
+            }
+        }
+    }
+}

@@ -1,0 +1,55 @@
+-- One verdict per host from white-box and black-box evidence together (Kahuna §VIII-C).
+--
+-- Reads the newest recorded run, for the same cluster and window, of each diagnosis in
+-- `diagnoses`: Kahuna-WB (kahuna_wb), SALSA peer comparison and SALSA data flow
+-- (salsa_fingerpoint) and Ganesha (ganesha_bb); run those first (the scheduler runs this one
+-- last). Each indicting source gives the host its weight; a host is indicted at $min_votes.
+-- Peer comparisons blame the healthy partners of a host with a correlated fault (packet loss
+-- slows everyone who talks to it); the data flow blames the host they have in common, so its
+-- weight alone can indict, and where it indicts someone, other hosts need one more vote.
+--
+-- @param from             timestamp = null   the window the runs covered (null: newest runs, any window)
+-- @param to               timestamp = null   (as given to those runs)
+-- @param cluster          text      = null   cluster (null: each cluster on its own)
+-- @param wb_weight        number    = 1      weight of a Kahuna-WB indictment
+-- @param salsa_weight     number    = 1      weight of a SALSA peer-comparison indictment
+-- @param dataflow_weight  number    = 2      weight of a SALSA data-flow indictment
+-- @param bb_weight        number    = 1      weight of a Ganesha indictment
+-- @param min_votes        number    = 2      weight that indicts
+-- @output verdict
+-- @tune min_votes = 1, 2, 3
+--
+-- Output: cluster, host, subject ('combined'), score (the host's weight), indicted, and which
+-- sources indicted it: wb, salsa, dataflow, bb (each the number of indicting rows).
+
+WITH runs AS (
+    SELECT r.cluster, r.query, r.run_id,
+           row_number() OVER (PARTITION BY r.cluster, r.query ORDER BY r.ran_at DESC, r.run_id DESC) AS newest
+    FROM (SELECT DISTINCT d.cluster, d.query, d.run_id, d.ran_at FROM diagnoses d
+          WHERE d.query IN ('kahuna_wb', 'salsa_fingerpoint', 'ganesha_bb')
+            AND ($cluster IS NULL OR d.cluster = $cluster)
+            AND ($from IS NULL OR d.window_from = $from)
+            AND ($to IS NULL OR d.window_to = $to)) AS r
+),
+evidence AS (
+    SELECT d.cluster, d.host,
+           sum(CASE WHEN d.query = 'kahuna_wb' AND d.indicted THEN 1 ELSE 0 END) AS wb,
+           sum(CASE WHEN d.query = 'salsa_fingerpoint' AND d.indicted AND d.subject NOT LIKE '%/dataflow' THEN 1 ELSE 0 END) AS salsa,
+           sum(CASE WHEN d.query = 'salsa_fingerpoint' AND d.indicted AND d.subject LIKE '%/dataflow' THEN 1 ELSE 0 END) AS dataflow,
+           sum(CASE WHEN d.query = 'ganesha_bb' AND d.indicted THEN 1 ELSE 0 END) AS bb
+    FROM diagnoses d JOIN runs r ON r.run_id = d.run_id AND r.newest = 1
+    WHERE d.host IS NOT NULL
+    GROUP BY d.cluster, d.host
+),
+weighed AS (
+    SELECT *,
+           (CASE WHEN wb > 0 THEN $wb_weight ELSE 0 END) + (CASE WHEN salsa > 0 THEN $salsa_weight ELSE 0 END)
+           + (CASE WHEN dataflow > 0 THEN $dataflow_weight ELSE 0 END) + (CASE WHEN bb > 0 THEN $bb_weight ELSE 0 END) AS score,
+           max(dataflow) OVER (PARTITION BY cluster) > 0 AS flow_points
+    FROM evidence
+)
+SELECT cluster, host, 'combined' AS subject, score,
+       score >= $min_votes + (CASE WHEN flow_points AND dataflow = 0 THEN 1 ELSE 0 END) AS indicted,
+       wb, salsa, dataflow, bb
+FROM weighed
+ORDER BY cluster, score DESC, host;

@@ -1,0 +1,56 @@
+-- SALSA's aggregate data flow (SALSA Fig. 8): block operations between DataNodes.
+--
+-- Every ReadBlock is an edge from the serving DataNode to its reader, every WriteBlock an edge
+-- from the writer to the DataNode, and a WriteBlock_Replicated adds an edge on to the mirror
+-- of the pipeline. Peers are named by address in DataNode logs; they are mapped back to host
+-- names through the addresses DataNodes report for themselves. Summed over the window this
+-- shows imbalances of data access and, with mean durations, which links or nodes are slow.
+-- Saved as `dataflow_edges`, one partition per cluster and run date.
+--
+-- @param from     timestamp = null   operations starting at or after this time (null: all history)
+-- @param to       timestamp = null   operations starting before this time
+-- @param cluster  text      = null   cluster (null: every cluster)
+-- @output table dataflow_edges
+--
+-- Output: cluster, src, dst, op (read, write, write_replicated, mirror), blocks, mean_ms,
+-- max_ms, bytes.
+
+WITH addresses AS (
+    SELECT DISTINCT cluster, host, regexp_match(message, 'dest: /([^:,]+)')[1] AS address
+    FROM logs
+    WHERE daemon = 'datanode' AND message LIKE 'Receiving block%' AND host IS NOT NULL
+      AND ($cluster IS NULL OR cluster = $cluster)
+      AND ($from IS NULL OR date >= CAST($from AS DATE) - INTERVAL '1 day')
+      AND ($to IS NULL OR date <= CAST($to AS DATE))
+),
+ops AS (
+    SELECT cluster, host, state, peer_host, mirror_host, duration_ms, bytes
+    FROM states
+    WHERE daemon = 'datanode' AND state IN ('ReadBlock', 'WriteBlock', 'WriteBlock_Replicated')
+      AND host IS NOT NULL AND peer_host IS NOT NULL
+      AND ($cluster IS NULL OR cluster = $cluster)
+      AND ($from IS NULL OR (date >= CAST($from AS DATE) AND start_ts >= $from))
+      AND ($to IS NULL OR (date <= CAST($to AS DATE) AND start_ts < $to))
+),
+named AS (
+    SELECT o.cluster, o.host, o.state, coalesce(p.host, o.peer_host) AS peer,
+           coalesce(m.host, o.mirror_host) AS mirror, o.duration_ms, o.bytes
+    FROM ops o
+    LEFT JOIN addresses p ON p.cluster = o.cluster AND p.address = o.peer_host
+    LEFT JOIN addresses m ON m.cluster = o.cluster AND m.address = o.mirror_host
+),
+edges AS (
+    SELECT cluster, host AS src, peer AS dst, 'read' AS op, duration_ms, bytes FROM named WHERE state = 'ReadBlock'
+    UNION ALL
+    SELECT cluster, peer, host, 'write', duration_ms, bytes FROM named WHERE state = 'WriteBlock'
+    UNION ALL
+    SELECT cluster, peer, host, 'write_replicated', duration_ms, bytes FROM named WHERE state = 'WriteBlock_Replicated'
+    UNION ALL
+    SELECT cluster, host, mirror, 'mirror', duration_ms, bytes FROM named
+    WHERE state = 'WriteBlock_Replicated' AND mirror IS NOT NULL
+)
+SELECT cluster, src, dst, op, count(*) AS blocks, round(avg(duration_ms), 1) AS mean_ms,
+       max(duration_ms) AS max_ms, sum(bytes) AS bytes
+FROM edges
+GROUP BY cluster, src, dst, op
+ORDER BY cluster, op, blocks DESC, src, dst;

@@ -1,0 +1,76 @@
+-- The Kahuna M45 study: are a job's nodes alike? (Kahuna §IV)
+--
+-- For every job, each host's number of Maps executing over the job's life is sampled at
+-- $points evenly spaced instants (a job of 10 minutes at 600 points is Maps per second; one
+-- grid length for all jobs keeps a months-long study in bounded memory). Every pair of hosts
+-- of the job gets |Pearson r| of their series; a host is *similar* when |r| >= $min_r with
+-- every peer. The paper found 89% of nodes similar in successful jobs and 43% in failed ones.
+--
+-- Statement 2 prints that split by job outcome (from `jobs`; UNKNOWN where the job history was
+-- not ingested); statement 3 is the per-job table, saved as `peer_correlation_jobs` (one
+-- partition per cluster and run date) for charting.
+--
+-- @param from       timestamp = null   jobs whose Maps start at or after this time (null: all history)
+-- @param to         timestamp = null   ... and before this time
+-- @param cluster    text      = null   cluster (null: every cluster)
+-- @param min_r      number    = 0.6    |r| a host needs with every peer to count as similar
+-- @param points     integer   = 120    samples of each job's Maps-executing series
+-- @param min_hosts  integer   = 2      jobs on fewer hosts are left out
+-- @output table peer_correlation_jobs
+--
+-- Output (statement 2): outcome, jobs, hosts, similar_hosts, share_similar.
+-- Output (statement 3): cluster, job_id, outcome, hosts, similar_hosts, share_similar,
+-- mean_abs_r, least_similar_host, its lowest |r|.
+
+CREATE VIEW job_similarity AS
+WITH maps AS (
+    -- One row per Map attempt, whether a TaskTracker log or the job history told of it.
+    SELECT cluster, job_id, host, task_id,
+           min(date_part('epoch', start_ts)) AS s, max(date_part('epoch', end_ts)) AS e
+    FROM states
+    WHERE state = 'Map' AND job_id IS NOT NULL AND host IS NOT NULL AND start_ts IS NOT NULL
+      AND ($cluster IS NULL OR cluster = $cluster)
+      AND ($from IS NULL OR (date >= CAST($from AS DATE) AND start_ts >= $from))
+      AND ($to IS NULL OR (date <= CAST($to AS DATE) AND start_ts < $to))
+    GROUP BY cluster, job_id, host, task_id
+),
+span AS (
+    SELECT cluster, job_id, min(s) AS t0, greatest(max(coalesce(e, s)) - min(s), 0.001) AS length
+    FROM maps GROUP BY cluster, job_id
+),
+series AS (
+    SELECT m.cluster, m.job_id, m.host,
+           concurrency_series((m.s - j.t0) / j.length * $points, (m.e - j.t0) / j.length * $points,
+                              0, $points, 1) AS running
+    FROM maps m JOIN span j ON m.cluster = j.cluster AND m.job_id = j.job_id
+    GROUP BY m.cluster, m.job_id, m.host
+),
+pairs AS (
+    SELECT a.cluster, a.job_id, a.host, b.host AS peer, abs(pearson(a.running, b.running)) AS r
+    FROM series a JOIN series b
+      ON a.cluster = b.cluster AND a.job_id = b.job_id AND a.host <> b.host
+),
+hosts AS (
+    -- A constant series (r undefined) is not similar to anything.
+    SELECT cluster, job_id, host, min(coalesce(r, 0)) AS lowest_r, avg(r) AS mean_r,
+           bool_and(coalesce(r, 0) >= $min_r) AS similar
+    FROM pairs GROUP BY cluster, job_id, host
+),
+ranked AS (
+    SELECT *, row_number() OVER (PARTITION BY cluster, job_id ORDER BY lowest_r, host) AS rank FROM hosts
+)
+SELECT r.cluster, r.job_id, coalesce(j.outcome, 'UNKNOWN') AS outcome,
+       count(*) AS hosts, sum(CASE WHEN r.similar THEN 1 ELSE 0 END) AS similar_hosts,
+       avg(CASE WHEN r.similar THEN 1.0 ELSE 0.0 END) AS share_similar,
+       avg(r.mean_r) AS mean_abs_r,
+       max(CASE WHEN r.rank = 1 THEN r.host END) AS least_similar_host,
+       min(r.lowest_r) AS least_similar_r
+FROM ranked r LEFT JOIN jobs j ON j.cluster = r.cluster AND j.job_id = r.job_id
+GROUP BY r.cluster, r.job_id, j.outcome
+HAVING count(*) >= $min_hosts;
+
+SELECT outcome, count(*) AS jobs, sum(hosts) AS hosts, sum(similar_hosts) AS similar_hosts,
+       round(CAST(sum(similar_hosts) AS DOUBLE) / sum(hosts), 3) AS share_similar
+FROM job_similarity GROUP BY outcome ORDER BY outcome;
+
+SELECT * FROM job_similarity ORDER BY cluster, job_id;

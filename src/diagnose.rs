@@ -1,0 +1,250 @@
+//! `kahuna diagnose`: runs one saved query over a window, prints its verdict, and records it.
+//!
+//! A verdict query's last statement returns one row per subject with at least `host`, `score`
+//! and `indicted` (and, where it has them, `job_id`, `subject`, `cluster`); its other columns are
+//! kept as JSON in `detail`. Those rows go to the `diagnoses` table. A query declared
+//! `@output table NAME` instead replaces its cluster's partition of the run date in table NAME.
+
+use std::collections::BTreeSet;
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use anyhow::{Context, Result, bail};
+use chrono::{DateTime, NaiveDate, Utc};
+use datafusion::arrow::array::{Array, RecordBatch, cast::AsArray};
+use datafusion::arrow::compute::cast;
+use datafusion::arrow::datatypes::{DataType, Float64Type};
+use datafusion::arrow::util::display::array_value_to_string;
+use datafusion::prelude::SessionContext;
+use datafusion::sql::parser::DFParser;
+
+use crate::catalog;
+use crate::queries::{Output, Query};
+use crate::warehouse::Warehouse;
+use crate::warehouse::results::{self, DIAGNOSES, Diagnosis, RunInfo};
+
+/// One run of a query: its window, cluster and parameter values.
+#[derive(Clone, Debug)]
+pub struct Request {
+    pub query: Query,
+    pub from: Option<DateTime<Utc>>,
+    pub to: Option<DateTime<Utc>>,
+    pub cluster: Option<String>,
+    pub params: Vec<(String, String)>,
+    /// The `date` partition the results go to.
+    pub run_date: NaiveDate,
+}
+
+/// How verdict rows are recorded.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Record {
+    /// Added to `diagnoses` under a new run id (`kahuna diagnose`).
+    Append,
+    /// Replacing this query's rows for the cluster and run date (scheduled runs, backfills).
+    Replace,
+    /// Not written at all (`kahuna eval`, `--dry-run`).
+    Nothing,
+}
+
+pub struct Outcome {
+    pub run_id: String,
+    /// Each statement's result, in order; statements that return nothing are left out.
+    pub results: Vec<Vec<RecordBatch>>,
+    /// The verdict rows of a verdict query (empty for a table query).
+    pub verdict: Vec<Diagnosis>,
+    /// Rows of the last statement.
+    pub rows: usize,
+}
+
+impl Request {
+    pub fn new(query: Query) -> Request {
+        Request { query, from: None, to: None, cluster: None, params: Vec::new(), run_date: Utc::now().date_naive() }
+    }
+
+    /// The values of every parameter, the window and cluster given as `from`, `to`, `cluster`.
+    fn values(&self) -> Vec<(String, String)> {
+        let mut values = Vec::new();
+        let fmt = |t: DateTime<Utc>| t.to_rfc3339_opts(chrono::SecondsFormat::Micros, true);
+        if let Some(from) = self.from {
+            values.push(("from".to_string(), fmt(from)));
+        }
+        if let Some(to) = self.to {
+            values.push(("to".to_string(), fmt(to)));
+        }
+        if let Some(cluster) = &self.cluster {
+            values.push(("cluster".to_string(), cluster.clone()));
+        }
+        values.extend(self.params.iter().cloned());
+        values
+    }
+}
+
+static RUNS: AtomicU64 = AtomicU64::new(0);
+
+fn run_id(query: &str) -> String {
+    let n = RUNS.fetch_add(1, Ordering::Relaxed);
+    format!("{}-{query}-{:x}-{n}", Utc::now().format("%Y%m%dT%H%M%S%.3fZ"), std::process::id())
+}
+
+/// Runs the request in a fresh session over the warehouse (so views a query creates stay its
+/// own) and records the result as `record` says.
+pub async fn run(warehouse: &Warehouse, request: &Request, record: Record) -> Result<Outcome> {
+    let ctx = catalog::session(warehouse).await?;
+    run_in(&ctx, warehouse, request, record).await
+}
+
+pub async fn run_in(ctx: &SessionContext, warehouse: &Warehouse, request: &Request, record: Record) -> Result<Outcome> {
+    let query = &request.query;
+    let bound = query.bind(&request.values())?;
+    let statements = DFParser::parse_sql(&bound.sql).with_context(|| format!("{}: cannot parse", query.origin))?;
+    let count = statements.len();
+    let mut results = Vec::new();
+    let mut last = Vec::new();
+    for (index, statement) in statements.into_iter().enumerate() {
+        let at = || format!("{}: statement {} of {count}", query.origin, index + 1);
+        let plan = ctx.state().statement_to_plan(statement).await.with_context(at)?;
+        let batches = ctx.execute_logical_plan(plan).await.with_context(at)?.collect().await.with_context(at)?;
+        if index + 1 == count {
+            last = batches.clone();
+        }
+        if batches.iter().any(|b| b.num_columns() > 0) {
+            results.push(batches);
+        }
+    }
+    let rows = last.iter().map(RecordBatch::num_rows).sum();
+    let run_id = run_id(&query.name);
+    let parameters: serde_json::Map<String, serde_json::Value> =
+        bound.values.iter().map(|(k, v)| (k.clone(), serde_json::Value::from(v.as_str()))).collect();
+    let parameters = serde_json::Value::Object(parameters).to_string();
+    let info = RunInfo {
+        run_id: run_id.clone(),
+        query: query.name.clone(),
+        query_hash: query.hash(),
+        window_from: request.from,
+        window_to: request.to,
+        parameters,
+        run_date: request.run_date,
+        ran_at: Utc::now(),
+    };
+    let default_cluster = request.cluster.clone().unwrap_or_else(|| "default".into());
+    let mut verdict = Vec::new();
+    match &query.output {
+        Output::Verdict => {
+            verdict = verdict_rows(&last, &default_cluster).with_context(|| query.origin.clone())?;
+            let batch = results::diagnoses_batch(&info, &verdict)?;
+            match record {
+                Record::Nothing => {}
+                Record::Append => results::write(warehouse, DIAGNOSES, batch, None).await?,
+                Record::Replace => {
+                    let predicate = format!(
+                        "query = {} AND {}",
+                        results::quote(&query.name),
+                        results::partition_predicate(request.cluster.as_deref(), request.run_date)
+                    );
+                    results::write(warehouse, DIAGNOSES, batch, Some(predicate)).await?;
+                }
+            }
+        }
+        Output::Table(table) if record != Record::Nothing => {
+            let Some(schema) = last.first().map(RecordBatch::schema) else {
+                bail!("{}: the last statement returned no result to save in {table}", query.origin);
+            };
+            let batch = results::with_partition_values(&last, schema, &default_cluster, request.run_date)?;
+            let predicate = results::partition_predicate(request.cluster.as_deref(), request.run_date);
+            results::write(warehouse, table, batch, Some(predicate)).await?;
+        }
+        Output::Table(_) => {}
+    }
+    Ok(Outcome { run_id, results, verdict, rows })
+}
+
+/// The verdict columns of the last statement's rows; other columns become `detail`.
+fn verdict_rows(batches: &[RecordBatch], default_cluster: &str) -> Result<Vec<Diagnosis>> {
+    let mut out = Vec::new();
+    for batch in batches {
+        let schema = batch.schema();
+        let named = |name: &str| schema.index_of(name).ok().map(|i| batch.column(i).clone());
+        let text = |name: &str| -> Result<Option<datafusion::arrow::array::ArrayRef>> {
+            named(name).map(|c| cast(&c, &DataType::Utf8)).transpose().map_err(Into::into)
+        };
+        let (Some(host), Some(score), Some(indicted)) = (text("host")?, named("score"), named("indicted")) else {
+            let columns: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
+            bail!(
+                "a verdict query's last statement must return the columns host, score and indicted; it returned {}",
+                columns.join(", ")
+            );
+        };
+        let score = cast(&score, &DataType::Float64).context("column score must be a number")?;
+        let score = score.as_primitive::<Float64Type>();
+        let indicted = cast(&indicted, &DataType::Boolean).context("column indicted must be a boolean")?;
+        let indicted = indicted.as_boolean();
+        let (job, subject, cluster) = (text("job_id")?, text("subject")?, text("cluster")?);
+        let known = ["host", "score", "indicted", "job_id", "subject", "cluster"];
+        let extra: Vec<usize> =
+            (0..schema.fields().len()).filter(|&i| !known.contains(&schema.field(i).name().as_str())).collect();
+        let value = |column: &Option<datafusion::arrow::array::ArrayRef>, row: usize| {
+            column.as_ref().filter(|c| c.is_valid(row)).map(|c| c.as_string::<i32>().value(row).to_string())
+        };
+        let host_value = |row: usize| host.is_valid(row).then(|| host.as_string::<i32>().value(row).to_string());
+        for row in 0..batch.num_rows() {
+            let mut detail = serde_json::Map::new();
+            for &i in &extra {
+                let column = batch.column(i);
+                let v = if column.is_null(row) {
+                    serde_json::Value::Null
+                } else {
+                    let shown = array_value_to_string(column, row)?;
+                    shown.parse::<f64>().ok().and_then(serde_json::Number::from_f64).map_or(shown.into(), Into::into)
+                };
+                detail.insert(schema.field(i).name().clone(), v);
+            }
+            out.push(Diagnosis {
+                cluster: value(&cluster, row).unwrap_or_else(|| default_cluster.to_string()),
+                job_id: value(&job, row),
+                host: host_value(row),
+                subject: value(&subject, row),
+                score: score.is_valid(row).then(|| score.value(row)),
+                indicted: indicted.is_valid(row) && indicted.value(row),
+                detail: (!detail.is_empty()).then(|| serde_json::Value::Object(detail).to_string()),
+            });
+        }
+    }
+    Ok(out)
+}
+
+/// The verdict in words: each indicted host with the evidence, or that nobody was indicted.
+pub fn summarize(query: &Query, verdict: &[Diagnosis]) -> String {
+    let mut out = String::new();
+    let indicted: Vec<&Diagnosis> = verdict.iter().filter(|d| d.indicted).collect();
+    let hosts: BTreeSet<(&str, &str)> =
+        verdict.iter().map(|d| (d.cluster.as_str(), d.host.as_deref().unwrap_or("?"))).collect();
+    if indicted.is_empty() {
+        let _ = writeln!(out, "{}: no host indicted among {} compared ({} verdict rows).", query.name, hosts.len(), verdict.len());
+        return out;
+    }
+    let culprits: BTreeSet<(&str, &str)> =
+        indicted.iter().map(|d| (d.cluster.as_str(), d.host.as_deref().unwrap_or("?"))).collect();
+    let _ = writeln!(out, "{}: {} of {} hosts indicted.", query.name, culprits.len(), hosts.len());
+    for d in indicted.iter().take(20) {
+        let mut about = Vec::new();
+        if let Some(job) = &d.job_id {
+            about.push(format!("job {job}"));
+        }
+        if let Some(subject) = &d.subject {
+            about.push(subject.clone());
+        }
+        let score = d.score.map_or("-".to_string(), |s| format!("{s:.3}"));
+        let _ = writeln!(
+            out,
+            "  INDICTED {} ({}{}): score {score}{}",
+            d.host.as_deref().unwrap_or("?"),
+            d.cluster,
+            if about.is_empty() { String::new() } else { format!(", {}", about.join(", ")) },
+            d.detail.as_deref().map(|j| format!("  {j}")).unwrap_or_default()
+        );
+    }
+    if indicted.len() > 20 {
+        let _ = writeln!(out, "  … and {} more indicted rows (SELECT * FROM diagnoses)", indicted.len() - 20);
+    }
+    out
+}

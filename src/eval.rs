@@ -1,0 +1,391 @@
+//! `kahuna eval`: how well the diagnoses find injected faults in simulated traces.
+//!
+//! Each trace folder holds the logs, sadc capture and job history of one run and its
+//! `truth.json` (the fault, the faulty nodes, the workload). Every run is ingested as its own
+//! cluster; each diagnosis runs over all of them at once; the hosts it indicts are scored as the
+//! papers do (Ganesha §5.1, Kahuna §VIII): TP = faulty nodes indicted / faulty nodes, FP =
+//! fault-free nodes indicted / fault-free nodes of the faulty runs, FN = 1 − TP, and the
+//! false-alarm rate = nodes indicted / nodes of the fault-free runs.
+//!
+//! Thresholds (each query's `@tune` parameter) are chosen per workload on *tuning* runs given
+//! with `--tune`, never on the runs scored: the value with the best TP − FP on faulty tuning
+//! runs whose false-alarm rate on fault-free tuning runs stays within `--max-false-alarm`,
+//! the earliest (most sensitive) of the grid on ties. Without tuning runs the defaults hold.
+//! Ganesha's profiles are trained on the fault-free tuning runs.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result, bail};
+use chrono::Utc;
+
+use crate::diagnose::{self, Record, Request};
+use crate::ingest::discover::Hints;
+use crate::ingest::{IngestOptions, ingest};
+use crate::queries::{Output, Query};
+use crate::warehouse::Warehouse;
+use crate::warehouse::results::{self, DIAGNOSES, Diagnosis, RunInfo};
+
+/// The diagnoses scored, in the order they must run (`combined` reads the others' verdicts).
+pub const SCORED: [&str; 4] = ["kahuna_wb", "salsa_fingerpoint", "ganesha_bb", "combined"];
+
+/// One simulated run and what was injected.
+#[derive(Clone, Debug)]
+pub struct Run {
+    pub dir: PathBuf,
+    /// The cluster it is ingested as: its folder's name, made unique.
+    pub cluster: String,
+    /// `none` for a fault-free run.
+    pub fault: String,
+    pub workload: String,
+    pub faulty: BTreeSet<String>,
+    /// Slave nodes; the denominator of the rates.
+    pub nodes: BTreeSet<String>,
+    pub tuning: bool,
+}
+
+impl Run {
+    pub fn fault_free(&self) -> bool {
+        self.fault == "none"
+    }
+}
+
+/// Reads `truth.json` as `kahuna simulate` writes it: `workload`, `hosts` (the slaves, each
+/// `{host, ip}`) and `faults` (each `{fault, host, …}`; empty for a fault-free run).
+pub fn read_truth(dir: &Path) -> Result<(String, String, BTreeSet<String>, BTreeSet<String>)> {
+    let path = dir.join("truth.json");
+    let text = std::fs::read_to_string(&path).with_context(|| format!("cannot read {}", path.display()))?;
+    let truth: serde_json::Value = serde_json::from_str(&text).with_context(|| format!("{}: not JSON", path.display()))?;
+    let list = |key: &str| truth.get(key).and_then(|v| v.as_array()).cloned().unwrap_or_default();
+    let text_of = |item: &serde_json::Value, key: &str| item.get(key).and_then(|v| v.as_str()).map(str::to_string);
+    let faults = list("faults");
+    let faulty: BTreeSet<String> = faults.iter().filter_map(|f| text_of(f, "host")).collect();
+    let fault = faults.first().map_or(Some("none".to_string()), |f| text_of(f, "fault"));
+    let Some(fault) = fault.filter(|_| faulty.len() == faults.len()) else {
+        bail!("{}: every entry of `faults` needs `fault` and `host`", path.display());
+    };
+    let workload = text_of(&truth, "workload").unwrap_or_else(|| "unknown".into());
+    let nodes = list("hosts").iter().filter_map(|h| text_of(h, "host")).collect();
+    Ok((fault, workload, faulty, nodes))
+}
+
+/// Every folder holding a `truth.json` under `roots`, sorted.
+pub fn find_runs(roots: &[PathBuf], tuning: bool) -> Result<Vec<Run>> {
+    let mut runs = Vec::new();
+    for root in roots {
+        let mut dirs: Vec<PathBuf> = walkdir::WalkDir::new(root)
+            .into_iter()
+            .filter_map(Result::ok)
+            .filter(|e| e.file_name() == "truth.json")
+            .filter_map(|e| e.path().parent().map(Path::to_path_buf))
+            .collect();
+        dirs.sort();
+        if dirs.is_empty() {
+            bail!("{}: no truth.json in it or under it", root.display());
+        }
+        for dir in dirs {
+            let (fault, workload, faulty, nodes) = read_truth(&dir)?;
+            let name = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "run".into());
+            let cluster = format!("{}{}-{}", if tuning { "tune-" } else { "" }, name, runs.len());
+            runs.push(Run { dir, cluster, fault, workload, faulty, nodes, tuning });
+        }
+    }
+    Ok(runs)
+}
+
+/// TP/FP/FN counts of one group of runs.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Score {
+    pub runs: usize,
+    pub faulty: usize,
+    pub faulty_indicted: usize,
+    pub healthy: usize,
+    pub healthy_indicted: usize,
+}
+
+impl Score {
+    pub fn add(&mut self, run: &Run, indicted: &BTreeSet<String>) {
+        self.runs += 1;
+        for node in &run.nodes {
+            let hit = indicted.contains(node);
+            if run.faulty.contains(node) {
+                self.faulty += 1;
+                self.faulty_indicted += usize::from(hit);
+            } else {
+                self.healthy += 1;
+                self.healthy_indicted += usize::from(hit);
+            }
+        }
+    }
+
+    fn rate(n: usize, d: usize) -> Option<f64> {
+        (d > 0).then(|| n as f64 / d as f64)
+    }
+
+    pub fn tp(&self) -> Option<f64> {
+        Score::rate(self.faulty_indicted, self.faulty)
+    }
+
+    /// On fault-free runs this is the false-alarm rate.
+    pub fn fp(&self) -> Option<f64> {
+        Score::rate(self.healthy_indicted, self.healthy)
+    }
+}
+
+pub struct Options {
+    pub runs: Vec<PathBuf>,
+    pub tune: Vec<PathBuf>,
+    pub queries_dir: PathBuf,
+    pub queries: Vec<String>,
+    pub warehouse: Warehouse,
+    pub max_false_alarm: f64,
+    pub csv: PathBuf,
+}
+
+/// Hosts each run's cluster had indicted, from verdict rows of every cluster.
+fn indicted_by_cluster(verdict: &[Diagnosis]) -> HashMap<&str, BTreeSet<String>> {
+    let mut out: HashMap<&str, BTreeSet<String>> = HashMap::new();
+    for d in verdict.iter().filter(|d| d.indicted) {
+        if let Some(host) = &d.host {
+            out.entry(d.cluster.as_str()).or_default().insert(host.clone());
+        }
+    }
+    out
+}
+
+async fn verdict(warehouse: &Warehouse, query: &Query, params: Vec<(String, String)>) -> Result<Vec<Diagnosis>> {
+    let mut request = Request::new(query.clone());
+    request.params = params;
+    Ok(diagnose::run(warehouse, &request, Record::Nothing).await?.verdict)
+}
+
+/// The slave nodes of each cluster where the truth does not list them: hosts with TaskTracker
+/// or DataNode states.
+async fn fill_nodes(warehouse: &Warehouse, runs: &mut [Run]) -> Result<()> {
+    let ctx = crate::catalog::session(warehouse).await?;
+    let sql = "SELECT DISTINCT cluster, host FROM states WHERE host IS NOT NULL AND daemon IN ('tasktracker', 'datanode')";
+    let mut hosts: HashMap<String, BTreeSet<String>> = HashMap::new();
+    for batch in ctx.sql(sql).await?.collect().await? {
+        use datafusion::arrow::array::cast::AsArray;
+        use datafusion::arrow::{compute::cast, datatypes::DataType};
+        let (c, h) = (cast(batch.column(0), &DataType::Utf8)?, cast(batch.column(1), &DataType::Utf8)?);
+        let (c, h) = (c.as_string::<i32>(), h.as_string::<i32>());
+        for row in 0..batch.num_rows() {
+            hosts.entry(c.value(row).to_string()).or_default().insert(h.value(row).to_string());
+        }
+    }
+    for run in runs.iter_mut().filter(|r| r.nodes.is_empty()) {
+        run.nodes = hosts.remove(&run.cluster).unwrap_or_default();
+    }
+    Ok(())
+}
+
+pub async fn eval(options: &Options, out: &mut dyn std::io::Write) -> Result<()> {
+    let mut runs = find_runs(&options.runs, false)?;
+    runs.extend(find_runs(&options.tune, true)?);
+    for run in &runs {
+        let ingest_options = IngestOptions {
+            paths: vec![run.dir.clone()],
+            cluster: run.cluster.clone(),
+            warehouse: options.warehouse.clone(),
+            zone: None,
+            hints: Hints::default(),
+            progress: false,
+            threads: std::thread::available_parallelism().map_or(2, usize::from),
+            dry_run: false,
+        };
+        ingest(&ingest_options).await.with_context(|| format!("cannot ingest {}", run.dir.display()))?;
+    }
+    fill_nodes(&options.warehouse, &mut runs).await?;
+    writeln!(out, "{} runs scored, {} tuning runs", runs.iter().filter(|r| !r.tuning).count(), runs.iter().filter(|r| r.tuning).count())?;
+
+    let fault_free_tuning: Vec<&str> =
+        runs.iter().filter(|r| r.tuning && r.fault_free()).map(|r| r.cluster.as_str()).collect();
+    let mut lines = vec!["query,fault,workload,nodes,runs,param,value,tp,fp,fn,false_alarm".to_string()];
+    let mut report = String::new();
+    for name in options.queries.iter().filter(|q| SCORED.contains(&q.as_str())) {
+        let query = Query::resolve(name, &options.queries_dir)?;
+        if query.output != Output::Verdict {
+            bail!("{name}: not a verdict query");
+        }
+        if name == "ganesha_bb" {
+            if fault_free_tuning.is_empty() {
+                let _ = writeln!(report, "\nganesha_bb: skipped (its profiles are trained on fault-free tuning runs: give --tune)");
+                continue;
+            }
+            let mut train = Request::new(Query::resolve("ganesha_train", &options.queries_dir)?);
+            train.params = vec![("train_clusters".into(), fault_free_tuning.join(","))];
+            diagnose::run(&options.warehouse, &train, Record::Replace).await?;
+        }
+        // Each grid value runs once over every cluster; per workload, the tuning runs choose.
+        let grid = match &query.tune {
+            Some(tune) if runs.iter().any(|r| r.tuning) => tune.grid.clone(),
+            _ => vec![String::new()],
+        };
+        let param = query.tune.as_ref().map(|t| t.param.clone()).unwrap_or_default();
+        let mut by_value = Vec::new();
+        for value in &grid {
+            let params = if value.is_empty() { Vec::new() } else { vec![(param.clone(), value.clone())] };
+            by_value.push(verdict(&options.warehouse, &query, params).await?);
+        }
+        let workloads: BTreeSet<&str> = runs.iter().map(|r| r.workload.as_str()).collect();
+        let mut chosen_rows = Vec::new();
+        let mut chosen_value: BTreeMap<&str, String> = BTreeMap::new();
+        for workload in &workloads {
+            let tuning: Vec<&Run> = runs.iter().filter(|r| r.tuning && r.workload == *workload).collect();
+            let best = choose(&tuning, &by_value, options.max_false_alarm);
+            chosen_value.insert(workload, grid[best].clone());
+            let clusters: BTreeSet<&str> =
+                runs.iter().filter(|r| r.workload == *workload).map(|r| r.cluster.as_str()).collect();
+            chosen_rows.extend(by_value[best].iter().filter(|d| clusters.contains(d.cluster.as_str())).cloned());
+        }
+        // `combined` reads the chosen verdicts from `diagnoses`, as it would in production.
+        let info = RunInfo {
+            run_id: format!("eval-{name}-{}", Utc::now().format("%Y%m%dT%H%M%S%.6f")),
+            query: name.clone(),
+            query_hash: query.hash(),
+            window_from: None,
+            window_to: None,
+            parameters: serde_json::to_string(&chosen_value)?,
+            run_date: Utc::now().date_naive(),
+            ran_at: Utc::now(),
+        };
+        results::write(&options.warehouse, DIAGNOSES, results::diagnoses_batch(&info, &chosen_rows)?, None).await?;
+
+        let indicted = indicted_by_cluster(&chosen_rows);
+        let mut groups: BTreeMap<(String, String, usize), Score> = BTreeMap::new();
+        for run in runs.iter().filter(|r| !r.tuning) {
+            let hosts = indicted.get(run.cluster.as_str()).cloned().unwrap_or_default();
+            groups.entry((run.fault.clone(), run.workload.clone(), run.nodes.len())).or_default().add(run, &hosts);
+        }
+        let _ = writeln!(report, "\n{name}{}", if param.is_empty() { String::new() } else { format!(" (tuned: {param})") });
+        let _ = writeln!(report, "{:<14} {:<10} {:>5} {:>4} {:>7} {:>6} {:>6} {:>6} {:>11}", "fault", "workload", "nodes", "runs", param_label(&param), "TP", "FP", "FN", "false-alarm");
+        for ((fault, workload, nodes), score) in &groups {
+            let value = chosen_value.get(workload.as_str()).cloned().unwrap_or_default();
+            let shown = |v: Option<f64>| v.map_or("-".into(), |v| format!("{v:.2}"));
+            let (tp, fp, fn_, alarm) = if fault == "none" {
+                (None, None, None, score.fp())
+            } else {
+                (score.tp(), score.fp(), score.tp().map(|t| 1.0 - t), None)
+            };
+            let _ = writeln!(
+                report,
+                "{fault:<14} {workload:<10} {nodes:>5} {:>4} {:>7} {:>6} {:>6} {:>6} {:>11}",
+                score.runs,
+                if value.is_empty() { "default" } else { &value },
+                shown(tp),
+                shown(fp),
+                shown(fn_),
+                shown(alarm)
+            );
+            let csv = |v: Option<f64>| v.map_or(String::new(), |v| format!("{v:.4}"));
+            lines.push(format!(
+                "{name},{fault},{workload},{nodes},{},{param},{value},{},{},{},{}",
+                score.runs,
+                csv(tp),
+                csv(fp),
+                csv(fn_),
+                csv(alarm)
+            ));
+        }
+    }
+    write!(out, "{report}")?;
+    std::fs::write(&options.csv, lines.join("\n") + "\n").with_context(|| format!("cannot write {}", options.csv.display()))?;
+    writeln!(out, "\nwritten: {}", options.csv.display())?;
+    Ok(())
+}
+
+fn param_label(param: &str) -> &str {
+    if param.is_empty() { "param" } else { param }
+}
+
+/// The grid index the tuning runs choose (0, the first, when there are none).
+fn choose(tuning: &[&Run], by_value: &[Vec<Diagnosis>], max_false_alarm: f64) -> usize {
+    let mut best: Option<(usize, f64)> = None;
+    for (index, verdict) in by_value.iter().enumerate() {
+        let indicted = indicted_by_cluster(verdict);
+        let (mut faulty, mut clean) = (Score::default(), Score::default());
+        for run in tuning {
+            let hosts = indicted.get(run.cluster.as_str()).cloned().unwrap_or_default();
+            if run.fault_free() { clean.add(run, &hosts) } else { faulty.add(run, &hosts) }
+        }
+        if clean.fp().is_some_and(|alarm| alarm > max_false_alarm) {
+            continue;
+        }
+        let merit = faulty.tp().unwrap_or(0.0) - faulty.fp().unwrap_or(0.0);
+        if best.is_none_or(|(_, m)| merit > m) {
+            best = Some((index, merit));
+        }
+    }
+    // No value keeps false alarms low enough: the strictest (last) one.
+    best.map_or(by_value.len().saturating_sub(1), |(index, _)| index)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(cluster: &str, fault: &str, faulty: &[&str], tuning: bool) -> Run {
+        Run {
+            dir: PathBuf::new(),
+            cluster: cluster.into(),
+            fault: fault.into(),
+            workload: "sort".into(),
+            faulty: faulty.iter().map(|s| s.to_string()).collect(),
+            nodes: ["n1", "n2", "n3", "n4", "n5"].iter().map(|s| s.to_string()).collect(),
+            tuning,
+        }
+    }
+
+    fn indict(cluster: &str, hosts: &[&str]) -> Vec<Diagnosis> {
+        hosts
+            .iter()
+            .map(|h| Diagnosis { cluster: cluster.into(), host: Some(h.to_string()), indicted: true, ..Diagnosis::default() })
+            .collect()
+    }
+
+    #[test]
+    fn rates_follow_ganesha_definitions() {
+        let mut score = Score::default();
+        score.add(&run("a", "CPUHog", &["n1"], false), &["n1", "n2"].iter().map(|s| s.to_string()).collect());
+        score.add(&run("b", "CPUHog", &["n3"], false), &BTreeSet::new());
+        assert_eq!((score.tp(), score.fp()), (Some(0.5), Some(1.0 / 8.0)));
+    }
+
+    #[test]
+    fn thresholds_are_chosen_on_tuning_runs_only() {
+        let clean = run("t-clean", "none", &[], true);
+        let faulty = run("t-hog", "CPUHog", &["n1"], true);
+        let scored = run("s-hog", "CPUHog", &["n2"], false);
+        // Value 0 is sensitive (a false alarm on the clean tuning run), value 1 finds the hog
+        // cleanly, value 2 finds nothing. What the scored run says must not matter.
+        let by_value = vec![
+            [indict("t-clean", &["n4"]), indict("t-hog", &["n1"]), indict("s-hog", &["n2"])].concat(),
+            [indict("t-hog", &["n1"]), indict("s-hog", &["n5"])].concat(),
+            indict("s-hog", &["n2"]),
+        ];
+        assert_eq!(choose(&[&clean, &faulty], &by_value, 0.02), 1);
+        assert_eq!(choose(&[&clean, &faulty], &by_value, 0.5), 0, "ties go to the most sensitive");
+        let _ = scored;
+        assert_eq!(choose(&[], &by_value, 0.02), 0, "no tuning runs: the first value");
+    }
+
+    #[test]
+    fn truth_files_name_fault_workload_and_nodes() {
+        let dir = tempfile::tempdir().unwrap();
+        let hosts = r#""hosts": [{"host": "r01n01", "ip": "10.1.1.10"}, {"host": "r01n02", "ip": "10.1.1.11"}]"#;
+        let write = |faults: &str| {
+            let text = format!(r#"{{"seed": 7, "workload": "sort", "nodes": 2, {hosts}, "faults": [{faults}]}}"#);
+            std::fs::write(dir.path().join("truth.json"), text).unwrap();
+        };
+        write(r#"{"fault": "CPUHog", "host": "r01n02", "ip": "10.1.1.11", "start": "2008-08-23T17:00:00Z"}"#);
+        let (fault, workload, faulty, nodes) = read_truth(dir.path()).unwrap();
+        assert_eq!((fault.as_str(), workload.as_str()), ("CPUHog", "sort"));
+        assert_eq!((faulty.into_iter().collect::<Vec<_>>(), nodes.len()), (vec!["r01n02".to_string()], 2));
+        write("");
+        assert_eq!(read_truth(dir.path()).unwrap().0, "none");
+        write(r#"{"fault": "DiskHog"}"#);
+        assert!(format!("{:#}", read_truth(dir.path()).unwrap_err()).contains("needs `fault` and `host`"));
+    }
+}

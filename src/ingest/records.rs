@@ -1,0 +1,331 @@
+//! Files of the record formats — sysstat captures and exports ([`super::sadf`]) and Hadoop job
+//! history ([`super::jobhistory`]) — found among the inputs and read one at a time, line by
+//! line, with the accounting of log files: every line is parsed, rejected with a reason or
+//! skipped on purpose, and counted in the file's `ingests` row.
+//!
+//! Unlike logs these files are not paired across rotations, so each is its own unit of work.
+//! Text exports and history files are read whole, once (a JSON document or a job's records
+//! cannot be resumed in the middle); binary sa files, which sadc keeps appending to, are turned
+//! into text by `sadf` and resumed in that text (see [`plan`]).
+
+use std::hash::Hasher as _;
+use std::io::Read as _;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use twox_hash::XxHash3_64;
+
+use super::discover::{Hints, Refusal};
+use super::source::{LineReader, MAX_LINE, count_lines, is_gzip};
+use super::stream::{Batcher, FileReport, Output, Progress, RunContext, append_reject};
+use super::{jobhistory, sadf, slot, unchanged};
+use crate::warehouse::tables::{Rows, Table};
+use crate::warehouse::{TableAppender, file_app_id};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    /// `sadf -d` (grouped by activity) or `sadf -dh` (one row per sample) text.
+    SadfText,
+    /// `sadf -j`.
+    SadfJson,
+    /// A binary sa file written by sadc, read through the machine's `sadf`.
+    SaBinary,
+    /// Hadoop 0.18–1.x text job history, alone or concatenated with `!!FILE=…!!` markers.
+    HistoryText,
+    /// Hadoop 2/3 `.jhist` (Avro-JSON).
+    Jhist,
+}
+
+impl Format {
+    /// The `layout` column of the file's `ingests` row.
+    pub fn name(self) -> &'static str {
+        match self {
+            Format::SadfText => "sadf -d",
+            Format::SadfJson => "sadf -j",
+            Format::SaBinary => "sa (sadf -dh)",
+            Format::HistoryText => "job history",
+            Format::Jhist => "jhist",
+        }
+    }
+}
+
+/// A record file ready to read.
+#[derive(Clone, Debug)]
+pub struct RecordFile {
+    pub path: PathBuf,
+    pub display: String,
+    pub size: u64,
+    pub gzip: bool,
+    pub format: Format,
+    /// Identifies the content whatever the file is called: a hash of its format and first lines
+    /// (of a binary sa file: of its header, which sadc writes once when it creates the file).
+    pub key: String,
+}
+
+/// Lines (or, for sa files, bytes) hashed into a file's key.
+const KEY_LINES: usize = 16;
+const KEY_BYTES: usize = 1024;
+
+/// Tells a record file by its first bytes and lines, whatever its name; None for anything else
+/// (a log file, or a file for the log path to refuse).
+pub fn classify(path: &Path) -> Option<Result<RecordFile, Refusal>> {
+    let display = path.display().to_string();
+    let size = std::fs::metadata(path).ok()?.len();
+    let refuse = |reason: String| Refusal { display: display.clone(), size, reason };
+    let gzip = is_gzip(path).ok()?;
+    let mut hasher = XxHash3_64::with_seed(0);
+    if !gzip && sadf::has_sa_magic(path) {
+        let mut head = Vec::new();
+        if let Err(e) = std::fs::File::open(path).and_then(|f| f.take(KEY_BYTES as u64).read_to_end(&mut head)) {
+            return Some(Err(refuse(format!("cannot read: {e}"))));
+        }
+        hasher.write(Format::SaBinary.name().as_bytes());
+        hasher.write(&head);
+        let key = format!("{:016x}", hasher.finish());
+        return Some(Ok(RecordFile { path: path.to_path_buf(), display, size, gzip, format: Format::SaBinary, key }));
+    }
+    let mut reader = LineReader::open(path, gzip, 0, None, 1).ok()?;
+    let mut first = Vec::new();
+    while first.len() < KEY_LINES {
+        match reader.next_line() {
+            Ok(Some(line)) => first.push(String::from_utf8_lossy(line.bytes).into_owned()),
+            _ => break,
+        }
+    }
+    let head = first.iter().map(String::as_str).find(|l| !l.trim().is_empty())?;
+    let format = if sadf::is_text_export(head) {
+        Format::SadfText
+    } else if sadf::is_json_export(&first) {
+        Format::SadfJson
+    } else if head.trim_end() == "Avro-Json" {
+        Format::Jhist
+    } else if jobhistory::is_text_history(head) {
+        Format::HistoryText
+    } else {
+        return None;
+    };
+    hasher.write(format.name().as_bytes());
+    for line in &first {
+        hasher.write(line.as_bytes());
+        hasher.write(b"\n");
+    }
+    let key = format!("{:016x}", hasher.finish());
+    Some(Ok(RecordFile { path: path.to_path_buf(), display, size, gzip, format, key }))
+}
+
+/// A record file with where to start and how far each table (by [`slot`]) holds it already.
+#[derive(Clone, Debug)]
+pub struct PlannedRecord {
+    pub file: RecordFile,
+    pub start: u64,
+    held_below: Vec<u64>,
+}
+
+/// The application transaction that says how many bytes of a binary sa file were converted:
+/// its text offset alone cannot tell whether the file grew since.
+pub fn sa_bytes_app_id(cluster: &str, key: &str) -> String {
+    format!("{}/sa-bytes", file_app_id(cluster, key))
+}
+
+/// Where to start a record file, or None when every table holds it (for a binary sa file: at
+/// its present size).
+pub async fn plan(file: &RecordFile, appenders: &[TableAppender], cluster: &str) -> Result<Option<PlannedRecord>> {
+    let app_id = file_app_id(cluster, &file.key);
+    let mut held = Vec::new();
+    let mut sa_bytes = Vec::new();
+    for appender in appenders {
+        held.push(appender.ingested_up_to(&app_id).await?);
+        if file.format == Format::SaBinary {
+            sa_bytes.push(appender.ingested_up_to(&sa_bytes_app_id(cluster, &file.key)).await?);
+        }
+    }
+    let done = match file.format {
+        Format::SaBinary => sa_bytes.iter().all(|b| b.is_some_and(|b| b >= file.size)),
+        _ => held.iter().all(Option::is_some),
+    };
+    if done {
+        return Ok(None);
+    }
+    let held_below: Vec<u64> = held.iter().map(|h| h.unwrap_or(0)).collect();
+    let start = held_below.iter().copied().min().unwrap_or(0);
+    Ok(Some(PlannedRecord { file: file.clone(), start, held_below }))
+}
+
+/// Where a parser's rows and verdicts go: batches per table, the file's rejects and counts.
+pub struct Sink<'a> {
+    ctx: &'a RunContext,
+    planned: &'a PlannedRecord,
+    batchers: Vec<Batcher>,
+    pub report: FileReport,
+    emit: &'a mut dyn FnMut(Output),
+}
+
+impl Sink<'_> {
+    /// The rows of `table` and partition `date` to append a record from the line at `offset`
+    /// to, or None in a dry run and where the table holds that line already.
+    pub fn rows(&mut self, table: Table, date: i32, offset: u64) -> Option<Target<'_>> {
+        let at = slot(table);
+        if self.ctx.dry_run || offset < self.planned.held_below[at] {
+            return None;
+        }
+        Some(Target {
+            rows: self.batchers[at].rows_for(date, self.emit),
+            file: &self.planned.file.display,
+            ingest_id: &self.ctx.ingest_id,
+        })
+    }
+
+    pub fn parsed(&mut self, lines: u64) {
+        self.report.lines_parsed += lines;
+    }
+
+    pub fn skipped(&mut self, lines: u64) {
+        self.report.lines_skipped += lines;
+    }
+
+    /// A line that could not be read, with why; `raw` is cut to 4 KiB in `rejects`.
+    pub fn reject(&mut self, line: u64, offset: u64, reason: &str, raw: &str) {
+        self.report.lines_rejected += 1;
+        *self.report.rejects_by_reason.entry(reason.to_string()).or_default() += 1;
+        if let Some(t) = self.rows(Table::Rejects, self.ctx.run_date, offset) {
+            append_reject(t.rows, t.ingest_id, t.file, line, offset, reason, raw);
+        }
+    }
+}
+
+/// Where one row goes, with the values every row of a record table carries.
+pub struct Target<'a> {
+    pub rows: &'a mut Rows,
+    pub file: &'a str,
+    pub ingest_id: &'a str,
+}
+
+/// A format's reader: sees every line once, in order, and says what became of it through the
+/// sink (`parsed`, `skipped` or `reject`, possibly later for lines of an unfinished record).
+pub trait LineParser {
+    fn line(&mut self, sink: &mut Sink, number: u64, offset: u64, text: &str);
+    /// The end of the file: records still open are finished or rejected.
+    fn finish(&mut self, sink: &mut Sink);
+}
+
+fn now_ms() -> i64 {
+    chrono::Utc::now().timestamp_millis()
+}
+
+/// Reads one record file into rows, then emits its report.
+pub fn read(ctx: &RunContext, hints: &Hints, planned: &PlannedRecord, emit: &mut dyn FnMut(Output)) {
+    let file = &planned.file;
+    let mut report = FileReport {
+        display: file.display.clone(),
+        key: Some(file.key.clone()),
+        host: hints.host.clone(),
+        layout: Some(file.format.name()),
+        status: "ingested",
+        size: file.size,
+        offset_start: planned.start,
+        offset_end: planned.start,
+        started_ms: now_ms(),
+        ..FileReport::default()
+    };
+    // A binary file is first turned into text in full, so that a file sadf cannot read leaves
+    // no row behind; the temporary text is removed when `converted` goes.
+    let converted = match file.format {
+        Format::SaBinary => match sadf::convert(&file.path) {
+            Ok(converted) => {
+                report.error = converted.warning.as_ref().map(|w| format!("{}: {w}", file.display));
+                Some(converted)
+            }
+            Err(reason) => return give_up(report, "refused", format!("{}: {reason}", file.display), emit),
+        },
+        _ => None,
+    };
+    let (path, gzip) = match &converted {
+        Some(c) => (c.text_path(), false),
+        None => (file.path.as_path(), file.gzip),
+    };
+    let mut parser: Box<dyn LineParser> = match file.format {
+        Format::SadfText | Format::SaBinary => Box::new(sadf::TextParser::new(hints, ctx.zone)),
+        Format::SadfJson => Box::new(sadf::JsonParser::new(hints, ctx.zone)),
+        Format::HistoryText => Box::new(jobhistory::TextParser::default()),
+        Format::Jhist => Box::new(jobhistory::JhistParser::default()),
+    };
+    let opened = count_lines(path, gzip, planned.start)
+        .and_then(|before| LineReader::open(path, gzip, planned.start, None, before + 1));
+    let mut source = match opened {
+        Ok(source) => source,
+        Err(e) => return give_up(report, "failed", format!("{}: cannot read: {e}", file.display), emit),
+    };
+    let mut sink = Sink {
+        ctx,
+        planned,
+        batchers: Table::ALL.iter().map(|t| Batcher::new(*t)).collect(),
+        report,
+        emit,
+    };
+    let mut progress = Progress::new(ctx, planned.start);
+    loop {
+        let line = match source.next_line() {
+            Ok(Some(line)) => line,
+            Ok(None) => break,
+            Err(e) => {
+                let raw = String::from_utf8_lossy(source.unconsumed()).into_owned();
+                let (number, offset) = (source.next_number(), source.offset());
+                sink.report.lines_read += 1;
+                sink.report.error = Some(format!("{}: read error after line {}: {e}", file.display, number - 1));
+                sink.reject(number, offset, &format!("read error: {e}"), &raw);
+                break;
+            }
+        };
+        sink.report.lines_read += 1;
+        let (number, offset) = (line.number, line.offset);
+        progress.advance(offset);
+        if line.overlong.is_some() {
+            let raw = String::from_utf8_lossy(line.bytes).into_owned();
+            sink.reject(number, offset, &format!("line longer than {} KiB", MAX_LINE / 1024), &raw);
+            continue;
+        }
+        match std::str::from_utf8(line.bytes) {
+            Ok(text) if memchr::memchr(0, line.bytes).is_none() => parser.line(&mut sink, number, offset, text),
+            Ok(text) => sink.reject(number, offset, "NUL byte in line", text),
+            Err(_) => {
+                let raw = String::from_utf8_lossy(line.bytes).into_owned();
+                sink.reject(number, offset, "invalid UTF-8", &raw);
+            }
+        }
+    }
+    parser.finish(&mut sink);
+    let Sink { mut batchers, mut report, emit, .. } = sink;
+    for batcher in &mut batchers {
+        batcher.flush(emit);
+    }
+    report.offset_end = source.offset();
+    report.hash = Some(format!("{:016x}", source.hash()));
+    report.finished_ms = now_ms();
+    progress.publish(report.offset_end);
+    emit(Output::Report(report));
+}
+
+/// Reports a file that could not be read at all, and why.
+fn give_up(mut report: FileReport, status: &'static str, error: String, emit: &mut dyn FnMut(Output)) {
+    report.status = status;
+    report.error = Some(error);
+    report.finished_ms = now_ms();
+    emit(Output::Report(report));
+}
+
+/// Plans every record file among `files`, reporting the unchanged ones.
+pub async fn plan_all(
+    files: Vec<RecordFile>,
+    appenders: &[TableAppender],
+    cluster: &str,
+    reports: &mut Vec<FileReport>,
+) -> Result<Vec<PlannedRecord>> {
+    let mut planned = Vec::new();
+    for file in files {
+        match plan(&file, appenders, cluster).await.with_context(|| format!("{}: cannot plan", file.display))? {
+            Some(p) => planned.push(p),
+            None => reports.push(unchanged(&file.display, file.size)),
+        }
+    }
+    Ok(planned)
+}

@@ -1,0 +1,584 @@
+//! `kahuna schedule` and `kahuna backfill`: saved queries (and ingests of new logs) run on cron
+//! schedules, each run recorded in the `schedule_runs` ledger.
+//!
+//! A run stands for one run date (a local day in the job's zone) and writes its results as the
+//! partition of that date, replacing what an earlier run of the same job wrote there, so a rerun
+//! or a backfill never doubles rows. On start the ledger says which occurrence each job last
+//! dealt with; the ones missed while the scheduler was down are caught up as the job's policy
+//! says (`none`, `latest`, `all`). A failed attempt is retried after a doubling backoff.
+//!
+//! The loop reads time only through [`clock::Clock`], and runs work only through [`Runner`], so
+//! the tests drive weeks of schedule with a fake clock and a scripted runner.
+//!
+//! Why croner for the expressions: it parses five- and six-field cron (with `L`, `W`, `#`,
+//! names and `@daily`), and iterates occurrences in any chrono zone with each daylight-saving
+//! gap and overlap settled once — the catch-up logic is an iteration between two instants. A
+//! scheduler crate such as tokio-cron-scheduler owns the clock and the loop, which would leave
+//! catch-up, a ledger and a fake clock for tests outside its reach.
+
+pub mod clock;
+pub mod plan;
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, anyhow, bail};
+use async_trait::async_trait;
+use chrono::{DateTime, NaiveDate, Utc};
+use chrono_tz::Tz;
+use datafusion::arrow::array::{Array, cast::AsArray};
+use datafusion::arrow::compute::cast;
+use datafusion::arrow::datatypes::{DataType, TimeUnit, TimestampMicrosecondType};
+
+use crate::diagnose::{self, Record, Request};
+use crate::ingest::discover::Hints;
+use crate::ingest::{IngestOptions, ingest};
+use crate::queries::Query;
+use crate::warehouse::Warehouse;
+use crate::warehouse::results::{self, LedgerEntry, SCHEDULE_RUNS};
+use clock::Clock;
+use plan::{CatchUp, Schedule};
+
+/// `kahuna.toml`, as written by an operator.
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// Folder of the query files (names not found there fall back to the built-in queries).
+    #[serde(default = "default_queries")]
+    pub queries: PathBuf,
+    /// IANA zone of cron expressions and run dates, unless a job says otherwise.
+    #[serde(default = "default_zone")]
+    pub zone: String,
+    #[serde(default = "default_catch_up")]
+    pub catch_up: CatchUp,
+    /// Retries after a failed attempt.
+    #[serde(default = "default_retries")]
+    pub retries: u32,
+    #[serde(default = "default_backoff")]
+    pub backoff_seconds: u64,
+    #[serde(default = "default_max_backoff")]
+    pub max_backoff_seconds: u64,
+    #[serde(default)]
+    pub jobs: Vec<JobConfig>,
+}
+
+#[derive(Debug, Clone, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JobConfig {
+    /// Name in the ledger; the query's name by default (`ingest` for an ingest).
+    pub name: Option<String>,
+    /// The query to run (a name in the queries folder, or a path). Absent for an ingest job.
+    pub query: Option<String>,
+    /// Log folders or files to ingest: makes this an ingest job.
+    #[serde(default)]
+    pub ingest: Vec<PathBuf>,
+    pub cron: String,
+    pub cluster: Option<String>,
+    pub zone: Option<String>,
+    pub catch_up: Option<CatchUp>,
+    /// The run date is the occurrence's local date minus this many days.
+    #[serde(default = "default_days_back")]
+    pub days_back: u32,
+    #[serde(default)]
+    pub params: HashMap<String, toml::Value>,
+}
+
+fn default_queries() -> PathBuf {
+    PathBuf::from("queries")
+}
+fn default_zone() -> String {
+    "UTC".into()
+}
+fn default_catch_up() -> CatchUp {
+    CatchUp::Latest
+}
+fn default_retries() -> u32 {
+    2
+}
+fn default_backoff() -> u64 {
+    60
+}
+fn default_max_backoff() -> u64 {
+    3600
+}
+fn default_days_back() -> u32 {
+    1
+}
+
+/// What a job does.
+#[derive(Clone, Debug)]
+pub enum Work {
+    Query { query: Query, params: Vec<(String, String)> },
+    Ingest { paths: Vec<PathBuf> },
+}
+
+#[derive(Clone, Debug)]
+pub struct Job {
+    pub name: String,
+    pub work: Work,
+    pub schedule: Schedule,
+    pub cluster: Option<String>,
+    pub catch_up: CatchUp,
+    pub days_back: u32,
+}
+
+impl Job {
+    fn hash(&self) -> String {
+        match &self.work {
+            Work::Query { query, .. } => query.hash(),
+            Work::Ingest { .. } => "ingest".into(),
+        }
+    }
+}
+
+pub struct Policy {
+    pub retries: u32,
+    pub backoff: Duration,
+    pub max_backoff: Duration,
+}
+
+/// The policy of a configuration that says nothing.
+impl Default for Policy {
+    fn default() -> Policy {
+        Policy {
+            retries: default_retries(),
+            backoff: Duration::from_secs(default_backoff()),
+            max_backoff: Duration::from_secs(default_max_backoff()),
+        }
+    }
+}
+
+pub fn parse_zone(name: &str) -> Result<Tz> {
+    name.parse().map_err(|e| anyhow!("zone {name}: {e}"))
+}
+
+impl Config {
+    pub fn read(path: &Path) -> Result<Config> {
+        let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+        toml::from_str(&text).map_err(|e| anyhow!("{}: {e}", path.display()))
+    }
+
+    pub fn policy(&self) -> Policy {
+        Policy {
+            retries: self.retries,
+            backoff: Duration::from_secs(self.backoff_seconds),
+            max_backoff: Duration::from_secs(self.max_backoff_seconds),
+        }
+    }
+
+    /// The jobs, with every query read and every expression, zone and parameter checked now
+    /// rather than at 2 a.m. Relative paths are taken from `base` (the config file's folder).
+    pub fn jobs(&self, base: &Path) -> Result<Vec<Job>> {
+        let mut jobs: Vec<Job> = Vec::new();
+        for (index, job) in self.jobs.iter().enumerate() {
+            let at = || format!("jobs[{index}]{}", job.name.as_deref().map(|n| format!(" ({n})")).unwrap_or_default());
+            let zone = parse_zone(job.zone.as_deref().unwrap_or(&self.zone)).with_context(at)?;
+            let schedule = Schedule::parse(&job.cron, zone).with_context(at)?;
+            let (name, work) = match (&job.query, job.ingest.is_empty()) {
+                (Some(spec), true) => {
+                    let query = Query::resolve(spec, &base.join(&self.queries)).with_context(at)?;
+                    let params: Vec<(String, String)> =
+                        job.params.iter().map(|(k, v)| (k.clone(), toml_text(v))).collect();
+                    // Bind once now, so a misspelt parameter fails at start.
+                    query.bind(&params).with_context(at)?;
+                    (job.name.clone().unwrap_or_else(|| query.name.clone()), Work::Query { query, params })
+                }
+                (None, false) => {
+                    let paths = job.ingest.iter().map(|p| base.join(p)).collect();
+                    (job.name.clone().unwrap_or_else(|| "ingest".into()), Work::Ingest { paths })
+                }
+                _ => bail!("{}: a job has either `query` or `ingest`", at()),
+            };
+            if jobs.iter().any(|j| j.name == name) {
+                bail!("{}: two jobs are named {name}; give one a `name`", at());
+            }
+            jobs.push(Job {
+                name,
+                work,
+                schedule,
+                cluster: job.cluster.clone(),
+                catch_up: job.catch_up.unwrap_or(self.catch_up),
+                days_back: job.days_back,
+            });
+        }
+        Ok(jobs)
+    }
+}
+
+fn toml_text(value: &toml::Value) -> String {
+    match value {
+        toml::Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// Does one run's work; returns the rows it wrote. Not `Send`: an ingest's future holds
+/// Parquet writers that are not, and the scheduler runs its work on its own task anyway.
+#[async_trait(?Send)]
+pub trait Runner {
+    async fn run(&self, job: &Job, run_date: NaiveDate) -> Result<usize>;
+}
+
+/// The real work: a query over the run date's local day, replacing that date's partition; or
+/// an ingest of the job's paths.
+pub struct WarehouseRunner {
+    pub warehouse: Warehouse,
+}
+
+#[async_trait(?Send)]
+impl Runner for WarehouseRunner {
+    async fn run(&self, job: &Job, run_date: NaiveDate) -> Result<usize> {
+        match &job.work {
+            Work::Query { query, params } => {
+                let (from, to) = plan::day_window(run_date, job.schedule.zone)?;
+                let mut request = Request::new(query.clone());
+                request.from = Some(from);
+                request.to = Some(to);
+                request.cluster = job.cluster.clone();
+                request.params = params.clone();
+                request.run_date = run_date;
+                Ok(diagnose::run(&self.warehouse, &request, Record::Replace).await?.rows)
+            }
+            Work::Ingest { paths } => {
+                let options = IngestOptions {
+                    paths: paths.clone(),
+                    cluster: job.cluster.clone().unwrap_or_else(|| "default".into()),
+                    warehouse: self.warehouse.clone(),
+                    zone: None,
+                    hints: Hints::default(),
+                    progress: false,
+                    threads: std::thread::available_parallelism().map_or(2, usize::from),
+                    dry_run: false,
+                };
+                let summary = ingest(&options).await?;
+                Ok(summary.total(|r| r.events) as usize)
+            }
+        }
+    }
+}
+
+/// The ledger: one row per attempt in `schedule_runs`.
+pub struct Ledger {
+    warehouse: Warehouse,
+}
+
+impl Ledger {
+    pub fn new(warehouse: Warehouse) -> Ledger {
+        Ledger { warehouse }
+    }
+
+    pub async fn record(&self, entry: &LedgerEntry) -> Result<()> {
+        let batch = results::ledger_batch(std::slice::from_ref(entry))?;
+        results::write(&self.warehouse, SCHEDULE_RUNS, batch, None).await
+    }
+
+    /// The newest occurrence of each job that was dealt with: succeeded, or failed for good.
+    pub async fn handled(&self) -> Result<HashMap<String, DateTime<Utc>>> {
+        let mut out = HashMap::new();
+        if self.warehouse.open(SCHEDULE_RUNS).await?.is_none() {
+            return Ok(out);
+        }
+        let ctx = crate::catalog::session(&self.warehouse).await?;
+        let sql = "SELECT job, max(scheduled_for) FROM schedule_runs \
+                   WHERE status IN ('succeeded', 'failed') AND scheduled_for IS NOT NULL GROUP BY job";
+        for batch in ctx.sql(sql).await?.collect().await? {
+            // Strings may come back as views, depending on the reader: cast to what is read here.
+            let jobs = cast(batch.column(0), &DataType::Utf8)?;
+            let jobs = jobs.as_string::<i32>();
+            let times = cast(batch.column(1), &DataType::Timestamp(TimeUnit::Microsecond, None))?;
+            let times = times.as_primitive::<TimestampMicrosecondType>();
+            for row in 0..batch.num_rows() {
+                if times.is_valid(row)
+                    && let Some(t) = DateTime::from_timestamp_micros(times.value(row))
+                {
+                    out.insert(jobs.value(row).to_string(), t);
+                }
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// Runs `job` for `run_date` with retries, recording every attempt; the last error if all fail.
+pub async fn run_with_retries(
+    job: &Job,
+    run_date: NaiveDate,
+    scheduled_for: Option<DateTime<Utc>>,
+    trigger: &str,
+    runner: &dyn Runner,
+    ledger: &Ledger,
+    clock: &dyn Clock,
+    policy: &Policy,
+) -> Result<usize> {
+    let run_id = format!("{}-{}-{run_date}", job.name, clock.now().format("%Y%m%dT%H%M%S%.3fZ"));
+    let mut attempt = 1;
+    loop {
+        let started = clock.now();
+        let timer = Instant::now();
+        let outcome = runner.run(job, run_date).await;
+        let last = attempt > policy.retries;
+        let entry = LedgerEntry {
+            run_id: run_id.clone(),
+            cluster: job.cluster.clone().unwrap_or_else(|| "default".into()),
+            job: job.name.clone(),
+            query_hash: job.hash(),
+            run_date,
+            scheduled_for,
+            trigger: trigger.to_string(),
+            attempt: i64::from(attempt),
+            status: match (&outcome, last) {
+                (Ok(_), _) => "succeeded",
+                (Err(_), true) => "failed",
+                (Err(_), false) => "retrying",
+            }
+            .to_string(),
+            rows: outcome.as_ref().map_or(0, |rows| *rows as i64),
+            duration_ms: timer.elapsed().as_millis() as i64,
+            error: outcome.as_ref().err().map(|e| format!("{e:#}")),
+            started,
+        };
+        ledger.record(&entry).await?;
+        match outcome {
+            Ok(rows) => return Ok(rows),
+            Err(e) if last => return Err(e.context(format!("{} for {run_date}: attempt {attempt}", job.name))),
+            Err(e) => {
+                let wait = plan::backoff(policy.backoff, attempt, policy.max_backoff);
+                eprintln!("{} for {run_date}: attempt {attempt} failed ({e:#}); retrying in {} s", job.name, wait.as_secs());
+                clock.sleep_until(clock.now() + chrono::Duration::from_std(wait).unwrap_or_default()).await;
+                attempt += 1;
+            }
+        }
+    }
+}
+
+/// The scheduler's loop: runs what is due, sleeps until the next occurrence; returns when the
+/// next occurrence is after `until` (never, for the real command).
+pub async fn run_scheduler(
+    jobs: &[Job],
+    runner: &dyn Runner,
+    ledger: &Ledger,
+    clock: &dyn Clock,
+    policy: &Policy,
+    until: Option<DateTime<Utc>>,
+) -> Result<()> {
+    let started = clock.now();
+    let mut handled = ledger.handled().await?;
+    for job in jobs {
+        let next = job.schedule.next_after(started).map_or("never".into(), |t| t.to_rfc3339());
+        eprintln!("{}: `{}` in {}, next at {next}", job.name, job.schedule.expression, job.schedule.zone);
+    }
+    loop {
+        let now = clock.now();
+        for job in jobs {
+            let last = handled.get(&job.name).copied();
+            for (occurrence, caught_up) in plan::due(&job.schedule, last, started, now, job.catch_up) {
+                let run_date = job.schedule.run_date(occurrence, job.days_back);
+                let trigger = if caught_up { "catch-up" } else { "schedule" };
+                match run_with_retries(job, run_date, Some(occurrence), trigger, runner, ledger, clock, policy).await {
+                    Ok(rows) => eprintln!("{} for {run_date} ({trigger}): {rows} rows", job.name),
+                    // One job failing for good does not stop the others; the ledger has it.
+                    Err(e) => eprintln!("error: {e:#}"),
+                }
+                handled.insert(job.name.clone(), occurrence);
+            }
+        }
+        let now = clock.now();
+        let Some(next) = jobs.iter().filter_map(|j| j.schedule.next_after(now)).min() else {
+            bail!("no job has a next occurrence");
+        };
+        if until.is_some_and(|u| next > u) {
+            return Ok(());
+        }
+        clock.sleep_until(next).await;
+    }
+}
+
+/// `kahuna backfill`: the job for every date in [from, to], oldest first; or, dry, the plan.
+pub async fn backfill(
+    job: &Job,
+    from: NaiveDate,
+    to: NaiveDate,
+    dry_run: bool,
+    runner: &dyn Runner,
+    ledger: &Ledger,
+    clock: &dyn Clock,
+    policy: &Policy,
+    out: &mut dyn std::io::Write,
+) -> Result<()> {
+    if to < from {
+        bail!("--to {to} is before --from {from}");
+    }
+    let mut failed = 0;
+    for date in from.iter_days().take_while(|d| *d <= to) {
+        let (start, end) = plan::day_window(date, job.schedule.zone)?;
+        if dry_run {
+            writeln!(out, "{} for {date}: window [{}, {}), would replace its partition", job.name, start.to_rfc3339(), end.to_rfc3339())?;
+            continue;
+        }
+        match run_with_retries(job, date, None, "backfill", runner, ledger, clock, policy).await {
+            Ok(rows) => writeln!(out, "{} for {date}: {rows} rows", job.name)?,
+            Err(e) => {
+                failed += 1;
+                writeln!(out, "{} for {date}: failed: {e:#}", job.name)?;
+            }
+        }
+    }
+    if failed > 0 {
+        bail!("{failed} of the dates failed (see schedule_runs)");
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use super::*;
+    use clock::FakeClock;
+
+    fn utc(text: &str) -> DateTime<Utc> {
+        DateTime::parse_from_rfc3339(text).unwrap().with_timezone(&Utc)
+    }
+
+    /// Records what it was asked to run; fails the first `failures` attempts of each date.
+    struct Script {
+        calls: Mutex<Vec<(String, NaiveDate)>>,
+        failures: usize,
+    }
+
+    #[async_trait(?Send)]
+    impl Runner for Script {
+        async fn run(&self, job: &Job, run_date: NaiveDate) -> Result<usize> {
+            let mut calls = self.calls.lock().unwrap();
+            calls.push((job.name.clone(), run_date));
+            let tries = calls.iter().filter(|c| c.1 == run_date).count();
+            if tries <= self.failures { bail!("disk full") } else { Ok(7) }
+        }
+    }
+
+    fn nightly(name: &str, catch_up: CatchUp) -> Job {
+        Job {
+            name: name.into(),
+            work: Work::Ingest { paths: Vec::new() },
+            schedule: Schedule::parse("0 2 * * *", Tz::UTC).unwrap(),
+            cluster: Some("c1".into()),
+            catch_up,
+            days_back: 1,
+        }
+    }
+
+    fn policy() -> Policy {
+        Policy { retries: 2, backoff: Duration::from_secs(60), max_backoff: Duration::from_secs(3600) }
+    }
+
+    async fn ledger_rows(wh: &Warehouse) -> Vec<String> {
+        let sql = "SELECT job, CAST(date AS VARCHAR), trigger, attempt, status, CAST(scheduled_for AS VARCHAR) AS at \
+                   FROM schedule_runs ORDER BY started, scheduled_for, job, attempt";
+        crate::warehouse::results::query_rows(wh, sql).await
+    }
+
+    #[tokio::test]
+    async fn downtime_is_caught_up_then_nights_run_on_time_with_retries() {
+        let dir = tempfile::tempdir().unwrap();
+        let wh = Warehouse::new(dir.path());
+        let ledger = Ledger::new(wh.clone());
+        let script = Script { calls: Mutex::new(Vec::new()), failures: 0 };
+
+        // First life: started on the 1st at noon, runs the night of the 2nd, stops.
+        let clock = FakeClock::new(utc("2024-01-01T12:00:00Z"));
+        let jobs = [nightly("wb", CatchUp::All), nightly("bb", CatchUp::Latest)];
+        run_scheduler(&jobs, &script, &ledger, &clock, &policy(), Some(utc("2024-01-02T12:00:00Z"))).await.unwrap();
+        assert_eq!(clock.sleeps(), vec![utc("2024-01-02T02:00:00Z")], "one wake-up, exactly at 02:00");
+
+        // Down for three nights; restarted on the 5th at 09:00, runs until the 6th at noon.
+        clock.set(utc("2024-01-05T09:00:00Z"));
+        run_scheduler(&jobs, &script, &ledger, &clock, &policy(), Some(utc("2024-01-06T12:00:00Z"))).await.unwrap();
+        let calls = script.calls.lock().unwrap().clone();
+        let day = |d: u32| NaiveDate::from_ymd_opt(2024, 1, d).unwrap();
+        assert_eq!(
+            calls,
+            vec![
+                ("wb".into(), day(1)),
+                ("bb".into(), day(1)),
+                // `all` catches up the 3rd, 4th and 5th (run dates 2nd, 3rd, 4th); `latest` the 5th only.
+                ("wb".into(), day(2)),
+                ("wb".into(), day(3)),
+                ("wb".into(), day(4)),
+                ("bb".into(), day(4)),
+                ("wb".into(), day(5)),
+                ("bb".into(), day(5)),
+            ]
+        );
+        let ledger = ledger_rows(&wh).await;
+        assert_eq!(ledger.len(), 8, "{ledger:#?}");
+        assert_eq!(ledger[2], "wb 2024-01-02 catch-up 1 succeeded 2024-01-03T02:00:00Z");
+        assert_eq!(ledger[7], "wb 2024-01-05 schedule 1 succeeded 2024-01-06T02:00:00Z");
+    }
+
+    #[tokio::test]
+    async fn failed_attempts_are_retried_with_doubling_backoff_and_recorded() {
+        let dir = tempfile::tempdir().unwrap();
+        let wh = Warehouse::new(dir.path());
+        let ledger = Ledger::new(wh.clone());
+        let clock = FakeClock::new(utc("2024-01-01T12:00:00Z"));
+        let job = nightly("wb", CatchUp::None);
+
+        let flaky = Script { calls: Mutex::new(Vec::new()), failures: 2 };
+        run_scheduler(&[job.clone()], &flaky, &ledger, &clock, &policy(), Some(utc("2024-01-02T12:00:00Z"))).await.unwrap();
+        assert_eq!(
+            clock.sleeps(),
+            vec![utc("2024-01-02T02:00:00Z"), utc("2024-01-02T02:01:00Z"), utc("2024-01-02T02:03:00Z")],
+            "retries after 60 s, then 120 s"
+        );
+        let rows = ledger_rows(&wh).await;
+        let statuses: Vec<&str> = rows.iter().map(|r| r.split(' ').nth(4).unwrap()).collect();
+        assert_eq!(statuses, vec!["retrying", "retrying", "succeeded"], "{rows:#?}");
+
+        // A date that never succeeds is failed for good after the retries, and is not retried
+        // by a restart (it was dealt with; `kahuna backfill` reruns it).
+        let broken = Script { calls: Mutex::new(Vec::new()), failures: usize::MAX };
+        let out = &mut Vec::new();
+        let err = backfill(&job, day(10), day(10), false, &broken, &ledger, &clock, &policy(), out).await.unwrap_err();
+        assert!(format!("{err:#}").contains("1 of the dates failed"), "{err:#}");
+        assert_eq!(broken.calls.lock().unwrap().len(), 3);
+        let rows = ledger_rows(&wh).await;
+        assert!(rows.last().unwrap().starts_with("wb 2024-01-10 backfill 3 failed"), "{rows:#?}");
+
+        let out = &mut Vec::new();
+        backfill(&job, day(7), day(9), true, &broken, &ledger, &clock, &policy(), out).await.unwrap();
+        let plan = String::from_utf8_lossy(out).into_owned();
+        assert_eq!(plan.lines().count(), 3, "{plan}");
+        assert!(plan.starts_with("wb for 2024-01-07: window [2024-01-07T00:00:00+00:00, 2024-01-08T00:00:00+00:00)"), "{plan}");
+        assert_eq!(broken.calls.lock().unwrap().len(), 3, "a dry run runs nothing");
+    }
+
+    fn day(d: u32) -> NaiveDate {
+        NaiveDate::from_ymd_opt(2024, 1, d).unwrap()
+    }
+
+    #[test]
+    fn config_errors_name_the_job_and_field() {
+        let base = Path::new(".");
+        let read = |text: &str| toml::from_str::<Config>(text).map_err(anyhow::Error::from).and_then(|c| c.jobs(base));
+        let jobs = read("zone = 'Europe/Paris'\n[[jobs]]\nquery = 'kahuna_wb'\ncron = '0 30 2 * * *'\nparams = { threshold = 0.45 }\n")
+            .unwrap();
+        assert_eq!(jobs[0].name, "kahuna_wb");
+        assert_eq!(jobs[0].schedule.zone, chrono_tz::Europe::Paris);
+        assert_eq!(jobs[0].catch_up, CatchUp::Latest);
+        let Work::Query { params, .. } = &jobs[0].work else { panic!("a query job") };
+        assert_eq!(params, &vec![("threshold".to_string(), "0.45".to_string())]);
+
+        for (text, expected) in [
+            ("[[jobs]]\nquery = 'kahuna_wb'\ncron = '0 2 * *'\n", "jobs[0]: cron expression `0 2 * *`"),
+            ("[[jobs]]\nquery = 'kahuna_wb'\ncron = '0 2 * * *'\nzone = 'Mars/Base'\n", "jobs[0]: zone Mars/Base"),
+            ("[[jobs]]\nname = 'x'\nquery = 'kahuna_wb'\ncron = '0 2 * * *'\nparams = { treshold = 1 }\n", "jobs[0] (x)"),
+            ("[[jobs]]\ncron = '0 2 * * *'\n", "a job has either `query` or `ingest`"),
+        ] {
+            let err = format!("{:#}", read(text).unwrap_err());
+            assert!(err.contains(expected), "{text}: {err}");
+        }
+        let err = format!("{:#}", read("catch_up = 'sometimes'\n").unwrap_err());
+        assert!(err.contains("sometimes"), "{err}");
+    }
+}

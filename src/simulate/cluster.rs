@@ -1,0 +1,104 @@
+//! The slave nodes: names, addresses, slots and resource rates. Rates carry a few percent of
+//! per-node noise (drawn once per physical node) and every task draws its own jitter on top, so
+//! fault-free nodes look alike but not identical — the peer similarity the papers observed.
+
+use super::rng::{Rng, Stream};
+
+/// Hadoop 0.18's defaults (`mapred.tasktracker.{map,reduce}.tasks.maximum`).
+pub const MAP_SLOTS: u8 = 2;
+pub const REDUCE_SLOTS: u8 = 2;
+/// Nodes per rack, for names, addresses and replica placement.
+pub const RACK_SIZE: usize = 40;
+
+#[derive(Clone, Debug)]
+pub struct Node {
+    /// Index in the whole cluster (the M45 history draws experiments' nodes from ~400).
+    pub global: usize,
+    pub name: String,
+    pub ip: String,
+    pub rack: usize,
+    /// Relative CPU speed per core (1.0 = a 2008 Xeon core).
+    pub cpu: f64,
+    pub cores: f64,
+    pub disk_mb_s: f64,
+    pub net_mb_s: f64,
+}
+
+pub fn host_name(global: usize) -> String {
+    format!("r{:02}n{:02}", global / RACK_SIZE + 1, global % RACK_SIZE + 1)
+}
+
+pub fn host_ip(global: usize) -> String {
+    format!("10.1.{}.{}", global / RACK_SIZE + 1, global % RACK_SIZE + 10)
+}
+
+impl Node {
+    /// The node with this cluster index; its rates depend only on the seed and the index.
+    pub fn new(global: usize, seed: u64) -> Node {
+        let mut rng = Rng::derive(seed, Stream::Node, &[global as u64]);
+        Node {
+            global,
+            name: host_name(global),
+            ip: host_ip(global),
+            rack: global / RACK_SIZE,
+            cpu: rng.jitter(0.02),
+            cores: 4.0,
+            // One SATA disk of the era, and gigabit Ethernet less protocol overhead.
+            disk_mb_s: 60.0 * rng.jitter(0.03),
+            net_mb_s: 110.0 * rng.jitter(0.01),
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct Cluster {
+    pub nodes: Vec<Node>,
+    /// The master (JobTracker, NameNode): not a slave, named for history files.
+    pub master: String,
+}
+
+impl Cluster {
+    /// A cluster of the given cluster-wide node indices.
+    pub fn of(globals: &[usize], seed: u64) -> Cluster {
+        Cluster { nodes: globals.iter().map(|&g| Node::new(g, seed)).collect(), master: "master".into() }
+    }
+
+    pub fn first(n: usize, seed: u64) -> Cluster {
+        Cluster::of(&(0..n).collect::<Vec<_>>(), seed)
+    }
+
+    pub fn len(&self) -> usize {
+        self.nodes.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.nodes.is_empty()
+    }
+
+    /// The node of a host name or a 0-based index, as `--fault F@node` names it.
+    pub fn find(&self, name: &str) -> Option<usize> {
+        match name.parse::<usize>() {
+            Ok(i) if i < self.nodes.len() => Some(i),
+            _ => self.nodes.iter().position(|n| n.name == name),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_addresses_and_peer_similar_rates() {
+        let c = Cluster::first(50, 1);
+        assert_eq!((c.nodes[0].name.as_str(), c.nodes[0].ip.as_str()), ("r01n01", "10.1.1.10"));
+        assert_eq!((c.nodes[41].name.as_str(), c.nodes[41].ip.as_str()), ("r02n02", "10.1.2.11"));
+        assert_eq!(c.find("r02n02"), Some(41));
+        assert_eq!(c.find("3"), Some(3));
+        assert_eq!(c.find("r99n01"), None);
+        let disks: Vec<f64> = c.nodes.iter().map(|n| n.disk_mb_s).collect();
+        let (lo, hi) = disks.iter().fold((f64::MAX, 0f64), |(lo, hi), d| (lo.min(*d), hi.max(*d)));
+        assert!(lo > 60.0 * 0.91 && hi < 60.0 * 1.09 && hi - lo > 1.0, "{lo} {hi}");
+        assert_eq!(Node::new(7, 1).disk_mb_s, c.nodes[7].disk_mb_s);
+    }
+}

@@ -1,0 +1,534 @@
+//! `kahuna simulate`: a deterministic, fault-injecting discrete-event model of a Hadoop 0.18/0.20
+//! cluster that writes what a real one would — TaskTracker, DataNode and attempt logs, job
+//! history, a one-second sadc capture as `sadf -d` text — and `truth.json`, what really happened.
+//!
+//! The data path, one file per concern: [`workload`] submits jobs; [`scheduler`] runs the
+//! JobTracker and the tasks on the [`cluster`], through [`hdfs`], under [`faults`], and lays down
+//! records; [`writers`], [`sadc`] and [`jobhistory`] turn them into files; [`history`] plans the
+//! M45-scale history of many experiments. [`rng`] makes it all repeat for a seed.
+//!
+//! The simulation is single-threaded (events must be ordered); writing is parallel across nodes:
+//! every simulated stretch, each node's due records are sorted and written by a pool of threads,
+//! so memory holds only the lines of tasks in flight. Same seed, same bytes: nothing depends on
+//! the thread that writes a node or on the wall clock.
+
+pub mod cluster;
+pub mod command;
+pub mod faults;
+pub mod hdfs;
+pub mod history;
+pub mod jobhistory;
+pub mod rng;
+pub mod sadc;
+pub mod scheduler;
+pub mod workload;
+pub mod writers;
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result, bail};
+use indicatif::{ProgressBar, ProgressStyle};
+use serde_json::{Value, json};
+
+use cluster::Cluster;
+use faults::{Fault, FaultSpec, Injected};
+use jobhistory::Status;
+use rng::{Rng, Stream};
+use sadc::SadcWriter;
+use scheduler::{JobSource, JobState, RunSpec, Sim};
+use workload::{Driver, JobSpec, Workload};
+use writers::{LineCounts, Names, NodeWriter, Rec};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Version {
+    /// 0.18: DataNode `Received block … of size … from …`, `Served block`, DEBUG connection
+    /// counts (as SALSA ran it); history without `Meta` and ` .`.
+    V018,
+    /// 0.20: clienttrace lines for HDFS reads, writes and shuffles; escaped history.
+    V020,
+}
+
+impl Version {
+    pub fn parse(s: &str) -> Option<Version> {
+        match s {
+            "0.18" | "18" => Some(Version::V018),
+            "0.20" | "20" => Some(Version::V020),
+            _ => None,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Version::V018 => "0.18",
+            Version::V020 => "0.20",
+        }
+    }
+}
+
+/// 2008-08-25 00:00:00 UTC, the start of a run unless it says otherwise.
+pub const DEFAULT_EPOCH_MS: i64 = 1_219_622_400_000;
+
+/// One run: a workload on a cluster, with at most one fault.
+#[derive(Clone, Debug)]
+pub struct Config {
+    pub nodes: usize,
+    pub workload: Workload,
+    pub fault: Option<FaultSpec>,
+    pub duration_s: f64,
+    pub seed: u64,
+    pub out: PathBuf,
+    pub version: Version,
+    pub gzip: bool,
+    /// Write the sadc capture.
+    pub sadc: bool,
+    pub threads: usize,
+    pub progress: bool,
+    pub epoch_ms: i64,
+}
+
+/// A job as it ran.
+#[derive(Clone, Debug, PartialEq)]
+pub struct JobOutcome {
+    pub job_id: String,
+    pub name: String,
+    pub user: String,
+    pub maps: u32,
+    pub reduces: u32,
+    pub submit_ms: i64,
+    pub finish_ms: Option<i64>,
+    pub status: Option<Status>,
+}
+
+impl JobOutcome {
+    /// Seconds from submission to the end, or to `end_ms` for a job still running then.
+    pub fn seconds(&self, end_ms: i64) -> f64 {
+        (self.finish_ms.unwrap_or(end_ms) - self.submit_ms) as f64 / 1000.0
+    }
+}
+
+/// What a run did.
+#[derive(Clone, Debug)]
+pub struct Outcome {
+    pub jobs: Vec<JobOutcome>,
+    pub lines: LineCounts,
+    pub fault: Option<Injected>,
+    pub end_ms: i64,
+}
+
+/// Where a run's files go.
+struct Layout {
+    logs: PathBuf,
+    history: PathBuf,
+    sadc: Option<PathBuf>,
+    /// The user the daemons run as: `hadoop-<user>-tasktracker-<host>.log`.
+    user: String,
+    gzip: bool,
+    threads: usize,
+    epoch_ms: i64,
+}
+
+fn iso(ms: i64) -> String {
+    chrono::DateTime::from_timestamp_millis(ms).unwrap_or_default().format("%Y-%m-%dT%H:%M:%S%.3fZ").to_string()
+}
+
+/// `yyyyMMddHHmm`, how a JobTracker's start stamps its job ids.
+fn jt_stamp(ms: i64) -> String {
+    chrono::DateTime::from_timestamp_millis(ms).unwrap_or_default().format("%Y%m%d%H%M").to_string()
+}
+
+/// Runs one simulated cluster to its end and writes all its files.
+fn execute<S: JobSource>(spec: RunSpec, source: S, layout: &Layout, bar: &ProgressBar) -> Result<Outcome> {
+    let cluster = spec.cluster;
+    let version = spec.version;
+    let end_ms = spec.end_ms;
+    let fault = spec.fault.clone();
+    let seed = spec.seed;
+    let hosts: Vec<(String, String)> = cluster.nodes.iter().map(|n| (n.name.clone(), n.ip.clone())).collect();
+    let mut sim = Sim::new(spec, source);
+    let names = Names { version, epoch_ms: layout.epoch_ms, hosts: &hosts, jobs: &[] };
+    let mut logs = Vec::with_capacity(hosts.len());
+    for (node, (host, _)) in hosts.iter().enumerate() {
+        let w = NodeWriter::create(&layout.logs, node as u16, &layout.user, &names, layout.gzip)
+            .with_context(|| format!("cannot create the logs of {host} under {}", layout.logs.display()))?;
+        logs.push(w);
+    }
+    let mut sadcs = Vec::new();
+    if let Some(dir) = &layout.sadc {
+        for (i, n) in cluster.nodes.iter().enumerate() {
+            let w = SadcWriter::create(dir, i, &n.name, n.cores, n.disk_mb_s, seed, layout.gzip)
+                .with_context(|| format!("cannot create {}", dir.display()))?;
+            sadcs.push(w);
+        }
+    }
+    // Simulated time per writing round: short enough that buffered lines stay few.
+    let step = 120_000;
+    loop {
+        let until = (sim.now + step).min(end_ms);
+        let more = sim.run_until(until);
+        let names = Names { version, epoch_ms: layout.epoch_ms, hosts: &hosts, jobs: &sim.names };
+        write_due(&mut sim.bufs, &mut sim.usage, &mut logs, &mut sadcs, until, &names, fault.as_ref(), layout.threads)?;
+        write_histories(&mut sim, layout, &hosts, version, &cluster.master)?;
+        bar.set_position((until / 1000) as u64);
+        if !more {
+            break;
+        }
+    }
+    // The end: lines after it were never written; jobs still running keep what they have.
+    let still: Vec<u32> = (0..sim.jobs.len() as u32).filter(|&j| sim.jobs[j as usize].state != JobState::Waiting && sim.jobs[j as usize].finish_ms.is_none()).collect();
+    sim.closed.extend(still);
+    write_histories(&mut sim, layout, &hosts, version, &cluster.master)?;
+    for buf in &mut sim.bufs {
+        buf.clear();
+    }
+    let mut lines = LineCounts::default();
+    for w in logs {
+        lines.add(&w.finish()?);
+    }
+    for (w, usage) in sadcs.into_iter().zip(sim.usage.iter_mut()) {
+        w.finish(usage, end_ms / 1000, layout.epoch_ms, fault.as_ref())?;
+    }
+    let jobs = sim
+        .jobs
+        .iter()
+        .zip(&sim.names)
+        .filter(|(j, _)| j.submit_ms < end_ms)
+        .map(|(j, n)| JobOutcome {
+            job_id: format!("job_{}", n.id),
+            name: j.spec.name.clone(),
+            user: j.spec.user.clone(),
+            maps: j.spec.maps,
+            reduces: j.spec.reduces,
+            submit_ms: j.submit_ms,
+            finish_ms: j.finish_ms,
+            status: match j.state {
+                JobState::Done(s) => Some(s),
+                _ => None,
+            },
+        })
+        .collect();
+    Ok(Outcome { jobs, lines, fault, end_ms })
+}
+
+/// Writes each node's records due before `until`, in parallel across nodes.
+#[allow(clippy::too_many_arguments)]
+fn write_due(
+    bufs: &mut [Vec<Rec>],
+    usage: &mut [sadc::Usage],
+    logs: &mut [NodeWriter],
+    sadcs: &mut [SadcWriter],
+    until: i64,
+    names: &Names,
+    fault: Option<&Injected>,
+    threads: usize,
+) -> Result<()> {
+    let chunk = bufs.len().div_ceil(threads.max(1)).max(1);
+    let epoch_ms = names.epoch_ms;
+    let results: Vec<std::io::Result<()>> = std::thread::scope(|scope| {
+        let mut sadc_chunks = sadcs.chunks_mut(chunk);
+        let handles: Vec<_> = bufs
+            .chunks_mut(chunk)
+            .zip(usage.chunks_mut(chunk))
+            .zip(logs.chunks_mut(chunk))
+            .map(|((bufs, usage), logs)| {
+                let sadcs = sadc_chunks.next().unwrap_or_default();
+                scope.spawn(move || -> std::io::Result<()> {
+                    for (i, (buf, w)) in bufs.iter_mut().zip(logs.iter_mut()).enumerate() {
+                        // Stable: lines of one instant keep the order they were made in.
+                        buf.sort_by_key(|r| r.ts_ms);
+                        let due = buf.partition_point(|r| r.ts_ms < until);
+                        w.write(&buf[..due], names)?;
+                        buf.drain(..due);
+                        if let Some(s) = sadcs.get_mut(i) {
+                            s.advance(&mut usage[i], until / 1000, epoch_ms, fault)?;
+                        }
+                    }
+                    Ok(())
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap_or_else(|_| Err(std::io::Error::other("a writer thread panicked")))).collect()
+    });
+    for r in results {
+        r.context("cannot write the logs")?;
+    }
+    Ok(())
+}
+
+fn write_histories<S: JobSource>(sim: &mut Sim<S>, layout: &Layout, hosts: &[(String, String)], version: Version, master: &str) -> Result<()> {
+    let closed = std::mem::take(&mut sim.closed);
+    let names = Names { version, epoch_ms: layout.epoch_ms, hosts, jobs: &sim.names };
+    for job in closed {
+        let j = &mut sim.jobs[job as usize];
+        j.history.sort_by_key(|h| h.ts_ms);
+        let id = &sim.names[job as usize].id;
+        let path = jobhistory::path(&layout.history, master, layout.epoch_ms, id, &j.spec, layout.gzip);
+        jobhistory::write(&path, job, &j.spec, &j.history, &names, layout.gzip)
+            .with_context(|| format!("cannot write {}", path.display()))?;
+        j.history = Vec::new();
+    }
+    Ok(())
+}
+
+fn progress_bar(enabled: bool, total: u64, unit: &str) -> ProgressBar {
+    if !enabled {
+        return ProgressBar::hidden();
+    }
+    let bar = ProgressBar::new(total);
+    let template = format!("{{spinner}} [{{elapsed_precise}}] {{wide_bar}} {{pos}}/{{len}} {unit} {{msg}}");
+    bar.set_style(ProgressStyle::with_template(&template).unwrap_or_else(|_| ProgressStyle::default_bar()));
+    bar
+}
+
+/// A workload's streams as a job source.
+struct WorkloadSource {
+    driver: Driver,
+    end_ms: i64,
+}
+
+impl JobSource for WorkloadSource {
+    fn start(&mut self) -> Vec<(i64, u32, JobSpec)> {
+        (0..self.driver.streams()).map(|s| (2000 + 1000 * i64::from(s), s, self.driver.next(s).1)).collect()
+    }
+
+    fn next(&mut self, stream: u32, now: i64) -> Option<(i64, JobSpec)> {
+        let (think, spec) = self.driver.next(stream);
+        (now + think < self.end_ms).then_some((now + think, spec))
+    }
+}
+
+/// Runs one configuration and writes `truth.json`; returns what happened.
+pub fn run(cfg: &Config) -> Result<Outcome> {
+    if cfg.nodes == 0 {
+        bail!("--nodes must be at least 1");
+    }
+    let cluster = Cluster::first(cfg.nodes, cfg.seed);
+    let end_ms = (cfg.duration_s * 1000.0) as i64;
+    let fault = match &cfg.fault {
+        None => None,
+        Some(f) => {
+            let node = match &f.node {
+                Some(name) => cluster.find(name).with_context(|| format!("--fault {}@{name}: no such node in a {}-node cluster", f.fault, cfg.nodes))?,
+                None => Rng::derive(cfg.seed, Stream::FaultNode, &[]).below(cfg.nodes as u64) as usize,
+            };
+            let disk = cluster.nodes[node].disk_mb_s;
+            Some(Injected::new(f.fault, node, (f.start_s * 1000.0) as i64, end_ms, disk))
+        }
+    };
+    std::fs::create_dir_all(&cfg.out).with_context(|| format!("cannot create {}", cfg.out.display()))?;
+    let layout = Layout {
+        logs: cfg.out.join("logs"),
+        history: cfg.out.join("history"),
+        sadc: cfg.sadc.then(|| cfg.out.join("sadc")),
+        user: "hadoop".into(),
+        gzip: cfg.gzip,
+        threads: cfg.threads,
+        epoch_ms: cfg.epoch_ms,
+    };
+    let spec = RunSpec { seed: cfg.seed, version: cfg.version, cluster: &cluster, fault, end_ms, jt_stamp: jt_stamp(cfg.epoch_ms) };
+    let source = WorkloadSource { driver: Driver::new(cfg.workload, cfg.seed, cfg.nodes), end_ms };
+    let bar = progress_bar(cfg.progress, (end_ms / 1000) as u64, "simulated s");
+    let outcome = execute(spec, source, &layout, &bar)?;
+    bar.finish_and_clear();
+    let truth = json!({
+        "seed": cfg.seed,
+        "workload": cfg.workload.name(),
+        "hadoop": cfg.version.name(),
+        "nodes": cfg.nodes,
+        "start": iso(cfg.epoch_ms),
+        "end": iso(cfg.epoch_ms + end_ms),
+        "start_ms": cfg.epoch_ms,
+        "end_ms": cfg.epoch_ms + end_ms,
+        "hosts": cluster.nodes.iter().map(|n| json!({"host": n.name, "ip": n.ip})).collect::<Vec<_>>(),
+        "faults": outcome.fault.iter().map(|f| fault_json(f, &cluster, cfg.epoch_ms)).collect::<Vec<_>>(),
+        "jobs": outcome.jobs.iter().map(|j| job_json(j, cfg.epoch_ms, end_ms)).collect::<Vec<_>>(),
+        "lines": {
+            "tasktracker": outcome.lines.tasktracker,
+            "datanode": outcome.lines.datanode,
+            "syslog": outcome.lines.syslog,
+        },
+    });
+    write_truth(&cfg.out.join("truth.json"), &truth)?;
+    Ok(outcome)
+}
+
+fn fault_json(f: &Injected, cluster: &Cluster, epoch_ms: i64) -> Value {
+    let node = &cluster.nodes[f.node];
+    json!({
+        "fault": f.fault.name(),
+        "host": node.name,
+        "ip": node.ip,
+        "start": iso(epoch_ms + f.start_ms),
+        "end": iso(epoch_ms + f.end_ms),
+        "start_ms": epoch_ms + f.start_ms,
+        "end_ms": epoch_ms + f.end_ms,
+    })
+}
+
+fn job_json(j: &JobOutcome, epoch_ms: i64, end_ms: i64) -> Value {
+    json!({
+        "job_id": j.job_id,
+        "name": j.name,
+        "user": j.user,
+        "maps": j.maps,
+        "reduces": j.reduces,
+        "submit_ms": epoch_ms + j.submit_ms,
+        "finish_ms": j.finish_ms.map(|f| epoch_ms + f),
+        "status": j.status.map_or("RUNNING", Status::name),
+        "seconds": (j.seconds(end_ms) * 1000.0).round() / 1000.0,
+    })
+}
+
+/// Truth holds nothing of the wall clock, so that a seed gives the same bytes.
+fn write_truth(path: &Path, truth: &Value) -> Result<()> {
+    let text = serde_json::to_string_pretty(truth)?;
+    std::fs::write(path, text + "\n").with_context(|| format!("cannot write {}", path.display()))
+}
+
+/// A matrix of runs, as the papers ran them: every fault (and the control) on every workload
+/// and cluster size, `repetitions` times with seeds `seed`, `seed + 1`, …
+#[derive(Clone, Debug)]
+pub struct Suite {
+    pub workloads: Vec<Workload>,
+    /// None is the control run.
+    pub faults: Vec<Option<Fault>>,
+    pub nodes: Vec<usize>,
+    pub repetitions: u64,
+    pub duration_s: f64,
+    pub seed: u64,
+    pub version: Version,
+    pub sadc: bool,
+}
+
+impl Suite {
+    /// `{"workloads": ["sort"], "faults": ["none", "CPUHog"], "nodes": [10, 25],
+    /// "repetitions": 10, "duration": "30m", "seed": 1, "hadoop": "0.18", "sadc": true}`;
+    /// every key but `workloads` may be left out.
+    pub fn parse(text: &str) -> Result<Suite> {
+        let v: Value = serde_json::from_str(text).context("a suite is a JSON object")?;
+        let strings = |key: &str| -> Vec<String> {
+            v.get(key).and_then(Value::as_array).map(|a| a.iter().filter_map(|x| x.as_str().map(str::to_string)).collect()).unwrap_or_default()
+        };
+        let workloads = strings("workloads")
+            .iter()
+            .map(|w| Workload::parse(w).with_context(|| format!("suite: {w} is not a workload")))
+            .collect::<Result<Vec<_>>>()?;
+        if workloads.is_empty() {
+            bail!("suite: \"workloads\" lists none");
+        }
+        let mut faults = vec![None];
+        for f in strings("faults") {
+            if f.eq_ignore_ascii_case("none") || f.eq_ignore_ascii_case("control") {
+                continue;
+            }
+            faults.push(Some(Fault::parse(&f).with_context(|| format!("suite: {f} is not a fault"))?));
+        }
+        if !v.get("faults").is_some_and(Value::is_array) {
+            faults.extend(Fault::ALL.map(Some));
+        }
+        let nodes = match v.get("nodes").and_then(Value::as_array) {
+            Some(a) => a.iter().filter_map(Value::as_u64).map(|n| n as usize).filter(|n| *n > 0).collect(),
+            None => vec![10, 25, 50, 100],
+        };
+        let duration_s = match v.get("duration").and_then(Value::as_str) {
+            Some(d) => faults::parse_duration(d).map_err(anyhow::Error::msg)?,
+            None => 1800.0,
+        };
+        let version = match v.get("hadoop").and_then(Value::as_str) {
+            Some(h) => Version::parse(h).with_context(|| format!("suite: hadoop {h} is not 0.18 or 0.20"))?,
+            None => Version::V018,
+        };
+        Ok(Suite {
+            workloads,
+            faults,
+            nodes,
+            repetitions: v.get("repetitions").and_then(Value::as_u64).unwrap_or(10),
+            duration_s,
+            seed: v.get("seed").and_then(Value::as_u64).unwrap_or(1),
+            version,
+            sadc: v.get("sadc").and_then(Value::as_bool).unwrap_or(true),
+        })
+    }
+}
+
+/// The slowdown of a faulty run against its control: job by job (the same jobs, as both draw
+/// them from the same seed), total time to finish the jobs the control finished, a job the
+/// faulty run had not finished counting until the run's end.
+pub fn slowdown(control: &Outcome, faulty: &Outcome) -> Option<f64> {
+    let mut base = 0.0;
+    let mut slow = 0.0;
+    for (c, f) in control.jobs.iter().zip(&faulty.jobs) {
+        if c.finish_ms.is_none() {
+            break;
+        }
+        base += c.seconds(control.end_ms);
+        slow += f.seconds(faulty.end_ms);
+    }
+    (base > 0.0).then(|| slow / base - 1.0)
+}
+
+/// Runs a suite under `out/<workload>/<fault>/n<nodes>/r<rep>/` and writes `suite.json` with
+/// each pair's mean slowdown; returns the rows (workload, fault, nodes, mean slowdown).
+pub fn run_suite(suite: &Suite, out: &Path, gzip: bool, threads: usize, progress: bool) -> Result<Vec<(Workload, Fault, usize, f64)>> {
+    let total = suite.workloads.len() * suite.faults.len() * suite.nodes.len() * suite.repetitions as usize;
+    let bar = progress_bar(progress, total as u64, "runs");
+    let mut rows = Vec::new();
+    let mut summary = Vec::new();
+    for &workload in &suite.workloads {
+        for &nodes in &suite.nodes {
+            let mut controls = Vec::new();
+            for &fault in &suite.faults {
+                let mut slowdowns = Vec::new();
+                for rep in 0..suite.repetitions {
+                    let fault_name = fault.map_or("control", Fault::name);
+                    let cfg = Config {
+                        nodes,
+                        workload,
+                        fault: fault.map(|f| FaultSpec { fault: f, node: None, start_s: 0.0 }),
+                        duration_s: suite.duration_s,
+                        seed: suite.seed + rep,
+                        out: out.join(workload.name()).join(fault_name).join(format!("n{nodes}")).join(format!("r{rep}")),
+                        version: suite.version,
+                        gzip,
+                        sadc: suite.sadc,
+                        threads,
+                        progress: false,
+                        epoch_ms: DEFAULT_EPOCH_MS,
+                    };
+                    let outcome = run(&cfg)?;
+                    bar.inc(1);
+                    match fault {
+                        None => controls.push(outcome),
+                        Some(_) => slowdowns.extend(controls.get(rep as usize).and_then(|c| slowdown(c, &outcome))),
+                    }
+                }
+                if let (Some(f), false) = (fault, slowdowns.is_empty()) {
+                    let mean = slowdowns.iter().sum::<f64>() / slowdowns.len() as f64;
+                    rows.push((workload, f, nodes, mean));
+                    summary.push(json!({
+                        "workload": workload.name(), "fault": f.name(), "nodes": nodes,
+                        "slowdown_pct": (mean * 1000.0).round() / 10.0, "runs": slowdowns.len(),
+                    }));
+                }
+            }
+        }
+    }
+    bar.finish_and_clear();
+    write_truth(&out.join("suite.json"), &json!({ "slowdowns": summary }))?;
+    Ok(rows)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn suites_parse_with_defaults() {
+        let s = Suite::parse(r#"{"workloads": ["sort", "pig"], "faults": ["none", "CPUHog"], "nodes": [10], "duration": "10m"}"#).unwrap();
+        assert_eq!(s.workloads, vec![Workload::Sort, Workload::Pig]);
+        assert_eq!(s.faults, vec![None, Some(Fault::CpuHog)]);
+        assert_eq!((s.nodes.clone(), s.repetitions, s.duration_s, s.version), (vec![10], 10, 600.0, Version::V018));
+        let all = Suite::parse(r#"{"workloads": ["nutch"]}"#).unwrap();
+        assert_eq!((all.faults.len(), all.nodes.len()), (10, 4));
+        assert!(Suite::parse(r#"{"workloads": ["hive"]}"#).is_err());
+    }
+}

@@ -1,0 +1,825 @@
+//! The log files of one slave node, written from the scheduler's records: the TaskTracker log,
+//! the DataNode log and one `userlogs/<attempt>/syslog` per reduce attempt, worded as Hadoop
+//! 0.18 or 0.20 words them (the messages `crate::ingest` recognises, and the ones around them).
+//!
+//! The scheduler decides times and ids; a record is ~40 bytes and names hosts, jobs and blocks
+//! by number. Text is made here, by hand on a byte buffer (no `format!` per line): this is the
+//! hot path of a 0.45 B-line history.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::{self, BufWriter, Write};
+use std::path::{Path, PathBuf};
+
+use flate2::Compression;
+use flate2::write::GzEncoder;
+
+use super::Version;
+
+/// A task attempt, by number.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct TaskRef {
+    pub job: u32,
+    pub idx: u32,
+    pub attempt: u8,
+    pub reduce: bool,
+}
+
+impl TaskRef {
+    /// One number per attempt, to find an attempt's records again.
+    pub fn key(self) -> u64 {
+        (u64::from(self.job) << 32) | (u64::from(self.idx) << 9) | (u64::from(self.attempt) << 1) | u64::from(self.reduce)
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum ReducePhase {
+    Copy { done: u32, total: u32, mb_s: f32 },
+    Sort,
+    Reduce,
+}
+
+/// One log event, before it is text. Node numbers index the run's [`Names::hosts`].
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Line {
+    // TaskTracker log.
+    Launch { task: TaskRef, free_slots: u8 },
+    MapProgress { task: TaskRef, frac: f32 },
+    ReduceProgress { task: TaskRef, frac: f32, phase: ReducePhase },
+    Done { task: TaskRef },
+    Timeout { task: TaskRef },
+    ChildError { task: TaskRef },
+    Kill { task: TaskRef },
+    /// The map's TaskTracker served its output to a reduce on `to`.
+    ShuffleServed { map: TaskRef, reduce: TaskRef, to: u16, port: u16, bytes: u32, dur_ms: u32 },
+    // A reduce attempt's syslog.
+    SyslogOpen { task: TaskRef, maps: u32 },
+    CopyStart { reduce: TaskRef, map: TaskRef, from: u16 },
+    CopyDone { reduce: TaskRef, map: TaskRef, from: u16 },
+    CopyFailed { reduce: TaskRef, map: TaskRef, from: u16 },
+    MergeStart { reduce: TaskRef },
+    MergeDone { reduce: TaskRef, files: u16, merge: u16, bytes: u32 },
+    SyslogClose { task: TaskRef, done: bool },
+    // DataNode log.
+    Receiving { block: i64, src: u16, port: u16 },
+    Received { block: i64, src: u16, port: u16, size: u32, client: TaskRef, dur_ms: u32, downstream: u8 },
+    ReadStart,
+    Served { block: i64, to: u16, port: u16, size: u32, client: TaskRef, dur_ms: u32 },
+    ServeFailed { block: i64, to: u16 },
+    DiskFull,
+}
+
+/// A line due at `ts_ms` (from the run's start), belonging to an attempt (`owner`, 0 for none)
+/// so that a killed attempt's future lines can be taken back.
+#[derive(Clone, Copy, Debug)]
+pub struct Rec {
+    pub ts_ms: i64,
+    pub owner: u64,
+    pub line: Line,
+}
+
+/// What a record's numbers stand for.
+pub struct Names<'a> {
+    pub version: Version,
+    /// Milliseconds since 1970 of the run's time 0.
+    pub epoch_ms: i64,
+    /// (host name, IP address) per node of the run.
+    pub hosts: &'a [(String, String)],
+    pub jobs: &'a [JobName],
+}
+
+/// A job's id and the HDFS path of its input.
+#[derive(Clone, Debug)]
+pub struct JobName {
+    /// `200808250000_0001`: the JobTracker's start stamp and the job's number.
+    pub id: String,
+    pub input: String,
+    pub input_mb: f64,
+}
+
+/// A file being written, plain or gzip.
+pub enum Out {
+    Plain(BufWriter<File>),
+    Gzip(Box<GzEncoder<BufWriter<File>>>),
+}
+
+impl Out {
+    pub fn create(path: &Path, gzip: bool) -> io::Result<Out> {
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir)?;
+        }
+        let file = BufWriter::with_capacity(1 << 16, File::create(path)?);
+        Ok(if gzip { Out::Gzip(Box::new(GzEncoder::new(file, Compression::fast()))) } else { Out::Plain(file) })
+    }
+
+    pub fn finish(self) -> io::Result<()> {
+        match self {
+            Out::Plain(mut w) => w.flush(),
+            Out::Gzip(w) => w.finish()?.flush(),
+        }
+    }
+}
+
+impl Write for Out {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        match self {
+            Out::Plain(w) => w.write(buf),
+            Out::Gzip(w) => w.write(buf),
+        }
+    }
+
+    fn write_all(&mut self, buf: &[u8]) -> io::Result<()> {
+        match self {
+            Out::Plain(w) => w.write_all(buf),
+            Out::Gzip(w) => w.write_all(buf),
+        }
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        match self {
+            Out::Plain(w) => w.flush(),
+            Out::Gzip(w) => w.flush(),
+        }
+    }
+}
+
+/// `name` or `name.gz`.
+pub fn file_name(name: &str, gzip: bool) -> String {
+    if gzip { format!("{name}.gz") } else { name.to_string() }
+}
+
+// Byte-buffer formatting.
+
+pub fn push_u64(buf: &mut Vec<u8>, mut n: u64) {
+    let mut digits = [0u8; 20];
+    let mut i = digits.len();
+    loop {
+        i -= 1;
+        digits[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    buf.extend_from_slice(&digits[i..]);
+}
+
+pub fn push_i64(buf: &mut Vec<u8>, n: i64) {
+    if n < 0 {
+        buf.push(b'-');
+    }
+    push_u64(buf, n.unsigned_abs());
+}
+
+pub fn push_padded(buf: &mut Vec<u8>, n: u64, width: usize) {
+    let start = buf.len();
+    push_u64(buf, n);
+    let len = buf.len() - start;
+    if len < width {
+        buf.splice(start..start, std::iter::repeat_n(b'0', width - len));
+    }
+}
+
+/// A progress fraction as Java prints a float (`0.6666667`, `1.0`).
+fn push_frac(buf: &mut Vec<u8>, frac: f32) {
+    let start = buf.len();
+    let _ = write!(buf, "{frac}");
+    if !buf[start..].contains(&b'.') {
+        buf.extend_from_slice(b".0");
+    }
+}
+
+/// `yyyy-MM-dd HH:mm:ss` of whole seconds since 1970, cached for the second last asked.
+pub struct Clock {
+    second: i64,
+    text: [u8; 19],
+}
+
+impl Clock {
+    pub fn new() -> Clock {
+        Clock { second: i64::MIN, text: [b'0'; 19] }
+    }
+
+    pub fn seconds_text(&mut self, second: i64) -> &[u8; 19] {
+        if second != self.second {
+            self.second = second;
+            let t = chrono::DateTime::from_timestamp(second, 0).unwrap_or_default();
+            let mut v = Vec::with_capacity(19);
+            let _ = write!(v, "{}", t.format("%Y-%m-%d %H:%M:%S"));
+            self.text.copy_from_slice(&v[..19]);
+        }
+        &self.text
+    }
+
+    /// `yyyy-MM-dd HH:mm:ss,SSS` as log4j writes it.
+    fn push_stamp(&mut self, buf: &mut Vec<u8>, ms: i64) {
+        buf.extend_from_slice(self.seconds_text(ms.div_euclid(1000)));
+        buf.push(b',');
+        push_padded(buf, ms.rem_euclid(1000) as u64, 3);
+    }
+}
+
+impl Default for Clock {
+    fn default() -> Self {
+        Clock::new()
+    }
+}
+
+const TT: &str = "org.apache.hadoop.mapred.TaskTracker";
+const TT_TRACE: &str = "org.apache.hadoop.mapred.TaskTracker.clienttrace";
+const RUNNER: &str = "org.apache.hadoop.mapred.TaskRunner";
+const REDUCE: &str = "org.apache.hadoop.mapred.ReduceTask";
+const LOCAL_DIR: &str = "/tmp/hadoop-hadoop/mapred/local/taskTracker/jobcache";
+
+fn dn_logger(v: Version) -> &'static str {
+    match v {
+        Version::V018 => "org.apache.hadoop.dfs.DataNode",
+        Version::V020 => "org.apache.hadoop.hdfs.server.datanode.DataNode",
+    }
+}
+
+/// Line counts of what a node wrote.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LineCounts {
+    pub tasktracker: u64,
+    pub datanode: u64,
+    pub syslog: u64,
+}
+
+impl LineCounts {
+    pub fn total(&self) -> u64 {
+        self.tasktracker + self.datanode + self.syslog
+    }
+
+    pub fn add(&mut self, other: &LineCounts) {
+        self.tasktracker += other.tasktracker;
+        self.datanode += other.datanode;
+        self.syslog += other.syslog;
+    }
+}
+
+/// The open log files of one node.
+pub struct NodeWriter {
+    node: u16,
+    dir: PathBuf,
+    gzip: bool,
+    tasktracker: Out,
+    datanode: Out,
+    syslogs: HashMap<TaskRef, Out>,
+    clock: Clock,
+    buf: Vec<u8>,
+    /// DataNode connections open, for 0.18's DEBUG `Number of active connections is: N`.
+    connections: u32,
+    pub counts: LineCounts,
+}
+
+/// The fields of a DataNode clienttrace line: (node, port) at both ends.
+struct Trace {
+    src: (u16, u16),
+    dest: (u16, u16),
+    size: u32,
+    op: &'static str,
+    client: TaskRef,
+    block: i64,
+    dur_ms: u32,
+}
+
+enum Dest {
+    TaskTracker,
+    DataNode,
+    Syslog(TaskRef),
+}
+
+impl NodeWriter {
+    /// Opens the node's daemon logs under `dir/<host>/` and writes their start-up banners.
+    pub fn create(dir: &Path, node: u16, user: &str, names: &Names, gzip: bool) -> io::Result<NodeWriter> {
+        let (host, ip) = &names.hosts[usize::from(node)];
+        let dir = dir.join(host);
+        let tt_path = dir.join(file_name(&format!("hadoop-{user}-tasktracker-{host}.log"), gzip));
+        let dn_path = dir.join(file_name(&format!("hadoop-{user}-datanode-{host}.log"), gzip));
+        let mut w = NodeWriter {
+            node,
+            tasktracker: Out::create(&tt_path, gzip)?,
+            datanode: Out::create(&dn_path, gzip)?,
+            dir,
+            gzip,
+            syslogs: HashMap::new(),
+            clock: Clock::new(),
+            buf: Vec::with_capacity(1 << 16),
+            connections: 0,
+            counts: LineCounts::default(),
+        };
+        let release = match names.version {
+            Version::V018 => "0.18.3",
+            Version::V020 => "0.20.1",
+        };
+        for (daemon, logger) in [("TaskTracker", TT), ("DataNode", dn_logger(names.version))] {
+            w.head(names.epoch_ms - 5000, "INFO", logger);
+            let _ = write!(
+                w.buf,
+                "STARTUP_MSG: \n/************************************************************\nSTARTUP_MSG: Starting {daemon}\nSTARTUP_MSG:   host = {host}/{ip}\nSTARTUP_MSG:   args = []\nSTARTUP_MSG:   version = {release}\n************************************************************/\n"
+            );
+            let dest = if daemon == "TaskTracker" { Dest::TaskTracker } else { Dest::DataNode };
+            w.emit(dest)?;
+        }
+        Ok(w)
+    }
+
+    fn head(&mut self, ms: i64, level: &str, logger: &str) {
+        self.clock.push_stamp(&mut self.buf, ms);
+        self.buf.push(b' ');
+        self.buf.extend_from_slice(level.as_bytes());
+        self.buf.push(b' ');
+        self.buf.extend_from_slice(logger.as_bytes());
+        self.buf.extend_from_slice(b": ");
+    }
+
+    fn emit(&mut self, dest: Dest) -> io::Result<()> {
+        let out = match dest {
+            Dest::TaskTracker => {
+                self.counts.tasktracker += 1;
+                &mut self.tasktracker
+            }
+            Dest::DataNode => {
+                self.counts.datanode += 1;
+                &mut self.datanode
+            }
+            Dest::Syslog(task) => match self.syslogs.get_mut(&task) {
+                Some(out) => {
+                    self.counts.syslog += 1;
+                    out
+                }
+                None => {
+                    self.buf.clear();
+                    return Ok(());
+                }
+            },
+        };
+        out.write_all(&self.buf)?;
+        self.buf.clear();
+        Ok(())
+    }
+
+    /// Writes records, already in time order.
+    pub fn write(&mut self, recs: &[Rec], names: &Names) -> io::Result<()> {
+        for rec in recs {
+            self.line(rec, names)?;
+        }
+        Ok(())
+    }
+
+    fn attempt(&mut self, t: TaskRef, names: &Names) {
+        push_attempt(&mut self.buf, t, names);
+    }
+
+    fn ip(&mut self, node: u16, names: &Names) {
+        self.buf.extend_from_slice(names.hosts[usize::from(node)].1.as_bytes());
+    }
+
+    fn block(&mut self, block: i64, names: &Names) {
+        self.buf.extend_from_slice(b"blk_");
+        push_i64(&mut self.buf, block);
+        if names.version == Version::V020 {
+            self.buf.push(b'_');
+            push_u64(&mut self.buf, 1000 + (block.unsigned_abs() % 9000));
+        }
+    }
+
+    fn s(&mut self, text: &str) {
+        self.buf.extend_from_slice(text.as_bytes());
+    }
+
+    fn n(&mut self, n: u64) {
+        push_u64(&mut self.buf, n);
+    }
+
+    fn line(&mut self, rec: &Rec, names: &Names) -> io::Result<()> {
+        let ms = names.epoch_ms + rec.ts_ms;
+        let v = names.version;
+        match rec.line {
+            Line::Launch { task, free_slots } => {
+                self.head(ms, "INFO", TT);
+                match v {
+                    Version::V018 => {
+                        self.s("LaunchTaskAction: ");
+                        self.attempt(task, names);
+                        self.s("\n");
+                    }
+                    Version::V020 => {
+                        self.s("LaunchTaskAction (registerTask): ");
+                        self.attempt(task, names);
+                        self.s(" task's state:UNASSIGNED\n");
+                        self.emit(Dest::TaskTracker)?;
+                        self.head(ms, "INFO", TT);
+                        self.s("Trying to launch : ");
+                        self.attempt(task, names);
+                        self.s("\n");
+                        self.emit(Dest::TaskTracker)?;
+                        self.head(ms, "INFO", TT);
+                        self.s("In TaskLauncher, current free slots : ");
+                        self.n(u64::from(free_slots));
+                        self.s(" and trying to launch ");
+                        self.attempt(task, names);
+                        self.s("\n");
+                    }
+                }
+                self.emit(Dest::TaskTracker)
+            }
+            Line::MapProgress { task, frac } => {
+                self.head(ms, "INFO", TT);
+                self.attempt(task, names);
+                self.s(" ");
+                push_frac(&mut self.buf, frac);
+                let job = &names.jobs[task.job as usize];
+                if job.input_mb > 0.0 {
+                    self.s("% hdfs://master:9000");
+                    self.s(&job.input);
+                    self.s("/part-");
+                    push_padded(&mut self.buf, u64::from(task.idx), 5);
+                    self.s(":0+");
+                    self.n((job.input_mb * 1048576.0) as u64);
+                } else {
+                    // RandomWriter's status: records written and bytes left.
+                    let left = (f64::from(1.0 - frac) * 640.0 * 1048576.0) as u64;
+                    self.s("% wrote record ");
+                    self.n((f64::from(frac) * 65536.0) as u64);
+                    self.s(". ");
+                    self.n(left);
+                    self.s(" bytes left.");
+                }
+                self.s("\n");
+                self.emit(Dest::TaskTracker)
+            }
+            Line::ReduceProgress { task, frac, phase } => {
+                self.head(ms, "INFO", TT);
+                self.attempt(task, names);
+                self.s(" ");
+                push_frac(&mut self.buf, frac);
+                match phase {
+                    ReducePhase::Copy { done, total, mb_s } => {
+                        self.s("% reduce > copy (");
+                        self.n(u64::from(done));
+                        self.s(" of ");
+                        self.n(u64::from(total));
+                        let _ = writeln!(self.buf, " at {mb_s:.2} MB/s) > ");
+                    }
+                    ReducePhase::Sort => self.s("% reduce > sort\n"),
+                    ReducePhase::Reduce => self.s("% reduce > reduce\n"),
+                }
+                self.emit(Dest::TaskTracker)
+            }
+            Line::Done { task } => {
+                self.head(ms, "INFO", TT);
+                self.s("Task ");
+                self.attempt(task, names);
+                self.s(" is done.\n");
+                self.emit(Dest::TaskTracker)
+            }
+            Line::Timeout { task } => {
+                self.head(ms, "INFO", TT);
+                self.attempt(task, names);
+                self.s(": Task ");
+                self.attempt(task, names);
+                self.s(" failed to report status for 600 seconds. Killing!\n");
+                self.emit(Dest::TaskTracker)
+            }
+            Line::ChildError { task } => {
+                self.head(ms, "WARN", RUNNER);
+                self.attempt(task, names);
+                self.s(" Child Error\njava.io.IOException: Task process exit with nonzero status of 1.\n\tat org.apache.hadoop.mapred.TaskRunner.run(TaskRunner.java:418)\n");
+                self.emit(Dest::TaskTracker)
+            }
+            Line::Kill { task } => {
+                self.head(ms, "INFO", TT);
+                self.s("Received KillTaskAction for task: ");
+                self.attempt(task, names);
+                self.s("\n");
+                self.emit(Dest::TaskTracker)
+            }
+            Line::ShuffleServed { map, reduce, to, port, bytes, dur_ms } => {
+                match v {
+                    Version::V018 => {
+                        self.head(ms, "INFO", TT);
+                        self.s("Sent out ");
+                        self.n(u64::from(bytes));
+                        self.s(" bytes for reduce: ");
+                        self.n(u64::from(reduce.idx));
+                        self.s(" from map: ");
+                        self.attempt(map, names);
+                        self.s(" given ");
+                        self.n(u64::from(bytes));
+                        self.s("/");
+                        self.n(u64::from(bytes) + u64::from(bytes) / 50);
+                    }
+                    Version::V020 => {
+                        self.head(ms, "INFO", TT_TRACE);
+                        self.s("src: ");
+                        self.ip(self.node, names);
+                        self.s(":50060, dest: ");
+                        self.ip(to, names);
+                        self.s(":");
+                        self.n(u64::from(port));
+                        self.s(", bytes: ");
+                        self.n(u64::from(bytes));
+                        self.s(", op: MAPRED_SHUFFLE, cliID: ");
+                        self.attempt(map, names);
+                        self.s(", reduceID: ");
+                        self.attempt(reduce, names);
+                        self.s(", duration: ");
+                        self.n(u64::from(dur_ms) * 1_000_000 + 123_456);
+                    }
+                }
+                self.s("\n");
+                self.emit(Dest::TaskTracker)
+            }
+            Line::SyslogOpen { task, maps } => {
+                let path = self.dir.join("userlogs").join(attempt_text(task, names)).join(file_name("syslog", self.gzip));
+                self.syslogs.insert(task, Out::create(&path, self.gzip)?);
+                self.head(ms, "INFO", "org.apache.hadoop.metrics.jvm.JvmMetrics");
+                self.s("Initializing JVM Metrics with processName=SHUFFLE, sessionId=\n");
+                self.emit(Dest::Syslog(task))?;
+                self.head(ms, "INFO", REDUCE);
+                self.s("ShuffleRamManager: MemoryLimit=141937872, MaxSingleShuffleLimit=35484468\n");
+                self.emit(Dest::Syslog(task))?;
+                self.head(ms, "INFO", REDUCE);
+                self.attempt(task, names);
+                self.s(" Thread started: Thread for merging on-disk files\n");
+                self.emit(Dest::Syslog(task))?;
+                self.head(ms, "INFO", REDUCE);
+                self.attempt(task, names);
+                self.s(" Need another ");
+                self.n(u64::from(maps));
+                self.s(" map output(s) where 0 is already in progress\n");
+                self.emit(Dest::Syslog(task))
+            }
+            Line::CopyStart { reduce, map, from } | Line::CopyDone { reduce, map, from } => {
+                self.head(ms, "INFO", REDUCE);
+                self.attempt(reduce, names);
+                self.s(if matches!(rec.line, Line::CopyStart { .. }) { " Copying " } else { " done copying " });
+                self.attempt(map, names);
+                self.s(" output from ");
+                self.s(&names.hosts[usize::from(from)].0);
+                self.s(".\n");
+                self.emit(Dest::Syslog(reduce))
+            }
+            Line::CopyFailed { reduce, map, from } => {
+                self.head(ms, "WARN", REDUCE);
+                self.attempt(reduce, names);
+                self.s(" copy failed: ");
+                self.attempt(map, names);
+                self.s(" from ");
+                self.s(&names.hosts[usize::from(from)].0);
+                self.s("\njava.net.SocketTimeoutException: Read timed out\n");
+                self.emit(Dest::Syslog(reduce))
+            }
+            Line::MergeStart { reduce } => {
+                self.head(ms, "INFO", REDUCE);
+                self.attempt(reduce, names);
+                self.s(" Thread started: Thread for merging in memory files\n");
+                self.emit(Dest::Syslog(reduce))
+            }
+            Line::MergeDone { reduce, files, merge, bytes } => {
+                self.head(ms, "INFO", REDUCE);
+                self.attempt(reduce, names);
+                self.s(" Merge of the ");
+                self.n(u64::from(files));
+                self.s(match v {
+                    Version::V018 => " files in InMemoryFileSystem complete. Local file is ",
+                    Version::V020 => " files in-memory complete. Local file is ",
+                });
+                self.s(LOCAL_DIR);
+                self.s("/job_");
+                self.s(&names.jobs[reduce.job as usize].id);
+                self.s("/");
+                self.attempt(reduce, names);
+                self.s("/output/map_");
+                self.n(u64::from(merge));
+                self.s(".out");
+                if v == Version::V020 {
+                    self.s(" of size ");
+                    self.n(u64::from(bytes));
+                }
+                self.s("\n");
+                self.emit(Dest::Syslog(reduce))
+            }
+            Line::SyslogClose { task, done } => {
+                if done {
+                    self.head(ms, "INFO", RUNNER);
+                    self.s("Task:");
+                    self.attempt(task, names);
+                    self.s(" is done. And is in the process of commiting\n");
+                    self.emit(Dest::Syslog(task))?;
+                    self.head(ms, "INFO", RUNNER);
+                    self.s("Task '");
+                    self.attempt(task, names);
+                    self.s("' done.\n");
+                    self.emit(Dest::Syslog(task))?;
+                }
+                match self.syslogs.remove(&task) {
+                    Some(out) => out.finish(),
+                    None => Ok(()),
+                }
+            }
+            Line::Receiving { block, src, port } => {
+                self.connection(ms, 1, names)?;
+                self.head(ms, "INFO", dn_logger(v));
+                self.s("Receiving block ");
+                self.block(block, names);
+                self.s(" src: /");
+                self.ip(src, names);
+                self.s(":");
+                self.n(u64::from(port));
+                self.s(" dest: /");
+                self.ip(self.node, names);
+                self.s(":50010\n");
+                self.emit(Dest::DataNode)
+            }
+            Line::Received { block, src, port, size, client, dur_ms, downstream } => {
+                match v {
+                    Version::V018 => {
+                        self.head(ms, "INFO", dn_logger(v));
+                        self.s("Received block ");
+                        self.block(block, names);
+                        self.s(" of size ");
+                        self.n(u64::from(size));
+                        self.s(" from /");
+                        self.ip(src, names);
+                        self.s("\n");
+                    }
+                    Version::V020 => {
+                        let trace = Trace { src: (src, port), dest: (self.node, 50010), size, op: "HDFS_WRITE", client, block, dur_ms };
+                        self.datanode_trace(ms, &trace, names);
+                    }
+                }
+                self.emit(Dest::DataNode)?;
+                self.head(ms, "INFO", dn_logger(v));
+                self.s("PacketResponder ");
+                self.n(u64::from(downstream));
+                self.s(" for block ");
+                self.block(block, names);
+                self.s(" terminating\n");
+                self.emit(Dest::DataNode)?;
+                self.connection(ms, -1, names)
+            }
+            Line::ReadStart => self.connection(ms, 1, names),
+            Line::Served { block, to, port, size, client, dur_ms } => {
+                match v {
+                    Version::V018 => {
+                        self.head(ms, "INFO", dn_logger(v));
+                        self.ip(self.node, names);
+                        self.s(":50010 Served block ");
+                        self.block(block, names);
+                        self.s(" to /");
+                        self.ip(to, names);
+                        self.s("\n");
+                    }
+                    Version::V020 => {
+                        let trace = Trace { src: (self.node, 50010), dest: (to, port), size, op: "HDFS_READ", client, block, dur_ms };
+                        self.datanode_trace(ms, &trace, names);
+                    }
+                }
+                self.emit(Dest::DataNode)?;
+                self.connection(ms, -1, names)
+            }
+            Line::ServeFailed { block, to } => {
+                self.head(ms, "WARN", dn_logger(v));
+                self.ip(self.node, names);
+                self.s(":50010:Got exception while serving ");
+                self.block(block, names);
+                self.s(" to /");
+                self.ip(to, names);
+                self.s(":\njava.net.SocketTimeoutException: 480000 millis timeout while waiting for channel to be ready for write.\n");
+                self.emit(Dest::DataNode)?;
+                self.connection(ms, -1, names)
+            }
+            Line::DiskFull => {
+                self.head(ms, "WARN", dn_logger(v));
+                self.s("org.apache.hadoop.util.DiskChecker$DiskOutOfSpaceException: Insufficient space for an additional block\n");
+                self.emit(Dest::DataNode)
+            }
+        }
+    }
+
+    /// 0.20's DataNode clienttrace line of a finished block transfer.
+    fn datanode_trace(&mut self, ms: i64, t: &Trace, names: &Names) {
+        self.head(ms, "INFO", "org.apache.hadoop.hdfs.server.datanode.DataNode.clienttrace");
+        for (key, (node, port)) in [("src: /", t.src), (", dest: /", t.dest)] {
+            self.s(key);
+            self.ip(node, names);
+            self.s(":");
+            self.n(u64::from(port));
+        }
+        self.s(", bytes: ");
+        self.n(u64::from(t.size));
+        self.s(", op: ");
+        self.s(t.op);
+        self.s(", cliID: DFSClient_");
+        self.attempt(t.client, names);
+        self.s(", srvID: DS-");
+        self.n(1_000_000 + u64::from(self.node) * 7919);
+        self.s("-");
+        self.ip(self.node, names);
+        self.s("-50010-1219000000000, blockid: ");
+        self.block(t.block, names);
+        self.s(", duration: ");
+        self.n(u64::from(t.dur_ms) * 1_000_000 + 345_678);
+        self.s("\n");
+    }
+
+    /// 0.18 at DEBUG, as SALSA ran it: every DataXceiver start and end logs the count of open
+    /// connections, which is how a read's start shows.
+    fn connection(&mut self, ms: i64, delta: i32, names: &Names) -> io::Result<()> {
+        self.connections = self.connections.saturating_add_signed(delta);
+        if names.version != Version::V018 {
+            return Ok(());
+        }
+        self.head(ms, "DEBUG", dn_logger(names.version));
+        self.s("Number of active connections is: ");
+        self.n(u64::from(self.connections));
+        self.s("\n");
+        self.emit(Dest::DataNode)
+    }
+
+    /// Closes every file; syslogs of attempts still running at the end stop where they are.
+    pub fn finish(self) -> io::Result<LineCounts> {
+        self.tasktracker.finish()?;
+        self.datanode.finish()?;
+        let mut open: Vec<(TaskRef, Out)> = self.syslogs.into_iter().collect();
+        open.sort_by_key(|(t, _)| *t);
+        for (_, out) in open {
+            out.finish()?;
+        }
+        Ok(self.counts)
+    }
+}
+
+/// `attempt_200808250000_0001_m_000003_0`.
+pub fn push_attempt(buf: &mut Vec<u8>, t: TaskRef, names: &Names) {
+    buf.extend_from_slice(b"attempt_");
+    buf.extend_from_slice(names.jobs[t.job as usize].id.as_bytes());
+    buf.extend_from_slice(if t.reduce { b"_r_" } else { b"_m_" });
+    push_padded(buf, u64::from(t.idx), 6);
+    buf.push(b'_');
+    push_u64(buf, u64::from(t.attempt));
+}
+
+pub fn attempt_text(t: TaskRef, names: &Names) -> String {
+    let mut buf = Vec::with_capacity(40);
+    push_attempt(&mut buf, t, names);
+    String::from_utf8_lossy(&buf).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbers_and_stamps() {
+        let mut b = Vec::new();
+        push_padded(&mut b, 42, 6);
+        push_i64(&mut b, -17);
+        push_frac(&mut b, 1.0);
+        b.push(b' ');
+        push_frac(&mut b, 2.0 / 3.0);
+        assert_eq!(String::from_utf8(b).unwrap(), "000042-171.0 0.6666667");
+        let mut c = Clock::new();
+        let mut b = Vec::new();
+        c.push_stamp(&mut b, 1_219_511_552_466);
+        assert_eq!(String::from_utf8(b).unwrap(), "2008-08-23 17:12:32,466");
+    }
+
+    #[test]
+    fn lines_read_as_hadoop_wrote_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let hosts = vec![("r01n01".to_string(), "10.1.1.10".to_string()), ("r01n02".to_string(), "10.1.1.11".to_string())];
+        let jobs = vec![JobName { id: "200808250000_0001".into(), input: "/user/hadoop/in".into(), input_mb: 64.0 }];
+        let names = Names { version: Version::V018, epoch_ms: 1_219_622_400_000, hosts: &hosts, jobs: &jobs };
+        let mut w = NodeWriter::create(dir.path(), 0, "hadoop", &names, false).unwrap();
+        let m = TaskRef { job: 0, idx: 3, attempt: 0, reduce: false };
+        let r = TaskRef { job: 0, idx: 0, attempt: 1, reduce: true };
+        let recs = [
+            Line::Launch { task: m, free_slots: 1 },
+            Line::MapProgress { task: m, frac: 0.5 },
+            Line::Done { task: m },
+            Line::SyslogOpen { task: r, maps: 4 },
+            Line::CopyStart { reduce: r, map: m, from: 1 },
+            Line::SyslogClose { task: r, done: true },
+            Line::Receiving { block: -42, src: 1, port: 40001 },
+            Line::Received { block: -42, src: 1, port: 40001, size: 100, client: m, dur_ms: 5, downstream: 0 },
+        ];
+        let recs: Vec<Rec> = recs.iter().enumerate().map(|(i, &line)| Rec { ts_ms: i as i64 * 10, owner: 0, line }).collect();
+        w.write(&recs, &names).unwrap();
+        assert_eq!(w.finish().unwrap(), LineCounts { tasktracker: 4, datanode: 6, syslog: 7 });
+        let tt = std::fs::read_to_string(dir.path().join("r01n01/hadoop-hadoop-tasktracker-r01n01.log")).unwrap();
+        let tt: Vec<&str> = tt.lines().filter(|l| l.starts_with("2008")).collect();
+        assert_eq!(tt[1], "2008-08-25 00:00:00,000 INFO org.apache.hadoop.mapred.TaskTracker: LaunchTaskAction: attempt_200808250000_0001_m_000003_0");
+        assert_eq!(tt[2], "2008-08-25 00:00:00,010 INFO org.apache.hadoop.mapred.TaskTracker: attempt_200808250000_0001_m_000003_0 0.5% hdfs://master:9000/user/hadoop/in/part-00003:0+67108864");
+        let syslog = dir.path().join("r01n01/userlogs/attempt_200808250000_0001_r_000000_1/syslog");
+        let syslog = std::fs::read_to_string(syslog).unwrap();
+        assert!(syslog.contains("attempt_200808250000_0001_r_000000_1 Copying attempt_200808250000_0001_m_000003_0 output from r01n02.\n"));
+        let dn = std::fs::read_to_string(dir.path().join("r01n01/hadoop-hadoop-datanode-r01n01.log")).unwrap();
+        assert!(dn.contains("DataNode: Receiving block blk_-42 src: /10.1.1.11:40001 dest: /10.1.1.10:50010\n"));
+        assert!(dn.contains("DataNode: Received block blk_-42 of size 100 from /10.1.1.11\n"));
+        assert!(dn.contains("DEBUG org.apache.hadoop.dfs.DataNode: Number of active connections is: 1\n"));
+    }
+}

@@ -1,0 +1,308 @@
+//! Tables the diagnoses write, as opposed to the ones ingestion fills: `diagnoses` (one row per
+//! run, query and subject), `schedule_runs` (the scheduler's ledger, one row per attempt) and
+//! the tables a query saves with `@output table NAME` (a Ganesha model, an edge table).
+//!
+//! Like every table they are partitioned by `cluster` and `date` (here the run date). Each write
+//! is one Delta commit. A rerun *replaces* what an earlier run of the same query wrote for the
+//! same cluster and date: an overwrite with a `replaceWhere` predicate, which Delta commits as
+//! the removal of the old rows and the addition of the new ones together, so readers see the old
+//! partition or the new one, never both or neither.
+
+use std::sync::Arc;
+
+use anyhow::{Context, Result};
+use chrono::{DateTime, NaiveDate, Utc};
+use datafusion::arrow::array::{
+    ArrayRef, BooleanArray, Date32Array, Float64Array, Int64Array, RecordBatch, StringArray, TimestampMicrosecondArray,
+};
+use datafusion::arrow::compute::concat_batches;
+use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
+use deltalake::DeltaTable;
+use deltalake::protocol::SaveMode;
+
+use super::Warehouse;
+use super::tables::PARTITION_COLUMNS;
+
+pub const DIAGNOSES: &str = "diagnoses";
+pub const SCHEDULE_RUNS: &str = "schedule_runs";
+
+/// One row of `diagnoses`: what a verdict query said about one subject.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Diagnosis {
+    pub cluster: String,
+    pub job_id: Option<String>,
+    pub host: Option<String>,
+    /// The state (Map, ReadBlock…) or metric the verdict is about.
+    pub subject: Option<String>,
+    pub score: Option<f64>,
+    pub indicted: bool,
+    /// The query's other columns, as a JSON object.
+    pub detail: Option<String>,
+}
+
+/// What every row of one run shares.
+#[derive(Clone, Debug)]
+pub struct RunInfo {
+    pub run_id: String,
+    pub query: String,
+    pub query_hash: String,
+    pub window_from: Option<DateTime<Utc>>,
+    pub window_to: Option<DateTime<Utc>>,
+    /// Parameter values as a JSON object.
+    pub parameters: String,
+    pub run_date: NaiveDate,
+    pub ran_at: DateTime<Utc>,
+}
+
+/// One attempt of a scheduled (or backfilled) run, for the ledger.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LedgerEntry {
+    pub run_id: String,
+    pub cluster: String,
+    pub job: String,
+    pub query_hash: String,
+    pub run_date: NaiveDate,
+    /// The cron occurrence this run answers; None for a backfill.
+    pub scheduled_for: Option<DateTime<Utc>>,
+    /// `schedule`, `catch-up` or `backfill`.
+    pub trigger: String,
+    pub attempt: i64,
+    /// `succeeded` or `failed`.
+    pub status: String,
+    pub rows: i64,
+    pub duration_ms: i64,
+    pub error: Option<String>,
+    pub started: DateTime<Utc>,
+}
+
+fn ts_type() -> DataType {
+    DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into()))
+}
+
+fn with_partitions(mut fields: Vec<Field>) -> SchemaRef {
+    fields.push(Field::new("cluster", DataType::Utf8, false));
+    fields.push(Field::new("date", DataType::Date32, false));
+    Arc::new(Schema::new(fields))
+}
+
+pub fn diagnoses_schema() -> SchemaRef {
+    let text = |n: &str, null: bool| Field::new(n, DataType::Utf8, null);
+    with_partitions(vec![
+        text("run_id", false),
+        text("query", false),
+        text("query_hash", false),
+        Field::new("window_from", ts_type(), true),
+        Field::new("window_to", ts_type(), true),
+        text("parameters", false),
+        text("job_id", true),
+        text("host", true),
+        text("subject", true),
+        Field::new("score", DataType::Float64, true),
+        Field::new("indicted", DataType::Boolean, false),
+        text("detail", true),
+        Field::new("ran_at", ts_type(), false),
+    ])
+}
+
+pub fn ledger_schema() -> SchemaRef {
+    let text = |n: &str, null: bool| Field::new(n, DataType::Utf8, null);
+    with_partitions(vec![
+        text("run_id", false),
+        text("job", false),
+        text("query_hash", false),
+        Field::new("scheduled_for", ts_type(), true),
+        text("trigger", false),
+        Field::new("attempt", DataType::Int64, false),
+        text("status", false),
+        Field::new("rows", DataType::Int64, false),
+        Field::new("duration_ms", DataType::Int64, false),
+        text("error", true),
+        Field::new("started", ts_type(), false),
+    ])
+}
+
+fn micros(t: Option<DateTime<Utc>>) -> Option<i64> {
+    t.map(|t| t.timestamp_micros())
+}
+
+fn days(date: NaiveDate) -> i32 {
+    (date - NaiveDate::default()).num_days() as i32
+}
+
+fn timestamps(values: Vec<Option<i64>>) -> ArrayRef {
+    Arc::new(TimestampMicrosecondArray::from(values).with_timezone("UTC"))
+}
+
+pub fn diagnoses_batch(run: &RunInfo, rows: &[Diagnosis]) -> Result<RecordBatch> {
+    let n = rows.len();
+    let same = |v: &str| -> ArrayRef { Arc::new(StringArray::from(vec![v; n])) };
+    let each = |f: &dyn Fn(&Diagnosis) -> Option<&str>| -> ArrayRef {
+        Arc::new(StringArray::from(rows.iter().map(f).collect::<Vec<_>>()))
+    };
+    let columns: Vec<ArrayRef> = vec![
+        same(&run.run_id),
+        same(&run.query),
+        same(&run.query_hash),
+        timestamps(vec![micros(run.window_from); n]),
+        timestamps(vec![micros(run.window_to); n]),
+        same(&run.parameters),
+        each(&|d| d.job_id.as_deref()),
+        each(&|d| d.host.as_deref()),
+        each(&|d| d.subject.as_deref()),
+        Arc::new(Float64Array::from(rows.iter().map(|d| d.score).collect::<Vec<_>>())),
+        Arc::new(BooleanArray::from(rows.iter().map(|d| d.indicted).collect::<Vec<_>>())),
+        each(&|d| d.detail.as_deref()),
+        timestamps(vec![Some(run.ran_at.timestamp_micros()); n]),
+        each(&|d| Some(d.cluster.as_str())),
+        Arc::new(Date32Array::from(vec![days(run.run_date); n])),
+    ];
+    Ok(RecordBatch::try_new(diagnoses_schema(), columns)?)
+}
+
+pub fn ledger_batch(entries: &[LedgerEntry]) -> Result<RecordBatch> {
+    let text = |f: &dyn Fn(&LedgerEntry) -> Option<&str>| -> ArrayRef {
+        Arc::new(StringArray::from(entries.iter().map(f).collect::<Vec<_>>()))
+    };
+    let int = |f: &dyn Fn(&LedgerEntry) -> i64| -> ArrayRef {
+        Arc::new(Int64Array::from(entries.iter().map(f).collect::<Vec<_>>()))
+    };
+    let columns: Vec<ArrayRef> = vec![
+        text(&|e| Some(&e.run_id)),
+        text(&|e| Some(&e.job)),
+        text(&|e| Some(&e.query_hash)),
+        timestamps(entries.iter().map(|e| micros(e.scheduled_for)).collect()),
+        text(&|e| Some(&e.trigger)),
+        int(&|e| e.attempt),
+        text(&|e| Some(&e.status)),
+        int(&|e| e.rows),
+        int(&|e| e.duration_ms),
+        text(&|e| e.error.as_deref()),
+        timestamps(entries.iter().map(|e| Some(e.started.timestamp_micros())).collect()),
+        text(&|e| Some(&e.cluster)),
+        Arc::new(Date32Array::from(entries.iter().map(|e| days(e.run_date)).collect::<Vec<_>>())),
+    ];
+    Ok(RecordBatch::try_new(ledger_schema(), columns)?)
+}
+
+/// A SQL string literal.
+pub fn quote(text: &str) -> String {
+    format!("'{}'", text.replace('\'', "''"))
+}
+
+/// The predicate selecting one run date of one cluster (of every cluster when None).
+pub fn partition_predicate(cluster: Option<&str>, date: NaiveDate) -> String {
+    match cluster {
+        Some(cluster) => format!("cluster = {} AND date = DATE '{date}'", quote(cluster)),
+        None => format!("date = DATE '{date}'"),
+    }
+}
+
+/// Appends `batch` to table `name` (created on first use, partitioned like every table), or,
+/// with `replace`, overwrites the rows matching that predicate in the same commit.
+pub async fn write(warehouse: &Warehouse, name: &str, batch: RecordBatch, replace: Option<String>) -> Result<()> {
+    let table = match warehouse.open(name).await? {
+        Some(table) => table,
+        None => DeltaTable::try_from_url(warehouse.table_url(name)?).await?,
+    };
+    let mut builder = table.write(vec![batch]).with_table_name(name).with_partition_columns(PARTITION_COLUMNS);
+    builder = match &replace {
+        Some(predicate) => builder.with_save_mode(SaveMode::Overwrite).with_replace_where(predicate.clone()),
+        None => builder.with_save_mode(SaveMode::Append),
+    };
+    builder.await.with_context(|| match replace {
+        Some(predicate) => format!("cannot replace {predicate} in table {name}"),
+        None => format!("cannot append to table {name}"),
+    })?;
+    Ok(())
+}
+
+/// `batches` (any schema without `cluster`/`date`, or with a `cluster` column of its own) as one
+/// batch with the partition columns last: the row's cluster if it has one, else `cluster`.
+pub fn with_partition_values(batches: &[RecordBatch], schema: SchemaRef, cluster: &str, date: NaiveDate) -> Result<RecordBatch> {
+    let data = concat_batches(&schema, batches)?;
+    let mut fields = Vec::new();
+    let mut columns = Vec::new();
+    let mut own_cluster = None;
+    for (field, column) in schema.fields().iter().zip(data.columns()) {
+        match field.name().as_str() {
+            "cluster" => own_cluster = Some(datafusion::arrow::compute::cast(column, &DataType::Utf8)?),
+            "date" => {}
+            _ => {
+                // Nullable always: a later run may leave empty what this one filled.
+                fields.push(field.as_ref().clone().with_nullable(true));
+                columns.push(column.clone());
+            }
+        }
+    }
+    let n = data.num_rows();
+    let clusters: ArrayRef = match own_cluster {
+        Some(values) => {
+            let values = datafusion::arrow::array::cast::as_string_array(&values);
+            Arc::new(values.iter().map(|v| Some(v.unwrap_or(cluster))).collect::<StringArray>())
+        }
+        None => Arc::new(StringArray::from(vec![cluster; n])),
+    };
+    columns.push(clusters);
+    columns.push(Arc::new(Date32Array::from(vec![days(date); n])));
+    Ok(RecordBatch::try_new(with_partitions(fields), columns)?)
+}
+
+/// Each row of a query's answer, its values joined by spaces: what the tests compare.
+#[cfg(test)]
+pub(crate) async fn query_rows(warehouse: &Warehouse, sql: &str) -> Vec<String> {
+    let ctx = crate::catalog::session(warehouse).await.unwrap();
+    let batches = ctx.sql(sql).await.unwrap().collect().await.unwrap();
+    let mut out = Vec::new();
+    for b in &batches {
+        for r in 0..b.num_rows() {
+            let cells: Vec<String> = (0..b.num_columns())
+                .map(|c| datafusion::arrow::util::display::array_value_to_string(b.column(c), r).unwrap())
+                .collect();
+            out.push(cells.join(" "));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(id: &str, date: NaiveDate) -> RunInfo {
+        RunInfo {
+            run_id: id.into(),
+            query: "q".into(),
+            query_hash: "h".into(),
+            window_from: None,
+            window_to: None,
+            parameters: "{}".into(),
+            run_date: date,
+            ran_at: Utc::now(),
+        }
+    }
+
+    fn verdict(cluster: &str, hosts: &[&str]) -> Vec<Diagnosis> {
+        hosts.iter().map(|h| Diagnosis { cluster: cluster.into(), host: Some(h.to_string()), ..Diagnosis::default() }).collect()
+    }
+
+    #[tokio::test]
+    async fn a_rerun_replaces_its_own_partition_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let wh = Warehouse::new(dir.path());
+        let d1 = NaiveDate::from_ymd_opt(2008, 8, 23).unwrap();
+        let d2 = d1.succ_opt().unwrap();
+        let replace = |c: &str, d| Some(format!("query = 'q' AND {}", partition_predicate(Some(c), d)));
+        write(&wh, DIAGNOSES, diagnoses_batch(&run("r1", d1), &verdict("c1", &["a", "b"])).unwrap(), replace("c1", d1)).await.unwrap();
+        write(&wh, DIAGNOSES, diagnoses_batch(&run("r2", d2), &verdict("c1", &["a"])).unwrap(), replace("c1", d2)).await.unwrap();
+        write(&wh, DIAGNOSES, diagnoses_batch(&run("r3", d1), &verdict("c2", &["x"])).unwrap(), replace("c2", d1)).await.unwrap();
+        // The rerun of c1 on the 23rd: its three rows replace the two, nothing else moves.
+        write(&wh, DIAGNOSES, diagnoses_batch(&run("r4", d1), &verdict("c1", &["a", "b", "c"])).unwrap(), replace("c1", d1))
+            .await
+            .unwrap();
+        let sql = "SELECT cluster, CAST(date AS VARCHAR) AS d, run_id, count(*) FROM diagnoses GROUP BY 1, 2, 3 ORDER BY 1, 2";
+        assert_eq!(query_rows(&wh, sql).await, vec!["c1 2008-08-23 r4 3", "c1 2008-08-24 r2 1", "c2 2008-08-23 r3 1"]);
+        // Appends add.
+        write(&wh, DIAGNOSES, diagnoses_batch(&run("r5", d2), &verdict("c1", &["z"])).unwrap(), None).await.unwrap();
+        assert_eq!(query_rows(&wh, "SELECT count(*) FROM diagnoses").await, vec!["6"]);
+    }
+}

@@ -1,0 +1,232 @@
+//! sysstat into `sadc` and `sar_metrics`: the project's own exports in `data/sysstat`, the
+//! shared samples' exports and binary sa files (skipped, with a message, where the samples are
+//! absent or `sadf` is not installed), and damaged input. Every expected number comes from the
+//! files by the shell pipeline written beside it, not from the parser.
+
+mod common;
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use common::{ingest_into, options, rows, sample, scalar};
+use kahuna::ingest::ingest;
+
+fn data_sysstat() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("data/sysstat")
+}
+
+/// Whether the machine's `sadf` can be run; if not, says why the test is skipped.
+fn have_sadf() -> bool {
+    let ok = Command::new("sadf").arg("-V").output().is_ok();
+    if !ok {
+        println!("skipped: `sadf` is not installed (apt-get install sysstat)");
+    }
+    ok
+}
+
+/// The 14 metrics of a sample, as the shell prints them.
+const VECTOR: &str = "cpu_user_pct, cpu_system_pct, cpu_iowait_pct, cswch_s, runq_sz, plist_sz, ldavg_1, \
+                      rx_kb_s, tx_kb_s, pgpgin_s, pgpgout_s, fault_s, bread_s, bwrtn_s";
+
+#[tokio::test]
+async fn the_projects_exports_give_one_row_per_host_and_second() {
+    let wh = tempfile::tempdir().unwrap();
+    let summary = ingest_into(vec![data_sysstat()], wh.path(), None).await;
+    // `wc -l data/sysstat/*`: 76 + 76 (`-d`, node1 and node2) + 12 (`-dh`, node3) lines, every
+    // one a header, a sample or node3's restart.
+    assert_eq!(summary.files_with_status("ingested"), 3);
+    assert_eq!(summary.total(|r| r.lines_read), 164);
+    assert_eq!(summary.total(|r| r.lines_parsed), 164);
+    assert_eq!(summary.total(|r| r.lines_rejected) + summary.total(|r| r.lines_skipped), 0);
+    // 10 seconds (17:12:30–39) on 3 hosts, and node3's LINUX-RESTART at 17:12:29.
+    let counts = rows(
+        wh.path(),
+        "SELECT host, count(*), count(*) FILTER (WHERE restart), min(ts), max(ts) FROM sadc GROUP BY host ORDER BY host",
+    )
+    .await;
+    let expect = [
+        ["node1", "10", "0", "2008-08-23T17:12:30Z", "2008-08-23T17:12:39Z"],
+        ["node2", "10", "0", "2008-08-23T17:12:30Z", "2008-08-23T17:12:39Z"],
+        ["node3", "11", "1", "2008-08-23T17:12:29Z", "2008-08-23T17:12:39Z"],
+    ];
+    assert_eq!(counts, expect.map(|r| r.map(String::from).to_vec()).to_vec());
+    // node1 at 17:12:35, by hand from node1.sadf-d.csv (`grep '17:12:35' node1.sadf-d.csv`):
+    // eth0's rxkB/s, not lo's, makes rx_kb_s.
+    let vector = rows(wh.path(), &format!("SELECT {VECTOR} FROM sadc WHERE host = 'node1' AND ts = '2008-08-23T17:12:35Z'")).await;
+    let expect = ["45.0", "5.0", "1.0", "1150.0", "1.0", "155.0", "1.5", "550.0", "250.0", "1024.0", "2048.0", "305.0", "2048.0", "4096.0"];
+    assert_eq!(vector, vec![expect.map(String::from).to_vec()]);
+    // awk -F';' '$4 == "eth0" {rx += $7} END {print rx}' node1.sadf-d.csv → 5450, and the same
+    // for the other hosts; node2's %iowait runs 20..29 (mean 24.5).
+    let per_host = rows(
+        wh.path(),
+        "SELECT host, sum(rx_kb_s), round(avg(cpu_iowait_pct), 2) FROM sadc WHERE NOT restart GROUP BY host ORDER BY host",
+    )
+    .await;
+    let expect = [["node1", "5450.0", "1.0"], ["node2", "5450.0", "24.5"], ["node3", "5450.0", "0.5"]];
+    assert_eq!(per_host, expect.map(|r| r.map(String::from).to_vec()).to_vec());
+    // Figures per sample: CPU 6, pcsw 2, paging 4, io 5, queue 6, 2 interfaces × 4 = 31; 30 samples.
+    assert_eq!(scalar(wh.path(), "SELECT count(*) FROM sar_metrics").await, "930");
+    let lo = rows(
+        wh.path(),
+        "SELECT activity, device, metric, value FROM sar_metrics
+         WHERE host = 'node3' AND ts = '2008-08-23T17:12:30Z' AND device IN ('lo', 'all') AND metric IN ('rxkB/s', '%user')
+         ORDER BY metric",
+    )
+    .await;
+    let expect = [["cpu-load", "all", "%user", "10.0"], ["net-dev", "lo", "rxkB/s", "100.0"]];
+    assert_eq!(lo, expect.map(|r| r.map(String::from).to_vec()).to_vec());
+
+    // Ingesting again adds nothing.
+    let again = ingest_into(vec![data_sysstat()], wh.path(), None).await;
+    assert_eq!(again.files_with_status("unchanged"), 3);
+    assert_eq!(scalar(wh.path(), "SELECT count(*) FROM sadc").await, "31");
+}
+
+#[tokio::test]
+async fn iface_and_host_flags_name_the_nic_and_the_host() {
+    let wh = tempfile::tempdir().unwrap();
+    let mut opts = options(vec![data_sysstat().join("node1.sadf-d.csv")], wh.path(), Some("r12n01"));
+    opts.hints.iface = Some("lo".into());
+    ingest(&opts).await.unwrap();
+    // lo's rxkB/s is 100.00 in every row of the file.
+    let got = rows(wh.path(), "SELECT DISTINCT host, rx_kb_s FROM sadc").await;
+    assert_eq!(got, vec![vec!["r12n01", "100.0"]]);
+}
+
+#[tokio::test]
+async fn the_three_exports_and_the_binary_capture_give_the_same_sadc_rows() {
+    let Some(exports) = sample("sysstat/sadf") else { return };
+    let mut paths = vec![exports];
+    let binary = sample("sysstat/binary/local-12.6.1.sa");
+    if let Some(sa) = binary.clone().filter(|_| have_sadf()) {
+        paths.push(sa);
+    }
+    let routes = paths.len() + 2;
+    let wh = tempfile::tempdir().unwrap();
+    let summary = ingest_into(paths, wh.path(), None).await;
+    assert_eq!(summary.files_with_status("ingested"), routes);
+    assert_eq!(summary.total(|r| r.lines_rejected), 0);
+    // grep -v '^#' local.sadf-d.csv | cut -d';' -f3 | sort -u | wc -l → 59 seconds; every route
+    // gives the same 59 vectors, so each distinct row is there once per route.
+    let distinct = rows(
+        wh.path(),
+        &format!("SELECT count(*), min(n), max(n) FROM (SELECT host, ts, restart, interval_s, {VECTOR}, count(*) AS n FROM sadc GROUP BY ALL)"),
+    )
+    .await;
+    assert_eq!(distinct, vec![vec!["59".to_string(), routes.to_string(), routes.to_string()]]);
+    // awk -F';' 'NF==10 && $4=="-1" {u+=$5; s+=$7} END {printf "%.2f %.2f\n", u, s}' local.sadf-d.csv
+    let sums = rows(wh.path(), "SELECT DISTINCT round(sum(cpu_user_pct), 2), round(sum(cpu_system_pct), 2) FROM sadc GROUP BY file").await;
+    assert_eq!(sums, vec![vec!["2494.44", "255.31"]]);
+    // grep '10:09:00' local.sadf-d.csv (the 4 interfaces carry no traffic in this capture).
+    let vector = rows(wh.path(), &format!("SELECT DISTINCT {VECTOR} FROM sadc WHERE ts = '2026-11-21T10:09:00Z'")).await;
+    let expect = ["13.2", "8.63", "2.03", "989.0", "1.0", "98.0", "1.06", "0.0", "0.0", "15700.0", "20.0", "27709.0", "31400.0", "40.0"];
+    assert_eq!(vector, vec![expect.map(String::from).to_vec()]);
+    // sar_metrics holds the same figures, under the same names, from every route.
+    let figures = rows(
+        wh.path(),
+        "SELECT count(DISTINCT activity || coalesce(device, '') || metric), count(*) / count(DISTINCT concat(activity, device, metric, ts, value)) FROM sar_metrics",
+    )
+    .await;
+    // 6 CPU + 2 pcsw + 9 paging + 7 io + 6 queue + 4 interfaces × 8 = 62 figures a second.
+    assert_eq!(figures, vec![vec!["62".to_string(), routes.to_string()]]);
+    // JSON: lines 1–12 (before the first record) and 1075–1080 (after the last) are structure.
+    let json = rows(wh.path(), "SELECT lines_read, lines_parsed, lines_skipped FROM ingests WHERE layout = 'sadf -j'").await;
+    assert_eq!(json, vec![vec!["1080", "1062", "18"]]);
+}
+
+#[tokio::test]
+async fn sa_files_of_three_format_generations() {
+    let Some(dir) = sample("sysstat/binary") else { return };
+    if !have_sadf() {
+        return;
+    }
+    let wh = tempfile::tempdir().unwrap();
+    let files = ["data-9.1.6", "data-11.6.5", "data-12.0.0"].map(|f| dir.join(f)).to_vec();
+    let summary = ingest_into(files.clone(), wh.path(), None).await;
+    assert_eq!(summary.files_with_status("ingested"), 3, "{:?}", summary.reports.iter().map(|r| &r.error).collect::<Vec<_>>());
+    // sadf -c data-9.1.6 > a.sa; sadf -d a.sa -- -u -w -q  (and the same for 11.6.5; 12.0.0 is read
+    // as it is): one restart and one sample each.
+    let got = rows(
+        wh.path(),
+        "SELECT host, ts, restart, interval_s, cpu_user_pct, cswch_s, plist_sz FROM sadc ORDER BY ts",
+    )
+    .await;
+    let expect = [
+        ["kluane.home", "2017-01-21T08:16:11Z", "true", "", "", "", ""],
+        ["kluane.home", "2017-01-21T08:17:02Z", "false", "1", "0.13", "923.0", "594.0"],
+        ["linux.home", "2018-08-29T09:33:38Z", "true", "", "", "", ""],
+        ["linux.home", "2018-08-29T09:34:34Z", "false", "46", "0.47", "16003.44", "911.0"],
+        ["linux.home", "2019-06-30T05:39:21Z", "true", "", "", "", ""],
+        ["linux.home", "2019-06-30T05:39:34Z", "false", "1", "0.37", "11727.0", "826.0"],
+    ];
+    assert_eq!(got, expect.map(|r| r.map(String::from).to_vec()).to_vec());
+    // The binary file grows no more: it is not read again.
+    let again = ingest_into(files, wh.path(), None).await;
+    assert_eq!(again.files_with_status("unchanged"), 3);
+}
+
+#[tokio::test]
+async fn damaged_exports_are_rejected_line_by_line_and_bad_sa_files_refused() {
+    let input = tempfile::tempdir().unwrap();
+    let dir = input.path();
+    let text = "h1;1;2008-08-23 17:12:30 UTC;-1;1.00;0.00;2.00;3.00;0.00;94.00\n\
+                # hostname;interval;timestamp;CPU;%user;%nice;%system;%iowait;%steal;%idle\n\
+                h1;1;2008-08-23 17:12:30 UTC;-1;1.00;0.00;2.00;3.00;0.00;94.00\n\
+                h1;1;2008-08-23 17:12:31 UTC;-1;abc;0.00;2.00;3.00;0.00;94.00\n\
+                h1;1;2008-08-23 17:12:32 UTC;-1;1.00\n\
+                h1;x;2008-08-23 17:12:33 UTC;-1;1.00;0.00;2.00;3.00;0.00;94.00\n\
+                h1;1;2008-08-23 25:12:34 UTC;-1;1.00;0.00;2.00;3.00;0.00;94.00\n\
+                \n\
+                h1;-1;2008-08-23 17:12:35 UTC;COM a comment\n";
+    std::fs::write(dir.join("h1.csv"), text).unwrap();
+    let json = "{\"sysstat\": {\n\t\"hosts\": [\n\t\t{\n\t\t\t\"nodename\": \"h2\",\n\t\t\t\"statistics\": [\n\
+                \t\t\t\t{\n\t\t\t\t\t\"cpu-load\": [{\"cpu\": \"all\", \"user\": 1.0}]\n\t\t\t\t},\n\
+                \t\t\t\t{\n\t\t\t\t\t\"timestamp\": {\"date\": \"2008-08-23\", \"time\": \"17:12:30\", \"utc\": 1, \"interval\": 1},\n\
+                \t\t\t\t\t\"queue\": {\"runq-sz\": 2, \"plist-sz\": 90}\n\t\t\t\t},\n\
+                \t\t\t\t{\n\t\t\t\t\t\"timestamp\": {\"date\": \"2008-08-23\", \"time\": \"17:12:31\", oops\n";
+    std::fs::write(dir.join("h2.json"), json).unwrap();
+    // sysstat's magic, then nothing sadf can read.
+    std::fs::write(dir.join("sa23"), b"\x96\xd5\x75\x21garbage").unwrap();
+
+    let wh = tempfile::tempdir().unwrap();
+    let summary = ingest_into(vec![dir.to_path_buf()], wh.path(), None).await;
+    let by_file = rows(
+        wh.path(),
+        "SELECT regexp_replace(file, '.*/', ''), status, lines_read, lines_parsed, lines_rejected, lines_skipped, events
+         FROM ingests ORDER BY file",
+    )
+    .await;
+    let mut expect = vec![
+        // h1.csv: 9 lines; the header and one sample parsed; a blank line and a comment skipped.
+        ["h1.csv", "ingested", "9", "2", "5", "2", "1"],
+        // h2.json: 14 lines; the first record has no timestamp (its 3 lines rejected), the second
+        // is read (4 lines), the third breaks the JSON (2 lines); 5 lines of structure before.
+        ["h2.json", "ingested", "14", "4", "5", "5", "1"],
+    ];
+    if have_sadf() {
+        expect.push(["sa23", "refused", "0", "0", "0", "0", "0"]);
+    }
+    let expect: Vec<Vec<String>> = expect.iter().map(|r| r.map(String::from).to_vec()).collect();
+    assert_eq!(by_file[..expect.len()], expect[..]);
+    let reasons = rows(wh.path(), "SELECT regexp_replace(file, '.*/', ''), line, reason FROM rejects ORDER BY file, line").await;
+    let reasons: Vec<String> = reasons.iter().map(|r| r.join(" | ")).collect();
+    let expect = [
+        "h1.csv | 1 | sample before any `# hostname;interval;timestamp;…` header",
+        "h1.csv | 4 | %user: `abc` is not a number",
+        "h1.csv | 5 | 5 fields, fewer than the header names",
+        "h1.csv | 6 | interval `x` is not a number",
+        "h1.csv | 7 | timestamp `2008-08-23 25:12:34 UTC` is not yyyy-MM-dd HH:mm:ss [UTC]",
+        "h2.json | 6 | statistics record without a timestamp",
+        "h2.json | 7 | statistics record without a timestamp",
+        "h2.json | 8 | statistics record without a timestamp",
+        "h2.json | 13 | record broken by the JSON syntax error at line 14",
+    ];
+    assert_eq!(reasons[..expect.len()], expect.map(String::from)[..]);
+    assert!(reasons[expect.len()].starts_with("h2.json | 14 | JSON: "), "{reasons:?}");
+    if have_sadf() {
+        let refusal = scalar(wh.path(), "SELECT error FROM ingests WHERE status = 'refused'").await;
+        assert!(refusal.contains("sa23: sadf cannot read it: Invalid system activity file"), "{refusal}");
+    }
+    assert_eq!(scalar(wh.path(), "SELECT count(*) FROM sadc").await, "2");
+    assert_eq!(summary.total(|r| r.lines_read), summary.total(|r| r.lines_parsed + r.lines_rejected + r.lines_skipped));
+}
