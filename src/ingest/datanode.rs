@@ -11,7 +11,7 @@ fn block_detail(msg: &str) -> Detail {
 
 /// A write is known by its block and its writer: the three DataNodes of a pipeline each log
 /// the same block, and a merged file holds all three.
-fn write_key(block: Option<&str>, writer: &str) -> String {
+pub fn write_key(block: Option<&str>, writer: &str) -> String {
     format!("write:{}:{writer}", block.unwrap_or(""))
 }
 

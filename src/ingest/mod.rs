@@ -106,10 +106,12 @@ pub async fn ingest(options: &IngestOptions) -> Result<Summary> {
         std::process::id()
     );
     let paths = discover::walk(&options.paths)?;
-    let mut appenders = Vec::new();
-    for table in Table::ALL {
-        appenders.push(TableAppender::open(&options.warehouse, table, &options.cluster).await?);
-    }
+    // Opened (on first use, created) together: one after the other, eight tables take long
+    // enough to show in every small ingest.
+    let mut appenders = futures::future::try_join_all(
+        Table::ALL.map(|table| TableAppender::open(&options.warehouse, table, &options.cluster)),
+    )
+    .await?;
 
     let mut reports = Vec::new();
     let mut planned = Vec::new();

@@ -89,8 +89,11 @@ pub enum Token {
     Start { kind: StateKind, key: String, detail: Detail },
     /// An activity ends; the end's kind wins (a write turns out to be replicated only at its end).
     End { kind: StateKind, key: String, outcome: Outcome, detail: Detail },
-    /// A whole state in one line (clienttrace): it ended now and lasted `duration_ms`.
-    Complete { kind: StateKind, duration_ms: Option<f64>, detail: Detail },
+    /// A whole state in one line (clienttrace): it ended now and lasted `duration_ms`. Where
+    /// the daemon also logged the start (0.20 DataNodes log `Receiving block` and then, instead
+    /// of `Received block`, the clienttrace line), `closes` names that start, which this line
+    /// completes.
+    Complete { kind: StateKind, duration_ms: Option<f64>, detail: Detail, closes: Option<String> },
     /// DEBUG `Number of active connections is: N`.
     Connections(u32),
 }
@@ -153,17 +156,8 @@ impl Machine {
             }
             Token::End { kind, key, outcome, detail } => {
                 let thread_start = self.take_connection_start(kind);
-                let started = self.open.get_mut(&key).and_then(VecDeque::pop_front);
-                if let Some(queue) = self.open.get(&key) {
-                    if queue.is_empty() {
-                        self.open.remove(&key);
-                    }
-                }
-                let (start, mut full) = match started {
-                    Some(open) => {
-                        self.open_count -= 1;
-                        (Some(open.mark), open.detail)
-                    }
+                let (start, mut full) = match self.take_open(&key) {
+                    Some(open) => (Some(open.mark), open.detail),
                     None => (thread_start, Detail::default()),
                 };
                 full.complete_with(detail);
@@ -180,7 +174,12 @@ impl Machine {
                     from_clienttrace: false,
                 });
             }
-            Token::Complete { kind, duration_ms, detail } => {
+            Token::Complete { kind, duration_ms, detail, closes } => {
+                // The clienttrace duration is the daemon's own measure: it wins over the start
+                // line's time, which only stops the start from being left unterminated.
+                if let Some(key) = closes {
+                    self.take_open(&key);
+                }
                 let start = duration_ms.map(|d| Mark {
                     ts_ms: mark.ts_ms - d.round() as i64,
                     ..mark.clone()
@@ -203,6 +202,17 @@ impl Machine {
                 self.connections = n;
             }
         }
+    }
+
+    /// The earliest open start of `key`, taken out.
+    fn take_open(&mut self, key: &str) -> Option<Open> {
+        let queue = self.open.get_mut(key)?;
+        let open = queue.pop_front();
+        if queue.is_empty() {
+            self.open.remove(key);
+        }
+        self.open_count -= usize::from(open.is_some());
+        open
     }
 
     /// Each DataNode thread raised the connection count once; its end consumes that start.
@@ -272,6 +282,28 @@ mod tests {
             .map(|s| (s.start.as_ref().map(|m| m.line), s.end.as_ref().map(|m| m.line), s.duration_ms))
             .collect();
         assert_eq!(summary, vec![(Some(1), Some(3), Some(3000.0)), (None, Some(4), None), (Some(2), None, None)]);
+    }
+
+    #[test]
+    fn a_complete_line_closes_the_start_it_names() {
+        let mut m = Machine::default();
+        let mut out = Vec::new();
+        let write = || Token::Start { kind: StateKind::WriteBlock, key: "write:blk_1:10.0.0.1".into(), detail: Detail::default() };
+        m.observe(write(), mark(1000, 1), &mut out);
+        let complete = |closes: Option<&str>| Token::Complete {
+            kind: StateKind::WriteBlock,
+            duration_ms: Some(400.5),
+            detail: Detail::default(),
+            closes: closes.map(String::from),
+        };
+        m.observe(complete(Some("write:blk_1:10.0.0.1")), mark(1500, 2), &mut out);
+        assert_eq!(m.open_starts(), 0);
+        m.observe(write(), mark(2000, 3), &mut out);
+        m.observe(complete(Some("write:blk_9:10.0.0.1")), mark(2500, 4), &mut out);
+        assert_eq!(m.open_starts(), 1, "a line closes only the start it names");
+        let first = &out[0];
+        // The start is the end less the duration, to the millisecond (400.5 rounds to 401).
+        assert_eq!((first.duration_ms, first.start.as_ref().map(|s| s.ts_ms)), (Some(400.5), Some(1099)));
     }
 
     #[test]

@@ -249,6 +249,9 @@ impl StreamReader<'_> {
             }
         };
         let mut pending = Pending::default();
+        // Order is a file's property: a stream's files (rotations, or the attempt logs of one
+        // host, which overlap in time) are compared line by line only within each file.
+        self.last_ts = i64::MIN;
         let mut progress = Progress::new(self.ctx, planned.start);
         loop {
             let line = match source.next_line() {
