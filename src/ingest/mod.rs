@@ -28,11 +28,11 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use chrono_tz::Tz;
-use deltalake::kernel::Transaction;
+use deltalake::kernel::{Add, Transaction};
 use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::warehouse::tables::{Rows, Table, date_of_ms};
-use crate::warehouse::{TableAppender, Warehouse, file_app_id};
+use crate::warehouse::{PartWriter, TableAppender, Warehouse, file_app_id};
 use discover::{Daemon, HostOrigin, Hints, LogFile, Refusal};
 use records::{Format, PlannedRecord};
 use stream::{FileReport, Output, PlannedFile, RunContext};
@@ -108,7 +108,7 @@ pub async fn ingest(options: &IngestOptions) -> Result<Summary> {
     let paths = discover::walk(&options.paths)?;
     // Opened (on first use, created) together: one after the other, eight tables take long
     // enough to show in every small ingest.
-    let mut appenders = futures::future::try_join_all(
+    let appenders = futures::future::try_join_all(
         Table::ALL.map(|table| TableAppender::open(&options.warehouse, table, &options.cluster)),
     )
     .await?;
@@ -150,35 +150,46 @@ pub async fn ingest(options: &IngestOptions) -> Result<Summary> {
     work.extend(planned_records.iter().cloned().map(Work::Record));
     let work = Arc::new(Mutex::new(work));
     let hints = Arc::new(options.hints.clone());
-    let (sender, mut receiver) = tokio::sync::mpsc::channel::<Output>(4);
+    let appenders = Arc::new(appenders);
+    let (sender, mut receiver) = tokio::sync::mpsc::channel::<FileReport>(64);
     let mut workers = Vec::new();
     for _ in 0..options.threads.max(1) {
         let (work, sender, ctx, hints) = (work.clone(), sender.clone(), ctx.clone(), hints.clone());
+        let (appenders, runtime) = (appenders.clone(), tokio::runtime::Handle::current());
         workers.push(tokio::task::spawn_blocking(move || {
+            let mut sink = RowSink::new(&appenders, &runtime);
             while let Some(next) = work.lock().ok().and_then(|mut w| w.pop_front()) {
-                // A closed channel means the writer failed; its error is the one reported.
-                let mut emit = |out| {
-                    let _ = sender.blocking_send(out);
-                };
+                let mut emit = |out| sink.take(out, &sender);
                 match next {
                     Work::Logs(stream) => stream::read_stream(&ctx, &stream, &mut emit),
                     Work::Record(file) => records::read(&ctx, &hints, &file, &mut emit),
                 }
+                if sink.failed() {
+                    break;
+                }
             }
+            sink.finish()
         }));
     }
     drop(sender);
-    while let Some(output) = receiver.recv().await {
-        match output {
-            Output::Rows(rows) => appenders[slot(rows.table)].write(rows).await?,
-            Output::Report(report) => reports.push(report),
+    let mut tick = tokio::time::interval(Duration::from_millis(200));
+    loop {
+        tokio::select! {
+            report = receiver.recv() => match report {
+                Some(report) => reports.push(report),
+                None => break,
+            },
+            _ = tick.tick() => {}
         }
         bar.set_position(ctx.bytes_read.load(Ordering::Relaxed));
         let lines = ctx.lines_read.load(Ordering::Relaxed);
         bar.set_message(format!("{:.0} k lines/s", lines as f64 / started.elapsed().as_secs_f64().max(1e-3) / 1e3));
     }
+    let mut adds: Vec<Vec<Add>> = Table::ALL.map(|_| Vec::new()).to_vec();
     for worker in workers {
-        worker.await.context("a reader thread panicked")?;
+        for (slot, written) in worker.await.context("a reader thread panicked")??.into_iter().enumerate() {
+            adds[slot].extend(written);
+        }
     }
     bar.finish_and_clear();
     reports.sort_by(|a, b| a.display.cmp(&b.display));
@@ -208,11 +219,12 @@ pub async fn ingest(options: &IngestOptions) -> Result<Summary> {
             transactions.push(Transaction::new(records::sa_bytes_app_id(&options.cluster, &p.file.key), p.file.size as i64));
         }
     }
-    appenders[slot(Table::Ingests)].write(ingest_rows).await?;
-    for appender in appenders {
-        let table = appender.table();
-        appender.commit(transactions.clone(), &ingest_id).await?;
-        crash_point(table);
+    let mut ingests_writer = appenders[slot(Table::Ingests)].part_writer()?;
+    ingests_writer.write(ingest_rows).await?;
+    adds[slot(Table::Ingests)].extend(ingests_writer.finish().await?);
+    for (appender, adds) in appenders.iter().zip(adds) {
+        appender.commit(adds, transactions.clone(), &ingest_id).await?;
+        crash_point(appender.table());
     }
     Ok(Summary { ingest_id, reports, elapsed: started.elapsed() })
 }
@@ -320,6 +332,61 @@ fn append_ingest_row(rows: &mut Rows, r: &FileReport, ingest_id: &str) {
         .int(n(r.out_of_order))
         .ms(Some(r.started_ms))
         .ms(Some(r.finished_ms));
+}
+
+/// A reader thread's writers: rows become Parquet on the thread that parsed them, so encoding
+/// runs on every core; reports go to the run. The first write error stops the thread's work.
+struct RowSink<'a> {
+    appenders: &'a [TableAppender],
+    runtime: &'a tokio::runtime::Handle,
+    writers: Vec<Option<PartWriter>>,
+    error: Option<anyhow::Error>,
+}
+
+impl<'a> RowSink<'a> {
+    fn new(appenders: &'a [TableAppender], runtime: &'a tokio::runtime::Handle) -> Self {
+        RowSink { appenders, runtime, writers: appenders.iter().map(|_| None).collect(), error: None }
+    }
+
+    fn take(&mut self, output: Output, reports: &tokio::sync::mpsc::Sender<FileReport>) {
+        match output {
+            // A closed channel means the run already failed; its error is the one reported.
+            Output::Report(report) => drop(reports.blocking_send(report)),
+            Output::Rows(rows) if self.error.is_none() => {
+                if let Err(e) = self.write(rows) {
+                    self.error = Some(e);
+                }
+            }
+            Output::Rows(_) => {}
+        }
+    }
+
+    fn write(&mut self, rows: Rows) -> Result<()> {
+        let at = slot(rows.table);
+        let writer = match &mut self.writers[at] {
+            Some(writer) => writer,
+            empty => empty.insert(self.appenders[at].part_writer()?),
+        };
+        self.runtime.block_on(writer.write(rows))
+    }
+
+    fn failed(&self) -> bool {
+        self.error.is_some()
+    }
+
+    /// The files written, per table slot.
+    fn finish(self) -> Result<Vec<Vec<Add>>> {
+        if let Some(error) = self.error {
+            return Err(error);
+        }
+        self.writers
+            .into_iter()
+            .map(|writer| match writer {
+                Some(writer) => self.runtime.block_on(writer.finish()),
+                None => Ok(Vec::new()),
+            })
+            .collect()
+    }
 }
 
 /// `KAHUNA_CRASH_AFTER_COMMIT=<table>` aborts the process right after that table's commit: the

@@ -196,22 +196,17 @@ pub fn file_app_id(cluster: &str, file_key: &str) -> String {
 }
 
 /// Appends to one table during an ingest; nothing is visible until [`TableAppender::commit`].
+/// Rows go through [`PartWriter`]s, one per thread, so that Parquet encoding runs on every core.
 pub struct TableAppender {
     table: Table,
     delta: DeltaTable,
-    writer: RecordBatchWriter,
-    cluster: Scalar,
-    adds: Vec<Add>,
-    rows: u64,
+    cluster: String,
 }
 
 impl TableAppender {
     pub async fn open(warehouse: &Warehouse, table: Table, cluster: &str) -> Result<TableAppender> {
         let delta = warehouse.open_or_create(table).await?;
-        let writer = RecordBatchWriter::for_table(&delta)?
-            .with_writer_properties(writer_properties(Some(table)))
-            .with_target_file_size(TARGET_FILE_BYTES);
-        Ok(TableAppender { table, delta, writer, cluster: Scalar::String(cluster.to_string()), adds: Vec::new(), rows: 0 })
+        Ok(TableAppender { table, delta, cluster: cluster.to_string() })
     }
 
     /// How far this table already holds the file with `app_id`, in bytes of the file.
@@ -221,40 +216,25 @@ impl TableAppender {
         Ok(version.and_then(|v| u64::try_from(v).ok()))
     }
 
-    pub async fn write(&mut self, mut rows: Rows) -> Result<()> {
-        if rows.is_empty() {
-            return Ok(());
-        }
-        let date = rows.date;
-        let batch = rows.finish()?;
-        self.rows += batch.num_rows() as u64;
-        let partition: IndexMap<String, Scalar> = IndexMap::from([
-            ("cluster".to_string(), self.cluster.clone()),
-            ("date".to_string(), Scalar::Date(date)),
-        ]);
-        self.writer
-            .write_partition(batch, &partition, deltalake::writer::WriteMode::Default)
-            .await
-            .with_context(|| format!("cannot write to table {}", self.table.name()))?;
-        // Files are finished as they fill; keep their adds so memory stays flat.
-        if self.writer.buffer_len() as u64 >= TARGET_FILE_BYTES {
-            self.adds.extend(self.writer.flush().await?);
-        }
-        Ok(())
+    /// A writer of new Parquet files for this table; its files count once committed.
+    pub fn part_writer(&self) -> Result<PartWriter> {
+        let writer = RecordBatchWriter::for_table(&self.delta)?
+            .with_writer_properties(writer_properties(Some(self.table)))
+            .with_target_file_size(TARGET_FILE_BYTES);
+        Ok(PartWriter { table: self.table, writer, cluster: Scalar::String(self.cluster.clone()), adds: Vec::new() })
     }
 
     pub fn table(&self) -> Table {
         self.table
     }
 
-    /// One commit: every file written plus one transaction per source file, so this table
-    /// says exactly how far it holds each.
-    pub async fn commit(mut self, transactions: Vec<Transaction>, ingest_id: &str) -> Result<Option<i64>> {
-        self.adds.extend(self.writer.flush().await?);
-        if self.adds.is_empty() && transactions.is_empty() {
+    /// One commit: every file the part writers wrote plus one transaction per source file, so
+    /// this table says exactly how far it holds each.
+    pub async fn commit(&self, adds: Vec<Add>, transactions: Vec<Transaction>, ingest_id: &str) -> Result<Option<i64>> {
+        if adds.is_empty() && transactions.is_empty() {
             return Ok(None);
         }
-        let actions: Vec<Action> = self.adds.into_iter().map(Action::Add).collect();
+        let actions: Vec<Action> = adds.into_iter().map(Action::Add).collect();
         let properties = CommitProperties::default()
             .with_application_transactions(transactions)
             .with_metadata(HashMap::from([(INGEST_ID_KEY.to_string(), serde_json::json!(ingest_id))]));
@@ -271,5 +251,42 @@ impl TableAppender {
             .map_err(DeltaTableError::from)
             .with_context(|| format!("cannot commit to table {}", self.table.name()))?;
         Ok(Some(committed.version() as i64))
+    }
+}
+
+/// Writes rows of one table to new Parquet files, partition by partition.
+pub struct PartWriter {
+    table: Table,
+    writer: RecordBatchWriter,
+    cluster: Scalar,
+    adds: Vec<Add>,
+}
+
+impl PartWriter {
+    pub async fn write(&mut self, mut rows: Rows) -> Result<()> {
+        if rows.is_empty() {
+            return Ok(());
+        }
+        let date = rows.date;
+        let batch = rows.finish()?;
+        let partition: IndexMap<String, Scalar> = IndexMap::from([
+            ("cluster".to_string(), self.cluster.clone()),
+            ("date".to_string(), Scalar::Date(date)),
+        ]);
+        self.writer
+            .write_partition(batch, &partition, deltalake::writer::WriteMode::Default)
+            .await
+            .with_context(|| format!("cannot write to table {}", self.table.name()))?;
+        // Files are finished as they fill; keep their adds so memory stays flat.
+        if self.writer.buffer_len() as u64 >= TARGET_FILE_BYTES {
+            self.adds.extend(self.writer.flush().await?);
+        }
+        Ok(())
+    }
+
+    /// Finishes the open files; their adds are for [`TableAppender::commit`].
+    pub async fn finish(mut self) -> Result<Vec<Add>> {
+        self.adds.extend(self.writer.flush().await?);
+        Ok(self.adds)
     }
 }
