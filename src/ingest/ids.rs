@@ -2,6 +2,10 @@
 //! blocks (old `blk_-160…`, with generation stamp `blk_…_1763`, and block-pool `BP-…:blk_…`), and
 //! the host part of `/10.0.0.1:50010`-style addresses.
 
+use std::sync::LazyLock;
+
+use memchr::memmem::Finder;
+
 /// Length of the identifier made of `[A-Za-z0-9_]` characters at the start of `s`.
 fn word_len(s: &[u8]) -> usize {
     s.iter()
@@ -15,7 +19,7 @@ fn word_len(s: &[u8]) -> usize {
 pub fn find_attempt(msg: &str) -> Option<(&str, &str)> {
     let bytes = msg.as_bytes();
     let mut from = 0;
-    while let Some(pos) = find_either(&bytes[from..], b"attempt_", b"task_") {
+    while let Some(pos) = find_either(&bytes[from..], &ATTEMPT, &TASK) {
         let start = from + pos;
         // Clienttrace writes `cliID: DFSClient_attempt_…`, so an id may follow other word
         // characters: only its own shape is checked.
@@ -29,8 +33,15 @@ pub fn find_attempt(msg: &str) -> Option<(&str, &str)> {
     None
 }
 
-fn find_either(hay: &[u8], a: &[u8], b: &[u8]) -> Option<usize> {
-    match (find(hay, a), find(hay, b)) {
+/// Searchers for the id prefixes, built once: `a` and `t` start half the words of a message,
+/// so a first-byte scan would stop everywhere, while these skip ahead on rarer bytes.
+static ATTEMPT: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"attempt_"));
+static TASK: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"task_"));
+static JOB: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"job_"));
+static BLOCK: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"blk_"));
+
+fn find_either(hay: &[u8], a: &Finder<'_>, b: &Finder<'_>) -> Option<usize> {
+    match (a.find(hay), b.find(hay)) {
         (Some(x), Some(y)) => Some(x.min(y)),
         (x, y) => x.or(y),
     }
@@ -38,7 +49,8 @@ fn find_either(hay: &[u8], a: &[u8], b: &[u8]) -> Option<usize> {
 
 /// Where `needle` first occurs in `hay`. Log messages are short and the needles a few bytes:
 /// a `memchr` for the first byte and a comparison beat building a searcher (`memmem::find`,
-/// `str::find`) on every call, which is what dominated a profile of the hot path.
+/// `str::find`) on every call, which is what dominated a profile of the hot path. Fixed needles
+/// searched on every line have their searchers built once instead (below).
 pub fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
     let (&first, rest) = needle.split_first()?;
     let mut from = 0;
@@ -98,7 +110,7 @@ pub fn job_of_attempt(attempt: &str) -> Option<String> {
 /// A job id written in a message: `job_200808231712_0001` or, before 0.18, `job_0001`.
 pub fn find_job(msg: &str) -> Option<&str> {
     let bytes = msg.as_bytes();
-    let pos = find(bytes, b"job_")?;
+    let pos = JOB.find(bytes)?;
     let len = word_len(&bytes[pos..]);
     let id = &msg[pos..pos + len];
     let parts: Vec<&str> = id.split('_').collect();
@@ -112,7 +124,7 @@ pub fn find_job(msg: &str) -> Option<&str> {
 /// generation names a block the same way.
 pub fn find_block(msg: &str) -> Option<&str> {
     let bytes = msg.as_bytes();
-    let pos = find(bytes, b"blk_")?;
+    let pos = BLOCK.find(bytes)?;
     let digits_from = pos + 4;
     let mut end = digits_from;
     if bytes.get(end) == Some(&b'-') {
