@@ -12,12 +12,8 @@ mod common;
 
 use std::fmt::Write as _;
 use std::path::Path;
-use std::time::Instant;
 
-use common::{median, peak_rss_mb, reset_peak};
-use kahuna::ingest::discover::Hints;
-use kahuna::ingest::{IngestOptions, ingest};
-use kahuna::warehouse::Warehouse;
+use common::{median, peak_rss_mb, reset_peak, timed_ingest};
 
 /// A host's `sadf -d` export of `seconds` samples from 2008-08-23 00:00:00 UTC; about 560
 /// bytes a second. Values vary with the second so that nothing compresses to a constant.
@@ -62,20 +58,8 @@ fn write_export(path: &Path, host: &str, seconds: u64) -> std::io::Result<()> {
 }
 
 async fn run(input: &Path, threads: usize, dry_run: bool) -> (f64, u64, u64) {
-    let warehouse = tempfile::tempdir().expect("temp dir");
-    let options = IngestOptions {
-        paths: vec![input.to_path_buf()],
-        cluster: "bench".into(),
-        warehouse: Warehouse::new(warehouse.path()),
-        zone: None,
-        hints: Hints::default(),
-        progress: false,
-        threads,
-        dry_run,
-    };
-    let started = Instant::now();
-    let summary = ingest(&options).await.expect("ingest");
-    (started.elapsed().as_secs_f64(), summary.bytes_read(), summary.total(|r| r.events))
+    let (secs, summary) = timed_ingest(input, threads, dry_run).await;
+    (secs, summary.bytes_read(), summary.total(|r| r.events))
 }
 
 #[tokio::main]

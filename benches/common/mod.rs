@@ -1,4 +1,7 @@
-//! What the benchmarks share: peak memory and medians.
+//! What the benchmarks share: a timed ingest, peak memory and medians.
+
+// Each benchmark is its own crate and uses only some of these.
+#![allow(dead_code)]
 
 /// The process's peak resident memory so far, in MB (Linux `VmHWM`).
 pub fn peak_rss_mb() -> f64 {
@@ -18,4 +21,22 @@ pub fn reset_peak() {
 pub fn median(mut xs: Vec<f64>) -> f64 {
     xs.sort_by(f64::total_cmp);
     xs[xs.len() / 2]
+}
+
+/// Ingests `input` into a fresh warehouse; the seconds it took and the run's summary.
+pub async fn timed_ingest(input: &std::path::Path, threads: usize, dry_run: bool) -> (f64, kahuna::ingest::Summary) {
+    let warehouse = tempfile::tempdir().expect("temp dir");
+    let options = kahuna::ingest::IngestOptions {
+        paths: vec![input.to_path_buf()],
+        cluster: "bench".into(),
+        warehouse: kahuna::warehouse::Warehouse::new(warehouse.path()),
+        zone: None,
+        hints: kahuna::ingest::discover::Hints::default(),
+        progress: false,
+        threads,
+        dry_run,
+    };
+    let started = std::time::Instant::now();
+    let summary = kahuna::ingest::ingest(&options).await.expect("ingest");
+    (started.elapsed().as_secs_f64(), summary)
 }

@@ -268,11 +268,10 @@ pub fn read(ctx: &RunContext, hints: &Hints, planned: &PlannedRecord, emit: &mut
             Ok(Some(line)) => line,
             Ok(None) => break,
             Err(e) => {
-                let raw = String::from_utf8_lossy(source.unconsumed()).into_owned();
-                let (number, offset) = (source.next_number(), source.offset());
+                let cut = source.cut(&file.display, &e);
                 sink.report.lines_read += 1;
-                sink.report.error = Some(format!("{}: read error after line {}: {e}", file.display, number - 1));
-                sink.reject(number, offset, &format!("read error: {e}"), &raw);
+                sink.report.error = Some(cut.message);
+                sink.reject(cut.number, cut.offset, &cut.reason, &cut.raw);
                 break;
             }
         };

@@ -35,6 +35,16 @@ pub fn is_gzip(path: &Path) -> io::Result<bool> {
     Ok(n == 2 && magic == [0x1f, 0x8b])
 }
 
+/// A read error as a rejected line: see [`LineReader::cut`].
+pub struct Cut {
+    pub number: u64,
+    pub offset: u64,
+    pub raw: String,
+    pub reason: String,
+    /// For the file's `error` in `ingests`.
+    pub message: String,
+}
+
 /// Streams the lines of `[start, end)` of a file. `end` is known for plain files (the last
 /// complete line when the ingest began, so a line being written is left for the next run) and
 /// unknown for gzip files, read to their end.
@@ -92,9 +102,16 @@ impl LineReader {
         self.next_number
     }
 
-    /// Bytes read but not yet part of a complete line: the tail a truncated gzip stream cut.
-    pub fn unconsumed(&self) -> &[u8] {
-        &self.buf[self.pos..self.filled]
+    /// What a read error (a truncated gzip stream) cut: the line it counts as, rejected with
+    /// the bytes that had no line end yet. What decompressed before it is kept.
+    pub fn cut(&self, display: &str, error: &io::Error) -> Cut {
+        Cut {
+            number: self.next_number,
+            offset: self.offset,
+            raw: String::from_utf8_lossy(&self.buf[self.pos..self.filled]).into_owned(),
+            reason: format!("read error: {error}"),
+            message: format!("{display}: read error after line {}: {error}", self.next_number - 1),
+        }
     }
 
     /// Hash of every byte read so far.

@@ -258,12 +258,10 @@ impl StreamReader<'_> {
                 Ok(Some(line)) => line,
                 Ok(None) => break,
                 Err(e) => {
-                    // A truncated gzip stream: what decompressed is kept, the cut is a reject.
-                    let raw = String::from_utf8_lossy(source.unconsumed()).into_owned();
-                    let (number, offset) = (source.next_number(), source.offset());
+                    let cut = source.cut(&file.display, &e);
                     report.lines_read += 1;
-                    report.error = Some(format!("{}: read error after line {}: {e}", file.display, number - 1));
-                    self.reject(&mut report, index, number, offset, format!("read error: {e}"), &raw, emit);
+                    report.error = Some(cut.message);
+                    self.reject(&mut report, index, cut.number, cut.offset, cut.reason, &cut.raw, emit);
                     break;
                 }
             };
