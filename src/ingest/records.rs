@@ -216,16 +216,9 @@ fn now_ms() -> i64 {
 pub fn read(ctx: &RunContext, hints: &Hints, planned: &PlannedRecord, emit: &mut dyn FnMut(Output)) {
     let file = &planned.file;
     let mut report = FileReport {
-        display: file.display.clone(),
-        key: Some(file.key.clone()),
         host: hints.host.clone(),
         layout: Some(file.format.name()),
-        status: "ingested",
-        size: file.size,
-        offset_start: planned.start,
-        offset_end: planned.start,
-        started_ms: now_ms(),
-        ..FileReport::default()
+        ..FileReport::begin(&file.display, &file.key, file.size, planned.start)
     };
     // A binary file is first turned into text in full, so that a file sadf cannot read leaves
     // no row behind; the temporary text is removed when `converted` goes.

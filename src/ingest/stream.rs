@@ -73,6 +73,22 @@ pub struct FileReport {
     pub finished_ms: i64,
 }
 
+impl FileReport {
+    /// The report of a file whose reading starts now at byte `start`.
+    pub fn begin(display: &str, key: &str, size: u64, start: u64) -> FileReport {
+        FileReport {
+            display: display.to_string(),
+            key: Some(key.to_string()),
+            status: "ingested",
+            size,
+            offset_start: start,
+            offset_end: start,
+            started_ms: now_ms(),
+            ..FileReport::default()
+        }
+    }
+}
+
 #[derive(Clone, Debug, Default)]
 struct StateCounts {
     states: u64,
@@ -222,8 +238,6 @@ impl StreamReader<'_> {
         let planned = &self.files[index];
         let file = &planned.file;
         let mut report = FileReport {
-            display: file.display.clone(),
-            key: Some(file.key.clone()),
             host: match &file.host {
                 HostOrigin::Known(h) => Some(h.clone()),
                 HostOrigin::Merged => None,
@@ -231,12 +245,7 @@ impl StreamReader<'_> {
             daemon: Some(file.daemon),
             layout: Some(file.layout.name()),
             merged: file.host == HostOrigin::Merged,
-            status: "ingested",
-            size: file.size,
-            offset_start: planned.start,
-            offset_end: planned.start,
-            started_ms: now_ms(),
-            ..FileReport::default()
+            ..FileReport::begin(&file.display, &file.key, file.size, planned.start)
         };
         let mut source = match LineReader::open(&file.path, file.gzip, planned.start, file.end, planned.first_line) {
             Ok(source) => source,
