@@ -16,7 +16,7 @@ use anyhow::{Context, Result};
 use twox_hash::XxHash3_64;
 
 use super::discover::{Hints, Refusal};
-use super::source::{LineReader, MAX_LINE, count_lines, is_gzip};
+use super::source::{Checked, LineReader, count_lines, is_gzip};
 use super::stream::{Batcher, FileReport, Output, Progress, RunContext, append_reject};
 use super::{jobhistory, sadf, slot, unchanged};
 use crate::warehouse::tables::{Rows, Table};
@@ -271,18 +271,9 @@ pub fn read(ctx: &RunContext, hints: &Hints, planned: &PlannedRecord, emit: &mut
         sink.report.lines_read += 1;
         let (number, offset) = (line.number, line.offset);
         progress.advance(offset);
-        if line.overlong.is_some() {
-            let raw = String::from_utf8_lossy(line.bytes).into_owned();
-            sink.reject(number, offset, &format!("line longer than {} KiB", MAX_LINE / 1024), &raw);
-            continue;
-        }
-        match std::str::from_utf8(line.bytes) {
-            Ok(text) if memchr::memchr(0, line.bytes).is_none() => parser.line(&mut sink, number, offset, text),
-            Ok(text) => sink.reject(number, offset, "NUL byte in line", text),
-            Err(_) => {
-                let raw = String::from_utf8_lossy(line.bytes).into_owned();
-                sink.reject(number, offset, "invalid UTF-8", &raw);
-            }
+        match line.check() {
+            Checked::Text(text) => parser.line(&mut sink, number, offset, text),
+            Checked::Rejected { reason, raw } => sink.reject(number, offset, &reason, &raw),
         }
     }
     parser.finish(&mut sink);

@@ -28,6 +28,27 @@ pub struct Line<'a> {
     pub overlong: Option<u64>,
 }
 
+/// A line as every format first sees it: text to parse, or a reason to reject it.
+pub enum Checked<'a> {
+    Text(&'a str),
+    Rejected { reason: String, raw: String },
+}
+
+impl<'a> Line<'a> {
+    /// Text only if it is valid UTF-8, holds no NUL byte and is not overlong.
+    pub fn check(&self) -> Checked<'a> {
+        let reject = |reason: String| Checked::Rejected { reason, raw: String::from_utf8_lossy(self.bytes).into_owned() };
+        if self.overlong.is_some() {
+            return reject(format!("line longer than {} KiB", MAX_LINE / 1024));
+        }
+        match std::str::from_utf8(self.bytes) {
+            Ok(text) if memchr::memchr(0, self.bytes).is_none() => Checked::Text(text),
+            Ok(_) => reject("NUL byte in line".into()),
+            Err(_) => reject("invalid UTF-8".into()),
+        }
+    }
+}
+
 pub fn is_gzip(path: &Path) -> io::Result<bool> {
     let mut magic = [0u8; 2];
     let mut file = File::open(path)?;

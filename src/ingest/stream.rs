@@ -12,7 +12,7 @@ use chrono_tz::Tz;
 use super::discover::{Daemon, HostOrigin, LogFile};
 use super::ids::{find_attempt, find_block, find_job, job_of_attempt};
 use super::log4j::{Head, ZoneConverter, parse_head};
-use super::source::{LineReader, MAX_LINE, RAW_KEPT};
+use super::source::{Checked, LineReader, RAW_KEPT};
 use super::states::{Machine, Mark, State, Token};
 use super::{clienttrace, datanode, tasktracker};
 use crate::warehouse::tables::{Rows, Table, date_of_ms};
@@ -277,23 +277,13 @@ impl StreamReader<'_> {
             report.lines_read += 1;
             let (number, offset) = (line.number, line.offset);
             progress.advance(offset);
-            if let Some(len) = line.overlong {
-                let raw = String::from_utf8_lossy(line.bytes).into_owned();
-                let reason = format!("line longer than {} KiB", MAX_LINE / 1024);
-                report.error.get_or_insert_with(|| format!("{}:{number}: a line of {len} bytes", file.display));
-                self.reject(&mut report, index, number, offset, reason, &raw, emit);
-                continue;
-            }
-            let text = match std::str::from_utf8(line.bytes) {
-                Ok(text) if memchr::memchr(0, line.bytes).is_none() => text,
-                Ok(_) => {
-                    let raw = String::from_utf8_lossy(line.bytes).into_owned();
-                    self.reject(&mut report, index, number, offset, "NUL byte in line".into(), &raw, emit);
-                    continue;
-                }
-                Err(_) => {
-                    let raw = String::from_utf8_lossy(line.bytes).into_owned();
-                    self.reject(&mut report, index, number, offset, "invalid UTF-8".into(), &raw, emit);
+            let text = match line.check() {
+                Checked::Text(text) => text,
+                Checked::Rejected { reason, raw } => {
+                    if let Some(len) = line.overlong {
+                        report.error.get_or_insert_with(|| format!("{}:{number}: a line of {len} bytes", file.display));
+                    }
+                    self.reject(&mut report, index, number, offset, reason, &raw, emit);
                     continue;
                 }
             };
