@@ -125,10 +125,8 @@ impl Batcher {
 
     pub(super) fn rows_for(&mut self, date: i32, emit: &mut dyn FnMut(Output)) -> &mut Rows {
         let full = self.rows.as_ref().is_some_and(|r| r.date != date || r.len() >= BATCH_ROWS);
-        if full {
-            if let Some(rows) = self.rows.take() {
-                emit(Output::Rows(rows));
-            }
+        if let Some(rows) = self.rows.take_if(|_| full) {
+            emit(Output::Rows(rows));
         }
         self.rows.get_or_insert_with(|| Rows::new(self.table, date))
     }

@@ -26,7 +26,7 @@ use deltalake::parquet::file::properties::WriterProperties;
 use deltalake::parquet::schema::types::ColumnPath;
 use deltalake::protocol::{DeltaOperation, SaveMode};
 use deltalake::writer::{DeltaWriter, RecordBatchWriter};
-use deltalake::{DeltaTable, DeltaTableError};
+use deltalake::DeltaTable;
 use futures::TryStreamExt;
 use indexmap::IndexMap;
 use url::Url;
@@ -248,7 +248,6 @@ impl TableAppender {
             .with_actions(actions)
             .build(Some(snapshot), self.delta.log_store(), operation)
             .await
-            .map_err(DeltaTableError::from)
             .with_context(|| format!("cannot commit to table {}", self.table.name()))?;
         Ok(Some(committed.version() as i64))
     }
