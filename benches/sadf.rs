@@ -3,10 +3,11 @@
 //! Writes `sadf -d` exports of one-second captures (the activities of the 14 metrics, two
 //! interfaces; one file per host, as sadf writes them per sa file), then measures, each run in
 //! a fresh warehouse: parsing alone (`--dry-run`) and text → `sadc` + `sar_metrics` (+ the
-//! bookkeeping tables), on 1 and on 2 threads. Prints MB/s, MB/s per core, `sadc` rows per
-//! second, the median of `KAHUNA_BENCH_RUNS` runs (default 5), and the peak resident memory
-//! after each size, to show that memory stays flat as the input grows.
-//! `KAHUNA_BENCH_MB` sets the input sizes (default `64,256`).
+//! bookkeeping tables), on 1 and on 2 threads. Prints MB/s, MB/s per core, MB per CPU-second
+//! (the process's user + system time: the per-core figure that other load on the machine does
+//! not distort), `sadc` rows per second, the median of `KAHUNA_BENCH_RUNS` runs (default 5),
+//! and the peak resident memory after each size, to show that memory stays flat as the input
+//! grows. `KAHUNA_BENCH_MB` sets the input sizes (default `64,256`).
 
 mod common;
 
@@ -57,9 +58,19 @@ fn write_export(path: &Path, host: &str, seconds: u64) -> std::io::Result<()> {
     std::fs::write(path, out)
 }
 
-async fn run(input: &Path, threads: usize, dry_run: bool) -> (f64, u64, u64) {
+/// CPU seconds (user + system) the process has used so far.
+fn cpu_seconds() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    let fields: Vec<&str> = stat.rsplit(')').next().unwrap_or("").split_whitespace().collect();
+    let ticks = |i: usize| fields.get(i).and_then(|f| f.parse::<f64>().ok()).unwrap_or(f64::NAN);
+    // utime and stime, in clock ticks of 1/100 s.
+    (ticks(11) + ticks(12)) / 100.0
+}
+
+async fn run(input: &Path, threads: usize, dry_run: bool) -> (f64, f64, u64, u64) {
+    let cpu = cpu_seconds();
     let (secs, summary) = timed_ingest(input, threads, dry_run).await;
-    (secs, summary.bytes_read(), summary.total(|r| r.events))
+    (secs, cpu_seconds() - cpu, summary.bytes_read(), summary.total(|r| r.events))
 }
 
 #[tokio::main]
@@ -71,8 +82,8 @@ async fn main() {
         .collect();
     let runs: usize = std::env::var("KAHUNA_BENCH_RUNS").ok().and_then(|s| s.parse().ok()).unwrap_or(5);
     println!(
-        "{:>8} {:>30} {:>8} {:>10} {:>14} {:>14} {:>12}",
-        "input", "phase", "threads", "MB/s", "MB/s per core", "sadc rows/s", "peak RSS MB"
+        "{:>8} {:>30} {:>8} {:>10} {:>14} {:>14} {:>14} {:>12}",
+        "input", "phase", "threads", "MB/s", "MB/s per core", "MB per CPU-s", "sadc rows/s", "peak RSS MB"
     );
     for mb in sizes {
         let input = tempfile::tempdir().expect("temp dir");
@@ -85,17 +96,20 @@ async fn main() {
             for threads in [1, 2] {
                 reset_peak();
                 let mut rates = Vec::new();
+                let mut cpu_rates = Vec::new();
                 let mut row_rates = Vec::new();
                 for _ in 0..runs {
-                    let (secs, bytes, samples) = run(input.path(), threads, dry_run).await;
+                    let (secs, cpu, bytes, samples) = run(input.path(), threads, dry_run).await;
                     rates.push(bytes as f64 / 1e6 / secs);
+                    cpu_rates.push(bytes as f64 / 1e6 / cpu);
                     row_rates.push(samples as f64 / secs);
                 }
                 let rate = median(rates);
                 println!(
-                    "{:>6}MB {phase:>30} {threads:>8} {rate:>10.1} {:>14.1} {:>14.0} {:>12.0}",
+                    "{:>6}MB {phase:>30} {threads:>8} {rate:>10.1} {:>14.1} {:>14.1} {:>14.0} {:>12.0}",
                     mb,
                     rate / threads as f64,
+                    median(cpu_rates),
                     median(row_rates),
                     peak_rss_mb()
                 );

@@ -8,15 +8,16 @@
 //! cannot be resumed in the middle); binary sa files, which sadc keeps appending to, are turned
 //! into text by `sadf` and resumed in that text (see [`plan`]).
 
+use std::fs::File;
 use std::hash::Hasher as _;
-use std::io::Read as _;
+use std::io::{BufRead, BufReader, Read as _};
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use twox_hash::XxHash3_64;
 
 use super::discover::{Hints, Refusal};
-use super::source::{Checked, LineReader, count_lines, is_gzip};
+use super::source::{Checked, LineReader, MAX_LINE, count_lines, is_gzip};
 use super::stream::{Batcher, FileReport, Output, Progress, RunContext, append_reject};
 use super::{jobhistory, sadf, slot, unchanged};
 use crate::warehouse::tables::{Rows, Table};
@@ -164,15 +165,28 @@ impl Sink<'_> {
     /// The rows of `table` and partition `date` to append a record from the line at `offset`
     /// to, or None in a dry run and where the table holds that line already.
     pub fn rows(&mut self, table: Table, date: i32, offset: u64) -> Option<Target<'_>> {
-        let at = slot(table);
-        if self.ctx.dry_run || offset < self.planned.held_below[at] {
+        if !self.wants(table, offset) {
             return None;
         }
+        let at = slot(table);
         Some(Target {
             rows: self.batchers[at].rows_for(date, self.emit),
             file: &self.planned.file.display,
             ingest_id: &self.ctx.ingest_id,
         })
+    }
+
+    /// Whether rows of `table` from the line at `offset` are to be written: not in a dry run,
+    /// nor where the table holds that line already.
+    pub fn wants(&self, table: Table, offset: u64) -> bool {
+        !self.ctx.dry_run && offset >= self.planned.held_below[slot(table)]
+    }
+
+    /// Rows a parser built whole (after asking [`Sink::wants`]), handed to the writer as they are.
+    pub fn emit_rows(&mut self, rows: Rows) {
+        if !rows.is_empty() {
+            (self.emit)(Output::Rows(rows));
+        }
     }
 
     pub fn parsed(&mut self, lines: u64) {
@@ -206,6 +220,11 @@ pub trait LineParser {
     fn line(&mut self, sink: &mut Sink, number: u64, offset: u64, text: &str);
     /// The end of the file: records still open are finished or rejected.
     fn finish(&mut self, sink: &mut Sink);
+    /// Whether it is shown every line, even one the line check rejects (too long, not UTF-8),
+    /// as its first bytes: a reader that read the file another way accounts for its lines.
+    fn whole_lines(&self) -> bool {
+        false
+    }
 }
 
 fn now_ms() -> i64 {
@@ -236,12 +255,6 @@ pub fn read(ctx: &RunContext, hints: &Hints, planned: &PlannedRecord, emit: &mut
         Some(c) => (c.text_path(), false),
         None => (file.path.as_path(), file.gzip),
     };
-    let mut parser: Box<dyn LineParser> = match file.format {
-        Format::SadfText | Format::SaBinary => Box::new(sadf::TextParser::new(hints, ctx.zone)),
-        Format::SadfJson => Box::new(sadf::JsonParser::new(hints, ctx.zone)),
-        Format::HistoryText => Box::new(jobhistory::TextParser::default()),
-        Format::Jhist => Box::new(jobhistory::JhistParser::default()),
-    };
     let opened = count_lines(path, gzip, planned.start)
         .and_then(|before| LineReader::open(path, gzip, planned.start, None, before + 1));
     let mut source = match opened {
@@ -254,6 +267,22 @@ pub fn read(ctx: &RunContext, hints: &Hints, planned: &PlannedRecord, emit: &mut
         batchers: Table::ALL.iter().map(|t| Batcher::new(*t)).collect(),
         report,
         emit,
+    };
+    let mut parser: Box<dyn LineParser> = match file.format {
+        Format::SadfText | Format::SaBinary => Box::new(sadf::TextParser::new(hints, ctx.zone)),
+        // A minified export is one line longer than a line may be: it is read as a stream of
+        // records first, then its lines are accounted for.
+        Format::SadfJson if has_long_line(path, gzip).unwrap_or(false) => {
+            let document = sadf::read_document(open_text(path, gzip), hints, ctx.zone, &mut sink);
+            if let Some(why) = document.broken().filter(|_| document.records > 0) {
+                let read = document.records;
+                sink.report.error = Some(format!("{}: {why}; the {read} records before it were read", file.display));
+            }
+            Box::new(document)
+        }
+        Format::SadfJson => Box::new(sadf::JsonParser::new(hints, ctx.zone)),
+        Format::HistoryText => Box::new(jobhistory::TextParser::default()),
+        Format::Jhist => Box::new(jobhistory::JhistParser::default()),
     };
     let mut progress = Progress::new(ctx, planned.start);
     loop {
@@ -273,6 +302,7 @@ pub fn read(ctx: &RunContext, hints: &Hints, planned: &PlannedRecord, emit: &mut
         progress.advance(offset);
         match line.check() {
             Checked::Text(text) => parser.line(&mut sink, number, offset, text),
+            Checked::Rejected { raw, .. } if parser.whole_lines() => parser.line(&mut sink, number, offset, &raw),
             Checked::Rejected { reason, raw } => sink.reject(number, offset, &reason, &raw),
         }
     }
@@ -286,6 +316,41 @@ pub fn read(ctx: &RunContext, hints: &Hints, planned: &PlannedRecord, emit: &mut
     report.finished_ms = now_ms();
     progress.publish(report.offset_end);
     emit(Output::Report(report));
+}
+
+/// A file's decompressed bytes, buffered.
+fn open_text(path: &Path, gzip: bool) -> std::io::Result<Box<dyn BufRead>> {
+    let file = File::open(path)?;
+    Ok(if gzip {
+        Box::new(BufReader::with_capacity(1 << 16, flate2::read::MultiGzDecoder::new(BufReader::new(file))))
+    } else {
+        Box::new(BufReader::with_capacity(1 << 16, file))
+    })
+}
+
+/// Whether a line of the file is longer than the line reader takes ([`MAX_LINE`]).
+fn has_long_line(path: &Path, gzip: bool) -> std::io::Result<bool> {
+    let mut input = open_text(path, gzip)?;
+    let mut run = 0;
+    loop {
+        let chunk = input.fill_buf()?;
+        if chunk.is_empty() {
+            return Ok(false);
+        }
+        let mut start = 0;
+        for end in memchr::memchr_iter(b'\n', chunk) {
+            if run + (end - start) > MAX_LINE {
+                return Ok(true);
+            }
+            (run, start) = (0, end + 1);
+        }
+        run += chunk.len() - start;
+        if run > MAX_LINE {
+            return Ok(true);
+        }
+        let n = chunk.len();
+        input.consume(n);
+    }
 }
 
 /// Reports a file that could not be read at all, and why.

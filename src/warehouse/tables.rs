@@ -277,6 +277,8 @@ pub struct Rows {
     schema: SchemaRef,
     columns: Vec<Column>,
     len: usize,
+    /// Columns built whole by their producer ([`Rows::from_arrays`]), not row by row.
+    built: Option<Vec<ArrayRef>>,
 }
 
 /// Days since 1970 of a UTC millisecond time: the `date` partition.
@@ -288,7 +290,15 @@ impl Rows {
     pub fn new(table: Table, date: i32) -> Rows {
         let schema = table.data_schema();
         let columns = schema.fields().iter().map(|f| Column::for_type(f.data_type())).collect();
-        Rows { table, date, schema, columns, len: 0 }
+        Rows { table, date, schema, columns, len: 0, built: None }
+    }
+
+    /// Rows whose columns, in schema order, were built whole: `sar_metrics`, dozens of rows per
+    /// sysstat sample, is built from coded text without a builder call per value. Checked
+    /// against the schema by [`Rows::finish`]; no row is to be appended to them.
+    pub fn from_arrays(table: Table, date: i32, arrays: Vec<ArrayRef>) -> Rows {
+        let len = arrays.first().map_or(0, |a| a.len());
+        Rows { table, date, schema: table.data_schema(), columns: Vec::new(), len, built: Some(arrays) }
     }
 
     pub fn len(&self) -> usize {
@@ -306,7 +316,10 @@ impl Rows {
     }
 
     pub fn finish(&mut self) -> Result<RecordBatch, ArrowError> {
-        let arrays = self.columns.iter_mut().map(Column::finish).collect();
+        let arrays = match self.built.take() {
+            Some(arrays) => arrays,
+            None => self.columns.iter_mut().map(Column::finish).collect(),
+        };
         self.len = 0;
         RecordBatch::try_new(self.schema.clone(), arrays)
     }
