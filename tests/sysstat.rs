@@ -230,3 +230,170 @@ async fn damaged_exports_are_rejected_line_by_line_and_bad_sa_files_refused() {
     assert_eq!(scalar(wh.path(), "SELECT count(*) FROM sadc").await, "2");
     assert_eq!(summary.total(|r| r.lines_read), summary.total(|r| r.lines_parsed + r.lines_rejected + r.lines_skipped));
 }
+
+/// `sadf -d` of a file with a restart prints the groups once per stretch between restarts,
+/// each under its header again; concatenated exports repeat the headers too. Every sample
+/// still gets all its figures, whichever stretch or export it is in.
+#[tokio::test]
+async fn restarts_and_concatenated_exports_keep_samples_whole() {
+    let input = tempfile::tempdir().unwrap();
+    let cpu = "# hostname;interval;timestamp;CPU;%user;%nice;%system;%iowait;%steal;%idle";
+    let pcsw = "# hostname;interval;timestamp;proc/s;cswch/s";
+    let stretch = |seconds: &[&str], user: f64| {
+        let mut text = format!("{cpu}\n");
+        for (k, s) in seconds.iter().enumerate() {
+            text += &format!("h1;1;2008-08-{s} UTC;-1;{:.2};0.00;1.00;0.00;0.00;50.00\n", user + k as f64);
+        }
+        text += &format!("{pcsw}\n");
+        for (k, s) in seconds.iter().enumerate() {
+            text += &format!("h1;1;2008-08-{s} UTC;0.00;{}.00\n", 100 + k);
+        }
+        text
+    };
+    let mut text = stretch(&["23 17:12:30", "23 17:12:31"], 10.0);
+    text += "h1;-1;2008-08-23 17:12:31 UTC;LINUX-RESTART\t(2 CPU)\n";
+    text += &stretch(&["23 17:12:32", "23 17:12:33", "23 17:12:34"], 20.0);
+    // The next day's export, appended to the same file.
+    text += &stretch(&["24 00:00:00", "24 00:00:01"], 30.0);
+    std::fs::write(input.path().join("h1.sadf-d.csv"), &text).unwrap();
+    let wh = tempfile::tempdir().unwrap();
+    let summary = ingest_into(vec![input.path().to_path_buf()], wh.path(), None).await;
+    assert_eq!(summary.total(|r| r.lines_rejected), 0);
+    let got = rows(wh.path(), "SELECT ts, restart, cpu_user_pct, cswch_s FROM sadc ORDER BY ts, restart").await;
+    let expect = [
+        ["2008-08-23T17:12:30Z", "false", "10.0", "100.0"],
+        ["2008-08-23T17:12:31Z", "false", "11.0", "101.0"],
+        ["2008-08-23T17:12:31Z", "true", "", ""],
+        ["2008-08-23T17:12:32Z", "false", "20.0", "100.0"],
+        ["2008-08-23T17:12:33Z", "false", "21.0", "101.0"],
+        ["2008-08-23T17:12:34Z", "false", "22.0", "102.0"],
+        ["2008-08-24T00:00:00Z", "false", "30.0", "100.0"],
+        ["2008-08-24T00:00:01Z", "false", "31.0", "101.0"],
+    ];
+    assert_eq!(got, expect.map(|r| r.map(String::from).to_vec()).to_vec());
+    // 6 CPU and 2 pcsw figures a sample, each in the partition of its own day.
+    let figures = rows(wh.path(), "SELECT date, count(*) FROM sar_metrics GROUP BY date ORDER BY date").await;
+    assert_eq!(figures, vec![vec!["2008-08-23", "40"], vec!["2008-08-24", "16"]]);
+}
+
+/// `text` without the whitespace between JSON tokens: a minified export, one line.
+fn minify(text: &str) -> String {
+    let (mut out, mut in_string, mut escaped) = (String::with_capacity(text.len()), false, false);
+    for c in text.chars() {
+        if in_string {
+            out.push(c);
+            (escaped, in_string) = match (escaped, c) {
+                (true, _) => (false, true),
+                (false, '\\') => (true, true),
+                (false, '"') => (false, false),
+                _ => (false, true),
+            };
+        } else if c == '"' {
+            in_string = true;
+            out.push(c);
+        } else if !c.is_whitespace() {
+            out.push(c);
+        }
+    }
+    out
+}
+
+#[tokio::test]
+async fn a_minified_sadf_j_export_gives_what_the_pretty_one_gives() {
+    let Some(pretty) = sample("sysstat/sadf/local.sadf-j.json") else { return };
+    let input = tempfile::tempdir().unwrap();
+    let minified = minify(&std::fs::read_to_string(&pretty).unwrap()) + "\n";
+    // Longer than a line may be (64 KiB): read as one document.
+    assert!(minified.len() > 64 * 1024, "{}", minified.len());
+    std::fs::write(input.path().join("local.min.json"), &minified).unwrap();
+    std::fs::copy(&pretty, input.path().join("local.sadf-j.json")).unwrap();
+    let wh = tempfile::tempdir().unwrap();
+    let summary = ingest_into(vec![input.path().to_path_buf()], wh.path(), None).await;
+    assert_eq!(summary.files_with_status("ingested"), 2);
+    let accounts = rows(
+        wh.path(),
+        "SELECT regexp_replace(file, '.*/', ''), lines_read, lines_parsed, lines_rejected, lines_skipped, events, error
+         FROM ingests ORDER BY file",
+    )
+    .await;
+    assert_eq!(accounts[0], ["local.min.json", "1", "1", "0", "0", "59", ""]);
+    assert_eq!(accounts[1][..6], ["local.sadf-j.json", "1080", "1062", "0", "18", "59"]);
+    // Each distinct sadc row and sar_metrics figure is there once per file.
+    let distinct = rows(
+        wh.path(),
+        &format!("SELECT count(*), min(n), max(n) FROM (SELECT host, ts, restart, interval_s, {VECTOR}, count(*) AS n FROM sadc GROUP BY ALL)"),
+    )
+    .await;
+    assert_eq!(distinct, vec![vec!["59", "2", "2"]]);
+    let figures = rows(
+        wh.path(),
+        "SELECT count(*), count(DISTINCT concat(activity, device, metric, ts, value)) FROM sar_metrics",
+    )
+    .await;
+    assert_eq!(figures, vec![vec![(2 * 62 * 59).to_string(), (62 * 59).to_string()]]);
+}
+
+/// A minified `sadf -j` document of `records` one-second samples from 10:00:00, and a restart.
+fn minified_export(records: usize) -> (String, Vec<usize>) {
+    let mut text = String::from(r#"{"sysstat":{"hosts":[{"nodename":"j1","sysname":"Linux","statistics":["#);
+    let mut ends = Vec::new();
+    for i in 0..records {
+        let (m, s) = (i / 60, i % 60);
+        if i > 0 {
+            text.push(',');
+        }
+        text += &format!(
+            r#"{{"timestamp":{{"date":"2008-08-23","time":"10:{m:02}:{s:02}","utc":1,"interval":1}},"cpu-load":[{{"cpu":"all","user":{}.25,"nice":0.00,"system":1.50,"iowait":0.25,"steal":0.00,"idle":50.00}}],"process-and-context-switch":{{"proc":1.00,"cswch":{}.00}},"network":{{"net-dev":[{{"iface":"lo","rxpck":1.00,"txpck":1.00,"rxkB":9.00,"txkB":9.00}},{{"iface":"eth0","rxpck":2.00,"txpck":2.00,"rxkB":{i}.50,"txkB":1.00}}]}}}}"#,
+            i % 50,
+            100 + i
+        );
+        ends.push(text.len());
+    }
+    text += r#"],"restarts":[{"boot":{"date":"2008-08-23","time":"09:59:59","utc":1}}]}]}}"#;
+    text.push('\n');
+    (text, ends)
+}
+
+#[tokio::test]
+async fn minified_exports_stream_whole_gzipped_or_cut_short() {
+    let input = tempfile::tempdir().unwrap();
+    let (text, ends) = minified_export(400);
+    assert!(text.len() > 2 * 64 * 1024);
+    std::fs::write(input.path().join("whole.json"), &text).unwrap();
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    std::io::Write::write_all(&mut gz, text.as_bytes()).unwrap();
+    std::fs::write(input.path().join("whole.json.gz"), gz.finish().unwrap()).unwrap();
+    // Cut in the middle of record 250: the 250 before it are read.
+    let cut = (ends[249] + ends[250]) / 2;
+    std::fs::write(input.path().join("cut.json"), &text[..cut]).unwrap();
+    let wh = tempfile::tempdir().unwrap();
+    let summary = ingest_into(vec![input.path().to_path_buf()], wh.path(), None).await;
+    assert_eq!(summary.files_with_status("ingested"), 3);
+    let accounts = rows(
+        wh.path(),
+        "SELECT regexp_replace(file, '.*/', ''), lines_read, lines_parsed, lines_rejected, events FROM ingests ORDER BY file",
+    )
+    .await;
+    let expect = [["cut.json", "1", "0", "1", "250"], ["whole.json", "1", "1", "0", "401"], ["whole.json.gz", "1", "1", "0", "401"]];
+    assert_eq!(accounts, expect.map(|r| r.map(String::from).to_vec()).to_vec());
+    // Per file: 400 samples and the restart; eth0's rxkB/s is i + 0.5 (sum 80000), lo's is left
+    // out; cswch/s is 100 + i (sum 119800). 16 figures a sample.
+    let per_file = rows(
+        wh.path(),
+        "SELECT regexp_replace(file, '.*/', ''), count(*), count(*) FILTER (WHERE restart), sum(rx_kb_s), sum(cswch_s)
+         FROM sadc GROUP BY file ORDER BY file",
+    )
+    .await;
+    let expect = [
+        ["cut.json", "250", "0", "31250.0", "56125.0"],
+        ["whole.json", "401", "1", "80000.0", "119800.0"],
+        ["whole.json.gz", "401", "1", "80000.0", "119800.0"],
+    ];
+    assert_eq!(per_file, expect.map(|r| r.map(String::from).to_vec()).to_vec());
+    assert_eq!(scalar(wh.path(), "SELECT count(*) FROM sar_metrics").await, (16 * (400 + 400 + 250)).to_string());
+    // The cut line is rejected with serde_json's words; the file's error says what was kept.
+    let reason = scalar(wh.path(), "SELECT reason FROM rejects").await;
+    assert!(reason.starts_with("JSON: EOF while parsing"), "{reason}");
+    let error = scalar(wh.path(), "SELECT error FROM ingests WHERE file LIKE '%cut.json'").await;
+    assert!(error.ends_with("the 250 records before it were read"), "{error}");
+}

@@ -177,19 +177,6 @@ fn writer_properties(table: Option<Table>) -> WriterProperties {
         for column in table.high_cardinality_columns() {
             builder = builder.set_column_dictionary_enabled(ColumnPath::from(*column), false);
         }
-        // EXPERIMENT (not to commit)
-        if table == Table::SarMetrics {
-            let strings = ["host", "activity", "device", "metric"];
-            if std::env::var("KAHUNA_EXP_NOSTATS").is_ok() {
-                for c in strings { builder = builder.set_column_statistics_enabled(ColumnPath::from(c), deltalake::parquet::file::properties::EnabledStatistics::None); }
-            }
-            if std::env::var("KAHUNA_EXP_NODICT").is_ok() {
-                for c in strings { builder = builder.set_column_dictionary_enabled(ColumnPath::from(c), false); }
-            }
-            if std::env::var("KAHUNA_EXP_CHUNKSTATS").is_ok() {
-                for c in strings { builder = builder.set_column_statistics_enabled(ColumnPath::from(c), deltalake::parquet::file::properties::EnabledStatistics::Chunk); }
-            }
-        }
     }
     builder.build()
 }
