@@ -3,13 +3,13 @@
 //!
 //! | fault | effect in the model |
 //! |---|---|
-//! | CPUHog | a hog thread per core, busy 70% of the time: a task thread sharing a core with one gets it alone 30% of the time and half of it otherwise (CFS), 65% in all |
-//! | DiskHog | a 20 GB sequential write streams ahead of Hadoop's I/O, which keeps 30% of the disk until the hog has written its 20 GB |
+//! | CPUHog | a hog thread per core, busy 70% of the time: beside it (and the JVMs' own collector and I/O threads) a task keeps half a core |
+//! | DiskHog | a 20 GB sequential write streams at 70% of the disk; Hadoop's writes keep 60% of it, its reads, queued behind the hog's writeback, 20%, until the hog has written its 20 GB |
 //! | DiskFull | the DataNode takes no block writes; its tasks' first replicas go to other nodes |
-//! | PacketLoss1/5/50 | transfers to and from the node are capped by TCP's throughput under loss (1%: Mathis et al., 1.22·MSS/(RTT·√p) with a LAN's 0.2 ms RTT, above the NIC; 5%: retransmission timeouts set the pace, calibrated to Table IV); at 50% loss a share of them time out and are retried, and HDFS pipelines drop the node |
-//! | HANG-1036 | the first map launched there after the start dies silently while the TaskTracker keeps heartbeating: no progress until the 600 s task timeout kills it, then it reruns elsewhere |
-//! | HANG-1152 | the first reduce there to fetch its last map output fails to rename it in the in-memory file system (the rename/`getLength()` race): the copy fails, is retried and fails again, and the reduce stays in its copy phase, silent, until the timeout |
-//! | HANG-2080 | the first in-memory merge of a reduce there (ChecksumFileSystem's miscomputed checksum-file size) never completes: the reduce stalls mid-shuffle with the merge open, until the timeout |
+//! | PacketLoss1/5/50 | transfers to and from the node are capped by TCP's throughput under loss (1%: Mathis et al., 1.22·MSS/(RTT·√p) with a LAN's 0.2 ms RTT, above the NIC; 5%: retransmission timeouts set the pace, 12 MB/s and 0.4 s a transfer; 50%: 0.6 MB/s, 3 s, and a fifth of the transfers time out and are retried), HDFS pipelines drop the node at 50%, and waits on the outside world through its NIC (a fetcher's) take 2.5× (5%) or 8× (50%) as long |
+//! | HANG-1036 | the first map launched there after the start dies silently while the TaskTracker keeps heartbeating: no progress until a speculative backup elsewhere wins (the hung attempt KILLED) or the 600 s task timeout kills it and it reruns elsewhere |
+//! | HANG-1152 | the first reduce there to fetch its last map output fails to rename it in the in-memory file system (the rename/`getLength()` race): the copy fails (`copy failed: … FileNotFoundException`), is retried twice and fails again, and the reduce stays in its copy phase, silent, until its backup wins or the timeout |
+//! | HANG-2080 | the first in-memory merge a full shuffle buffer starts in a reduce there (ChecksumFileSystem's miscomputed checksum-file size) never completes: the reduce stalls mid-shuffle with the merge open and its copies clean, until its backup wins or the timeout; reduces with fewer than ten map outputs never merge in memory and escape it |
 //!
 //! Each hang strikes once per run, as Kahuna triggered each bug once per experiment; a hung task
 //! makes no progress, so speculative execution may start a backup attempt before the timeout.
@@ -160,7 +160,7 @@ fn mathis_mb_s(p: f64) -> f64 {
 /// that Sort and Nutch slow down by Table IV's 20–30%.
 const LOSS5_MB_S: f64 = 12.0;
 const LOSS5_EXTRA_MS: f64 = 400.0;
-const WAN_SLOWDOWN_5: f64 = 1.6;
+const WAN_SLOWDOWN_5: f64 = 2.5;
 const WAN_SLOWDOWN_50: f64 = 8.0;
 
 /// A fault injected at one node of a run.

@@ -142,6 +142,12 @@ fn jt_stamp(ms: i64) -> String {
     chrono::DateTime::from_timestamp_millis(ms).unwrap_or_default().format("%Y%m%d%H%M").to_string()
 }
 
+/// Writing rounds: at most this much simulated time, at least this much, and fewer lines
+/// than this held between them where the shorter rounds can help.
+const MAX_STEP_MS: i64 = 120_000;
+const MIN_STEP_MS: i64 = 5_000;
+const MAX_BUFFERED: usize = 200_000;
+
 /// Runs one simulated cluster to its end and writes all its files.
 fn execute<S: JobSource>(spec: RunSpec, source: S, layout: &Layout, bar: &ProgressBar) -> Result<Outcome> {
     let cluster = spec.cluster;
@@ -166,12 +172,15 @@ fn execute<S: JobSource>(spec: RunSpec, source: S, layout: &Layout, bar: &Progre
             sadcs.push(w);
         }
     }
-    // Simulated time per writing round: short enough that buffered lines stay few.
-    let step = 120_000;
+    // Simulated time per writing round: short enough that buffered lines stay few, shorter
+    // while a large cluster shuffles (millions of copy lines a simulated minute).
+    let mut step = MAX_STEP_MS;
     loop {
         let until = (sim.now + step).min(end_ms);
         let more = sim.run_until(until);
         sim.lay_progress(until);
+        let buffered: usize = sim.bufs.iter().map(Vec::len).sum();
+        step = if buffered > MAX_BUFFERED { (step / 2).max(MIN_STEP_MS) } else if buffered < MAX_BUFFERED / 4 { (step * 2).min(MAX_STEP_MS) } else { step };
         let names = Names { version, epoch_ms: layout.epoch_ms, hosts: &hosts, jobs: &sim.names };
         let due = Due { until, names: &names, fault: fault.as_ref(), killed: &sim.killed, threads: layout.threads };
         write_due(&mut sim.bufs, &mut sim.usage, &mut logs, &mut sadcs, &due)?;
@@ -396,6 +405,7 @@ fn fault_json(f: &Injected, struck: Option<&(i64, String)>, cluster: &Cluster, e
 fn job_json(j: &JobOutcome, epoch_ms: i64, end_ms: i64) -> Value {
     json!({
         "job_id": j.job_id,
+        "stream": j.stream,
         "name": j.name,
         "user": j.user,
         "maps": j.maps,

@@ -43,8 +43,8 @@ impl Workload {
     fn streams(self) -> u32 {
         match self {
             Workload::Gridmix => 5,
-            Workload::Nutch | Workload::Pig => 2,
-            Workload::RandWriter | Workload::Sort => 1,
+            Workload::Pig => 2,
+            Workload::RandWriter | Workload::Sort | Workload::Nutch => 1,
         }
     }
 }
@@ -208,7 +208,7 @@ impl Driver {
                             .cpu(0.5, 0.2)
                             .output(10.0, 1.0);
                         s.map_wait_s = rng.range(40.0, 120.0);
-                        s.map_fixed_s = rng.range(15.0, 30.0);
+                        s.map_fixed_s = rng.range(30.0, 60.0);
                         s
                     }
                     2 => JobSpec::new("parse: crawl/segments", "nutch", maps(2.0), n, 64.0)

@@ -116,7 +116,7 @@ impl Out {
         if let Some(dir) = path.parent() {
             std::fs::create_dir_all(dir)?;
         }
-        let file = BufWriter::with_capacity(1 << 16, File::create(path)?);
+        let file = BufWriter::with_capacity(1 << 15, File::create(path)?);
         Ok(if gzip { Out::Gzip(Box::new(GzEncoder::new(file, Compression::fast()))) } else { Out::Plain(file) })
     }
 
@@ -349,7 +349,7 @@ impl NodeWriter {
             gzip,
             syslogs: Vec::new(),
             clock: Clock::new(),
-            buf: Vec::with_capacity(1 << 16),
+            buf: Vec::with_capacity(1 << 10),
             keys: Vec::new(),
             connections: 0,
             counts: LineCounts::default(),
@@ -381,7 +381,8 @@ impl NodeWriter {
 
     fn emit(&mut self, dest: Dest) -> io::Result<()> {
         // Lines as a reader counts them: an event with a stack trace is several.
-        let lines = self.buf.iter().filter(|&&b| b == b'\n').count() as u64;
+        let body = &self.buf[..self.buf.len().saturating_sub(1)];
+        let lines = if memchr::memchr(b'\n', body).is_none() { 1 } else { 1 + memchr::memchr_iter(b'\n', body).count() as u64 };
         let out = match dest {
             Dest::TaskTracker => {
                 self.counts.tasktracker += lines;
