@@ -14,7 +14,7 @@ mod common;
 use std::fmt::Write as _;
 use std::path::Path;
 
-use common::{median, peak_rss_mb, reset_peak, timed_ingest};
+use common::{median, peak_rss_mb, process_cpu_seconds, reset_peak, timed_ingest};
 
 /// A host's `sadf -d` export of `seconds` samples from 2008-08-23 00:00:00 UTC; about 560
 /// bytes a second. Values vary with the second so that nothing compresses to a constant.
@@ -58,19 +58,10 @@ fn write_export(path: &Path, host: &str, seconds: u64) -> std::io::Result<()> {
     std::fs::write(path, out)
 }
 
-/// CPU seconds (user + system) the process has used so far.
-fn cpu_seconds() -> f64 {
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
-    let fields: Vec<&str> = stat.rsplit(')').next().unwrap_or("").split_whitespace().collect();
-    let ticks = |i: usize| fields.get(i).and_then(|f| f.parse::<f64>().ok()).unwrap_or(f64::NAN);
-    // utime and stime, in clock ticks of 1/100 s.
-    (ticks(11) + ticks(12)) / 100.0
-}
-
 async fn run(input: &Path, threads: usize, dry_run: bool) -> (f64, f64, u64, u64) {
-    let cpu = cpu_seconds();
+    let cpu = process_cpu_seconds();
     let (secs, summary) = timed_ingest(input, threads, dry_run).await;
-    (secs, cpu_seconds() - cpu, summary.bytes_read(), summary.total(|r| r.events))
+    (secs, process_cpu_seconds() - cpu, summary.bytes_read(), summary.total(|r| r.events))
 }
 
 #[tokio::main]

@@ -12,29 +12,19 @@ mod common;
 
 use std::time::Instant;
 
-use common::{median, peak_rss_mb, reset_peak};
+use common::{median, peak_rss_mb, process_cpu_seconds, reset_peak};
 
 use kahuna::simulate::history::{HistoryConfig, run_history};
 use kahuna::simulate::workload::Workload;
 use kahuna::simulate::{Config, DEFAULT_EPOCH_MS, Version, run};
 
-/// CPU seconds (user + system) the process has used so far, from `/proc/self/stat`.
-fn cpu_seconds() -> f64 {
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
-    // Fields after the command name (which may hold spaces), closed by ')'.
-    let fields: Vec<&str> = stat.rsplit_once(')').map_or("", |(_, rest)| rest).split_whitespace().collect();
-    let ticks = |i: usize| fields.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
-    // utime and stime are fields 14 and 15 of stat(5), 12 and 13 after the name; 100 ticks a second.
-    (ticks(11) + ticks(12)) / 100.0
-}
-
 /// One run: (wall seconds, CPU seconds, log lines).
 type Timed = (f64, f64, u64);
 
 fn timed(f: impl FnOnce() -> u64) -> Timed {
-    let (wall, cpu) = (Instant::now(), cpu_seconds());
+    let (wall, cpu) = (Instant::now(), process_cpu_seconds());
     let lines = f();
-    (wall.elapsed().as_secs_f64(), cpu_seconds() - cpu, lines)
+    (wall.elapsed().as_secs_f64(), process_cpu_seconds() - cpu, lines)
 }
 
 fn cluster_run(dir: &std::path::Path, threads: usize, gzip: bool) -> Timed {
