@@ -1,13 +1,14 @@
 //! sysstat ingest throughput and memory: `cargo bench --bench sadf` (release build).
 //!
 //! Writes `sadf -d` exports of one-second captures (the activities of the 14 metrics, two
-//! interfaces; one file per host, as sadf writes them per sa file), then measures, each run in
+//! interfaces; one file per host and day, as sadf writes them per daily sa file), then measures, each run in
 //! a fresh warehouse: parsing alone (`--dry-run`) and text → `sadc` + `sar_metrics` (+ the
 //! bookkeeping tables), on 1 and on 2 threads. Prints MB/s, MB/s per core, MB per CPU-second
 //! (the process's user + system time: the per-core figure that other load on the machine does
 //! not distort), `sadc` rows per second, the median of `KAHUNA_BENCH_RUNS` runs (default 5),
 //! and the peak resident memory after each size, to show that memory stays flat as the input
-//! grows. `KAHUNA_BENCH_MB` sets the input sizes (default `64,256`).
+//! grows (inputs above ~390 MB hold several days a host). `KAHUNA_BENCH_MB` sets the input
+//! sizes (default `64,1024`).
 
 mod common;
 
@@ -16,10 +17,11 @@ use std::path::Path;
 
 use common::{median, peak_rss_mb, process_cpu_seconds, reset_peak, timed_ingest};
 
-/// A host's `sadf -d` export of `seconds` samples from 2008-08-23 00:00:00 UTC; about 560
-/// bytes a second. Values vary with the second so that nothing compresses to a constant.
-fn write_export(path: &Path, host: &str, seconds: u64) -> std::io::Result<()> {
-    let base = 1_219_449_600u64;
+/// A host's `sadf -d` export of `seconds` samples from `first` seconds after 2008-08-23
+/// 00:00:00 UTC; about 560 bytes a second. Values vary with the second so that nothing
+/// compresses to a constant.
+fn write_export(path: &Path, host: &str, first: u64, seconds: u64) -> std::io::Result<()> {
+    let base = 1_219_449_600 + first;
     let stamp = |s: u64| {
         let t = chrono::DateTime::from_timestamp((base + s) as i64, 0).unwrap_or_default();
         t.format("%Y-%m-%d %H:%M:%S UTC").to_string()
@@ -67,7 +69,7 @@ async fn run(input: &Path, threads: usize, dry_run: bool) -> (f64, f64, u64, u64
 #[tokio::main]
 async fn main() {
     let sizes: Vec<u64> = std::env::var("KAHUNA_BENCH_MB")
-        .unwrap_or_else(|_| "64,256".into())
+        .unwrap_or_else(|_| "64,1024".into())
         .split(',')
         .filter_map(|s| s.trim().parse().ok())
         .collect();
@@ -78,10 +80,14 @@ async fn main() {
     );
     for mb in sizes {
         let input = tempfile::tempdir().expect("temp dir");
-        // 8 hosts; ~560 bytes of `-d` text per host and second.
+        // 8 hosts; ~560 bytes of `-d` text per host and second; one export a host and day, as
+        // sadf gives one for each daily sa file.
         let seconds = (mb << 20) / 8 / 560;
         for host in 0..8 {
-            write_export(&input.path().join(format!("node{host}.sadf-d.csv")), &format!("node{host}"), seconds).expect("write export");
+            for (day, first) in (0..seconds).step_by(86_400).enumerate() {
+                let path = input.path().join(format!("node{host}-day{day}.sadf-d.csv"));
+                write_export(&path, &format!("node{host}"), first, (seconds - first).min(86_400)).expect("write export");
+            }
         }
         for (phase, dry_run) in [("parse only (--dry-run)", true), ("text -> sadc + sar_metrics", false)] {
             for threads in [1, 2] {

@@ -177,7 +177,7 @@ fn writer_properties(table: Option<Table>) -> WriterProperties {
         for column in table.high_cardinality_columns() {
             builder = builder.set_column_dictionary_enabled(ColumnPath::from(*column), false);
         }
-        for column in table.free_text_columns() {
+        for column in table.columns_without_statistics() {
             builder = builder.set_column_statistics_enabled(ColumnPath::from(*column), EnabledStatistics::None);
         }
     }

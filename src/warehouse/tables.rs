@@ -226,12 +226,14 @@ impl Table {
         }
     }
 
-    /// Free text: min/max statistics on it would skip nothing and cost a comparison of every
-    /// value as it is written.
-    pub fn free_text_columns(self) -> &'static [&'static str] {
+    /// Text whose min/max statistics would skip nothing and cost a comparison of every value as
+    /// it is written: free text, and `sar_metrics`' names, which every sample repeats in turn
+    /// so that each page and row group spans them all (the host, one a file, keeps its own).
+    pub fn columns_without_statistics(self) -> &'static [&'static str] {
         match self {
             Table::Logs => &["message"],
             Table::Rejects => &["raw"],
+            Table::SarMetrics => &["activity", "device", "metric"],
             _ => &[],
         }
     }
