@@ -12,7 +12,7 @@
 
 mod common;
 
-use std::fmt::Write as _;
+use std::io::Write as _;
 use std::path::Path;
 
 use common::{median, peak_rss_mb, process_cpu_seconds, reset_peak, timed_ingest};
@@ -27,37 +27,40 @@ fn write_export(path: &Path, host: &str, first: u64, seconds: u64) -> std::io::R
         t.format("%Y-%m-%d %H:%M:%S UTC").to_string()
     };
     let stamps: Vec<String> = (0..seconds).map(stamp).collect();
-    let mut out = String::new();
-    let mut group = |header: &str, row: &dyn Fn(u64) -> Vec<String>| {
-        out.push_str(header);
-        out.push('\n');
+    // Written as it goes: a day's export held whole would stay in the heap and count in the
+    // peak memory measured after it.
+    let mut out = std::io::BufWriter::new(std::fs::File::create(path)?);
+    let mut group = |header: &str, row: &dyn Fn(u64) -> Vec<String>| -> std::io::Result<()> {
+        writeln!(out, "{header}")?;
         for (s, ts) in stamps.iter().enumerate() {
             for fields in row(s as u64) {
-                let _ = writeln!(out, "{host};1;{ts};{fields}");
+                writeln!(out, "{host};1;{ts};{fields}")?;
             }
         }
+        Ok(())
     };
     let f = |s: u64, k: u64| ((s * 7919 + k * 104_729) % 10_000) as f64 / 100.0;
     group("# hostname;interval;timestamp;CPU;%user;%nice;%system;%iowait;%steal;%idle", &|s| {
         vec![format!("-1;{:.2};0.00;{:.2};{:.2};0.00;{:.2}", f(s, 1) / 2.0, f(s, 2) / 4.0, f(s, 3) / 8.0, 20.0)]
-    });
-    group("# hostname;interval;timestamp;proc/s;cswch/s", &|s| vec![format!("{:.2};{:.2}", f(s, 4), f(s, 5) * 100.0)]);
+    })?;
+    group("# hostname;interval;timestamp;proc/s;cswch/s", &|s| vec![format!("{:.2};{:.2}", f(s, 4), f(s, 5) * 100.0)])?;
     group("# hostname;interval;timestamp;pgpgin/s;pgpgout/s;fault/s;majflt/s;pgfree/s;pgscank/s;pgscand/s;pgsteal/s;%vmeff", &|s| {
         vec![format!("{:.2};{:.2};{:.2};0.00;{:.2};0.00;0.00;0.00;0.00", f(s, 6) * 10.0, f(s, 7) * 10.0, f(s, 8) * 30.0, f(s, 9) * 5.0)]
-    });
+    })?;
     group("# hostname;interval;timestamp;tps;rtps;wtps;dtps;bread/s;bwrtn/s;bdscd/s", &|s| {
         vec![format!("{:.2};{:.2};{:.2};0.00;{:.2};{:.2};0.00", f(s, 10), f(s, 11), f(s, 12), f(s, 13) * 20.0, f(s, 14) * 40.0)]
-    });
+    })?;
     group("# hostname;interval;timestamp;runq-sz;plist-sz;ldavg-1;ldavg-5;ldavg-15;blocked", &|s| {
         vec![format!("{};{};{:.2};{:.2};{:.2};0", s % 5, 300 + s % 50, f(s, 15) / 10.0, f(s, 16) / 10.0, f(s, 17) / 10.0)]
-    });
+    })?;
     group("# hostname;interval;timestamp;IFACE;rxpck/s;txpck/s;rxkB/s;txkB/s;rxcmp/s;txcmp/s;rxmcst/s;%ifutil", &|s| {
         vec![
             "lo;0.00;0.00;0.00;0.00;0.00;0.00;0.00;0.00".to_string(),
             format!("eth0;{:.2};{:.2};{:.2};{:.2};0.00;0.00;0.00;{:.2}", f(s, 18) * 10.0, f(s, 19) * 10.0, f(s, 20) * 100.0, f(s, 21) * 50.0, f(s, 22) / 10.0),
         ]
-    });
-    std::fs::write(path, out)
+    })?;
+    drop(group);
+    out.flush()
 }
 
 async fn run(input: &Path, threads: usize, dry_run: bool) -> (f64, f64, u64, u64) {
