@@ -94,6 +94,20 @@ pub fn find_runs(roots: &[PathBuf], tuning: bool) -> Result<Vec<Run>> {
     Ok(runs)
 }
 
+/// What of a run folder is ingested: everything but `truth.json`, which is not a log (ingest
+/// would list it as refused).
+fn run_inputs(dir: &Path) -> Result<Vec<PathBuf>> {
+    let mut paths = Vec::new();
+    for entry in std::fs::read_dir(dir).with_context(|| format!("cannot list {}", dir.display()))? {
+        let path = entry?.path();
+        if path.file_name().is_some_and(|n| n != "truth.json") {
+            paths.push(path);
+        }
+    }
+    paths.sort();
+    Ok(paths)
+}
+
 /// TP/FP/FN counts of one group of runs.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Score {
@@ -143,10 +157,12 @@ pub struct Options {
     pub csv: PathBuf,
 }
 
-/// Hosts each run's cluster had indicted, from verdict rows of every cluster.
+/// Hosts each run's cluster had indicted, from verdict rows of every cluster. Only rows about
+/// the host over the whole window count: a row of one job (`job_id` set, Kahuna-WB's per-job
+/// rows) is evidence for its query's per-host roll-up, not a verdict on the host.
 fn indicted_by_cluster(verdict: &[Diagnosis]) -> HashMap<&str, BTreeSet<String>> {
     let mut out: HashMap<&str, BTreeSet<String>> = HashMap::new();
-    for d in verdict.iter().filter(|d| d.indicted) {
+    for d in verdict.iter().filter(|d| d.indicted && d.job_id.is_none()) {
         if let Some(host) = &d.host {
             out.entry(d.cluster.as_str()).or_default().insert(host.clone());
         }
@@ -186,7 +202,7 @@ pub async fn eval(options: &Options, out: &mut dyn std::io::Write) -> Result<()>
     runs.extend(find_runs(&options.tune, true)?);
     for run in &runs {
         let ingest_options = IngestOptions {
-            paths: vec![run.dir.clone()],
+            paths: run_inputs(&run.dir)?,
             cluster: run.cluster.clone(),
             warehouse: options.warehouse.clone(),
             zone: None,

@@ -297,9 +297,12 @@ impl ScalarUDFImpl for KdeSmooth {
                 values.extend(std::iter::repeat_n(0.0, (offsets[row + 1] - offsets[row]) as usize));
             }
         }
+        // Offsets from 0: a sliced input's offsets start wherever its slice began, while
+        // `values` holds this slice's rows only.
+        let lengths = (0..hists.len()).map(|row| hists.value_length(row) as usize);
         let out = ListArray::new(
             Arc::new(Field::new_list_field(DataType::Float64, true)),
-            hists.offsets().clone(),
+            datafusion::arrow::buffer::OffsetBuffer::from_lengths(lengths),
             Arc::new(Float64Array::from(values)) as ArrayRef,
             hists.nulls().cloned(),
         );
@@ -397,6 +400,13 @@ mod tests {
         let smoothed = f64_lists(&ctx, "SELECT kde_smooth(h, 0.5) FROM (VALUES ([0, 4, 0]), (NULL)) AS v(h)").await;
         assert_eq!(smoothed.len(), 2);
         assert!(smoothed[1].is_none());
+        // A slice of a batch (OFFSET slices it) whose offsets do not start at 0.
+        let sliced = f64_lists(
+            &ctx,
+            "SELECT kde_smooth(h, 0) FROM (SELECT h FROM (VALUES ([1, 2]), ([3, 4, 5]), ([6]), ([7, 8])) AS v(h) LIMIT 2 OFFSET 1)",
+        )
+        .await;
+        assert_eq!(sliced, [Some(vec![3.0, 4.0, 5.0]), Some(vec![6.0])]);
         let err = query_err(&ctx, "SELECT kde_smooth(h, b) FROM (VALUES ([0, 4, 0], 1.0)) AS v(h, b)").await;
         assert!(err.contains("kde_smooth: argument 2 (bandwidth_bins) must be a non-negative number literal"), "{err}");
     }
