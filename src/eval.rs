@@ -176,6 +176,26 @@ async fn verdict(warehouse: &Warehouse, query: &Query, params: Vec<(String, Stri
     Ok(diagnose::run(warehouse, &request, Record::Nothing).await?.verdict)
 }
 
+/// The files each cluster's completed ingests read, from `ingests` (none in a new warehouse).
+async fn ingested_files(warehouse: &Warehouse) -> Result<HashMap<String, Vec<String>>> {
+    let ctx = crate::catalog::session(warehouse).await?;
+    let mut files: HashMap<String, Vec<String>> = HashMap::new();
+    if !ctx.table_exist("ingests")? {
+        return Ok(files);
+    }
+    let sql = "SELECT DISTINCT cluster, file FROM ingests WHERE status = 'ingested'";
+    for batch in ctx.sql(sql).await?.collect().await? {
+        use datafusion::arrow::array::cast::AsArray;
+        use datafusion::arrow::{compute::cast, datatypes::DataType};
+        let (c, f) = (cast(batch.column(0), &DataType::Utf8)?, cast(batch.column(1), &DataType::Utf8)?);
+        let (c, f) = (c.as_string::<i32>(), f.as_string::<i32>());
+        for row in 0..batch.num_rows() {
+            files.entry(c.value(row).to_string()).or_default().push(f.value(row).to_string());
+        }
+    }
+    Ok(files)
+}
+
 /// The slave nodes of each cluster where the truth does not list them: hosts with TaskTracker
 /// or DataNode states.
 async fn fill_nodes(warehouse: &Warehouse, runs: &mut [Run]) -> Result<()> {
@@ -200,7 +220,15 @@ async fn fill_nodes(warehouse: &Warehouse, runs: &mut [Run]) -> Result<()> {
 pub async fn eval(options: &Options, out: &mut dyn std::io::Write) -> Result<()> {
     let mut runs = find_runs(&options.runs, false)?;
     runs.extend(find_runs(&options.tune, true)?);
+    // A kept warehouse may hold runs from an earlier evaluation: those are not read again.
+    let kept = ingested_files(&options.warehouse).await?;
+    let mut reused = 0;
     for run in &runs {
+        let dir = run.dir.to_string_lossy();
+        if kept.get(&run.cluster).is_some_and(|files| files.iter().any(|f| Path::new(f).starts_with(dir.as_ref()))) {
+            reused += 1;
+            continue;
+        }
         let ingest_options = IngestOptions {
             paths: run_inputs(&run.dir)?,
             cluster: run.cluster.clone(),
@@ -215,6 +243,9 @@ pub async fn eval(options: &Options, out: &mut dyn std::io::Write) -> Result<()>
     }
     fill_nodes(&options.warehouse, &mut runs).await?;
     writeln!(out, "{} runs scored, {} tuning runs", runs.iter().filter(|r| !r.tuning).count(), runs.iter().filter(|r| r.tuning).count())?;
+    if reused > 0 {
+        writeln!(out, "{reused} runs were in the warehouse already (ingested from the same folders as the same clusters) and were not read again")?;
+    }
 
     let fault_free_tuning: Vec<&str> =
         runs.iter().filter(|r| r.tuning && r.fault_free()).map(|r| r.cluster.as_str()).collect();

@@ -55,11 +55,13 @@ async fn kahuna_wb_indicts_the_slow_host_and_reruns_replace_their_partition() {
     let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
     assert!(out.status.success(), "{stderr}");
     assert!(stdout.contains("kahuna_wb: 1 of 5 hosts indicted."), "{stdout}");
+    assert!(stdout.contains("INDICTED node3 (c1, host): score 1.000"), "{stdout}");
     assert!(stdout.contains("INDICTED node3 (c1, job job_200808231712_0001, Map): score 1.000"), "{stdout}");
-    assert!(stderr.contains("5 rows, recorded in diagnoses"), "{stderr}");
+    assert!(stderr.contains("10 rows, recorded in diagnoses"), "{stderr}");
 
-    // The slow host differs from all four peers; each healthy host only from the slow one.
-    let verdict = rows(wh.path(), "SELECT host, subject, score, indicted FROM diagnoses ORDER BY host").await;
+    // The slow host differs from all four peers; each healthy host only from the slow one. Per
+    // host, node3 is indicted in the one job that indicts anyone.
+    let verdict = rows(wh.path(), "SELECT host, subject, score, indicted FROM diagnoses ORDER BY subject, host").await;
     let verdict: Vec<String> = verdict.iter().map(|r| r.join(" ")).collect();
     assert_eq!(
         verdict,
@@ -69,10 +71,15 @@ async fn kahuna_wb_indicts_the_slow_host_and_reruns_replace_their_partition() {
             "node3 Map 1.0 true",
             "node4 Map 0.25 false",
             "node5 Map 0.25 false",
+            "node1 host 0.0 false",
+            "node2 host 0.0 false",
+            "node3 host 1.0 true",
+            "node4 host 0.0 false",
+            "node5 host 0.0 false",
         ]
     );
     let params = scalar(wh.path(), "SELECT DISTINCT parameters FROM diagnoses").await;
-    assert!(params.contains(r#""states":"Map""#) && params.contains(r#""threshold":"0.7""#), "{params}");
+    assert!(params.contains(r#""states":"Map""#) && params.contains(r#""threshold":"0.5""#), "{params}");
 
     // A backfill of the day, twice: the day's partition is replaced, not doubled, and the
     // ledger has both runs.
@@ -82,7 +89,7 @@ async fn kahuna_wb_indicts_the_slow_host_and_reruns_replace_their_partition() {
             &["backfill", "kahuna_wb", "--from", "2008-08-23", "--to", "2008-08-23", "--cluster", "c1", "--param", "states=Map"],
         );
         assert!(out.status.success(), "{}", text(&out.stderr));
-        assert!(text(&out.stdout).contains("kahuna_wb for 2008-08-23: 5 rows"), "{}", text(&out.stdout));
+        assert!(text(&out.stdout).contains("kahuna_wb for 2008-08-23: 10 rows"), "{}", text(&out.stdout));
     }
     let per_date = rows(
         wh.path(),
@@ -91,10 +98,10 @@ async fn kahuna_wb_indicts_the_slow_host_and_reruns_replace_their_partition() {
     )
     .await;
     let today = chrono::Utc::now().date_naive().to_string();
-    assert_eq!(per_date, vec![vec!["2008-08-23".to_string(), "5".into(), "1".into(), "1".into()], vec![today, "5".into(), "1".into(), "1".into()]]);
+    assert_eq!(per_date, vec![vec!["2008-08-23".to_string(), "10".into(), "1".into(), "2".into()], vec![today, "10".into(), "1".into(), "2".into()]]);
     let ledger = rows(wh.path(), "SELECT job, CAST(date AS VARCHAR), trigger, attempt, status, rows FROM schedule_runs").await;
     assert_eq!(ledger.len(), 2);
-    assert_eq!(ledger[0], vec!["kahuna_wb", "2008-08-23", "backfill", "1", "succeeded", "5"]);
+    assert_eq!(ledger[0], vec!["kahuna_wb", "2008-08-23", "backfill", "1", "succeeded", "10"]);
 
     // A bad parameter is refused with its name, and nothing is written.
     let out = kahuna(wh.path(), &["diagnose", "kahuna_wb", "--param", "threshold=high"]);
