@@ -2,8 +2,11 @@
 //!
 //! Runs a Sort on 50 nodes for an hour of simulated time (0.18 wording, no sadc) on one writer
 //! thread and on two, and a thousandth of the M45 history on one thread, each in a fresh
-//! folder; prints log lines written per second of wall clock per core, the median of
-//! `KAHUNA_BENCH_RUNS` runs (default 5), and the peak resident memory.
+//! folder; prints log lines written per second of wall clock per core and per second of CPU
+//! time (user + system, all threads: what the runs cost on a machine shared with other work),
+//! the median of `KAHUNA_BENCH_RUNS` runs (default 5), and the peak resident memory. A case's
+//! folders are removed after all its runs: deleting thousands of files just before a run makes
+//! the file system's inode allocation slower for that run.
 
 mod common;
 
@@ -15,17 +18,33 @@ use kahuna::simulate::history::{HistoryConfig, run_history};
 use kahuna::simulate::workload::Workload;
 use kahuna::simulate::{Config, DEFAULT_EPOCH_MS, Version, run};
 
+/// CPU seconds (user + system) the process has used so far, from `/proc/self/stat`.
+fn cpu_seconds() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    // Fields after the command name (which may hold spaces), closed by ')'.
+    let fields: Vec<&str> = stat.rsplit_once(')').map_or("", |(_, rest)| rest).split_whitespace().collect();
+    let ticks = |i: usize| fields.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+    // utime and stime are fields 14 and 15 of stat(5), 12 and 13 after the name; 100 ticks a second.
+    (ticks(11) + ticks(12)) / 100.0
+}
 
-/// (seconds, log lines) of one cluster run.
-fn cluster_run(threads: usize, gzip: bool) -> (f64, u64) {
-    let out = tempfile::tempdir().expect("temp dir");
+/// One run: (wall seconds, CPU seconds, log lines).
+type Timed = (f64, f64, u64);
+
+fn timed(f: impl FnOnce() -> u64) -> Timed {
+    let (wall, cpu) = (Instant::now(), cpu_seconds());
+    let lines = f();
+    (wall.elapsed().as_secs_f64(), cpu_seconds() - cpu, lines)
+}
+
+fn cluster_run(dir: &std::path::Path, threads: usize, gzip: bool) -> Timed {
     let cfg = Config {
         nodes: 50,
         workload: Workload::Sort,
         fault: None,
         duration_s: 3600.0,
         seed: 1,
-        out: out.path().to_path_buf(),
+        out: dir.to_path_buf(),
         version: Version::V018,
         gzip,
         sadc: false,
@@ -33,41 +52,40 @@ fn cluster_run(threads: usize, gzip: bool) -> (f64, u64) {
         progress: false,
         epoch_ms: DEFAULT_EPOCH_MS,
     };
-    let started = Instant::now();
-    let outcome = run(&cfg).expect("simulate");
-    (started.elapsed().as_secs_f64(), outcome.lines.total())
+    timed(|| run(&cfg).expect("simulate").lines.total())
 }
 
-fn history_run() -> (f64, u64) {
-    let out = tempfile::tempdir().expect("temp dir");
-    let cfg = HistoryConfig { months: 5.0, scale: 0.001, seed: 1, out: out.path().to_path_buf(), version: Version::V018, gzip: false, threads: 1, progress: false };
-    let started = Instant::now();
-    let summary = run_history(&cfg).expect("history");
-    (started.elapsed().as_secs_f64(), summary["log_lines"].as_u64().unwrap_or(0))
+fn history_run(dir: &std::path::Path) -> Timed {
+    let cfg = HistoryConfig { months: 5.0, scale: 0.001, seed: 1, out: dir.to_path_buf(), version: Version::V018, gzip: false, threads: 1, progress: false };
+    timed(|| run_history(&cfg).expect("history")["log_lines"].as_u64().unwrap_or(0))
 }
 
 fn main() {
     let runs: usize = std::env::var("KAHUNA_BENCH_RUNS").ok().and_then(|v| v.parse().ok()).unwrap_or(5);
-    type Case = (&'static str, usize, Box<dyn Fn() -> (f64, u64)>);
+    type Case = (&'static str, usize, Box<dyn Fn(&std::path::Path) -> Timed>);
     let cases: [Case; 4] = [
-        ("sort, 50 nodes, 1 h, 1 writer thread", 1, Box::new(|| cluster_run(1, false))),
-        ("sort, 50 nodes, 1 h, 2 writer threads", 2, Box::new(|| cluster_run(2, false))),
-        ("sort, 50 nodes, 1 h, gzip, 2 writer threads", 2, Box::new(|| cluster_run(2, true))),
+        ("sort, 50 nodes, 1 h, 1 writer thread", 1, Box::new(|d| cluster_run(d, 1, false))),
+        ("sort, 50 nodes, 1 h, 2 writer threads", 2, Box::new(|d| cluster_run(d, 2, false))),
+        ("sort, 50 nodes, 1 h, gzip, 2 writer threads", 2, Box::new(|d| cluster_run(d, 2, true))),
         ("M45 history at 0.001, 1 thread", 1, Box::new(history_run)),
     ];
     for (name, cores, case) in cases {
         reset_peak();
-        let mut rates = Vec::new();
+        let dirs: Vec<tempfile::TempDir> = (0..runs).map(|_| tempfile::tempdir().expect("temp dir")).collect();
+        let (mut wall, mut cpu) = (Vec::new(), Vec::new());
         let mut lines = 0;
-        for _ in 0..runs {
-            let (secs, n) = case();
+        for dir in &dirs {
+            let (secs, cpu_secs, n) = case(dir.path());
             lines = n;
-            rates.push(n as f64 / secs / cores as f64);
+            wall.push(n as f64 / secs / cores as f64);
+            cpu.push(n as f64 / cpu_secs.max(0.01));
         }
         println!(
-            "{name}: {lines} lines, median {:.2} M lines/s per core over {runs} runs, peak RSS {:.0} MB",
-            median(rates) / 1e6,
+            "{name}: {lines} lines, median {:.2} M lines/s per core (wall), {:.2} M lines per CPU second, over {runs} runs, peak RSS {:.0} MB",
+            median(wall) / 1e6,
+            median(cpu) / 1e6,
             peak_rss_mb()
         );
+        drop(dirs);
     }
 }

@@ -7,7 +7,7 @@ mod common;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use common::{ingest_into, rows};
+use common::{ingest_into, rows, scalar};
 use kahuna::simulate::faults::FaultSpec;
 use kahuna::simulate::history::{HistoryConfig, run_history};
 use kahuna::simulate::workload::Workload;
@@ -75,9 +75,9 @@ async fn every_file_ingests_without_a_reject() {
         assert_eq!(summary.files_with_status("failed"), 0);
         // Log files at least; sadc and job history too where ingestion reads them.
         assert!(summary.files_with_status("ingested") >= logs, "{fault}");
+        // Every line written is read, stack traces and start-up banners included.
         let lines: u64 = summary.reports.iter().filter(|r| r.display.contains("/logs/")).map(|r| r.lines_read).sum();
-        let startup_continuations = 2 * 6 * 4;
-        assert_eq!(lines, outcome.lines.total() + startup_continuations, "{fault}");
+        assert_eq!(lines, outcome.lines.total(), "{fault}");
     }
 }
 
@@ -97,32 +97,98 @@ async fn a_cpu_hog_slows_its_own_maps_and_only_those() {
     let hog = means.remove("r01n03").unwrap();
     assert_eq!(means.len(), 9);
     let (lo, hi) = means.values().fold((f64::MAX, 0f64), |(lo, hi), m| (lo.min(*m), hi.max(*m)));
-    // Fault-free peers within 6% of each other; the hog's node 20% slower than the slowest.
-    assert!(hi / lo < 1.06, "peers {lo}..{hi}");
-    assert!(hog / hi > 1.2, "hog {hog} vs peers up to {hi}");
+    // Fault-free peers within 10% of each other (seed 7: 8.6%, from how many reduces each
+    // happened to run beside its maps); the hog's node 30% slower than the slowest (seed 7: 57%).
+    assert!(hi / lo < 1.10, "peers {lo}..{hi}");
+    assert!(hog / hi > 1.3, "hog {hog} vs peers up to {hi}");
     let peer_count = rows(wh.path(), "SELECT count(*) FROM states WHERE state = 'Map' GROUP BY host ORDER BY 1").await;
     assert!(peer_count.first().unwrap()[0].parse::<u32>().unwrap() < peer_count.last().unwrap()[0].parse::<u32>().unwrap());
 }
 
-#[tokio::test]
-async fn hang_1036_times_a_map_out_on_the_faulty_node() {
+/// What truth.json says the injected hang struck: the attempt, and when it stopped.
+fn struck(out: &Path) -> (String, i64) {
+    let truth: serde_json::Value = serde_json::from_slice(&std::fs::read(out.join("truth.json")).unwrap()).unwrap();
+    let struck = &truth["faults"][0]["struck"];
+    (struck["attempt"].as_str().expect("a struck attempt").to_string(), struck["at_ms"].as_i64().unwrap())
+}
+
+/// Simulates `fault` on five nodes sorting (no sadc) and ingests logs and job history.
+async fn hang_run(fault: &str, minutes: f64) -> (tempfile::TempDir, tempfile::TempDir) {
     let out = tempfile::tempdir().unwrap();
     let wh = tempfile::tempdir().unwrap();
-    run(&config(out.path(), 5, Workload::Sort, Some("HANG-1036@r01n04:1m"), 20.0, Version::V018)).unwrap();
-    ingest_into(vec![out.path().join("logs")], wh.path(), None).await;
-    let hung = rows(
-        wh.path(),
-        "SELECT host, count(*), min(duration_ms) FROM states
-         WHERE state = 'Map' AND (outcome = 'FAILED' OR end_ts IS NULL) GROUP BY host",
-    )
-    .await;
-    assert_eq!(hung.len(), 1, "{hung:?}");
-    assert_eq!((hung[0][0].as_str(), hung[0][1].as_str()), ("r01n04", "1"));
-    // One hang per run: killed 600 s after the child died, 1–4 s into the map.
-    let least: f64 = hung[0][2].parse().unwrap();
-    assert!((601_000.0..608_000.0).contains(&least), "{least}");
-    let reruns = rows(wh.path(), "SELECT host FROM states WHERE state = 'Map' AND ends_with(task_id, '_1') AND outcome = 'SUCCEEDED'").await;
-    assert!(!reruns.is_empty() && reruns.iter().all(|r| r[0] != "r01n04"), "{reruns:?}");
+    let mut cfg = config(out.path(), 5, Workload::Sort, Some(fault), minutes, Version::V018);
+    cfg.sadc = false;
+    run(&cfg).unwrap();
+    ingest_into(vec![out.path().to_path_buf()], wh.path(), None).await;
+    (out, wh)
+}
+
+fn one(rows: Vec<Vec<String>>) -> Vec<String> {
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    rows.into_iter().next().unwrap()
+}
+
+#[tokio::test]
+async fn hang_1036_stalls_a_map_until_its_speculative_twin_wins() {
+    let (out, wh) = hang_run("HANG-1036@r01n04:1m", 20.0).await;
+    let (attempt, _) = struck(out.path());
+    // Speculative execution is on, as in 0.18 and 0.20: the hung map (progress stopped 1–4 s
+    // in) gets a backup elsewhere once it is a minute old and behind, and the JobTracker kills
+    // it when the backup wins, before the 600 s task timeout.
+    let hung = one(rows(wh.path(), &format!("SELECT host, outcome, duration_ms FROM states WHERE daemon = 'tasktracker' AND task_id = '{attempt}'")).await);
+    assert_eq!((hung[0].as_str(), hung[1].as_str()), ("r01n04", "KILLED"), "{hung:?}");
+    let lived: f64 = hung[2].parse().unwrap();
+    assert!((60_000.0..600_000.0).contains(&lived), "{lived}");
+    let task = attempt.trim_end_matches("_0");
+    let twin = one(rows(wh.path(), &format!("SELECT task_id, host, outcome FROM states WHERE daemon = 'tasktracker' AND task_id = '{task}_1'")).await);
+    assert!(twin[1] != "r01n04" && twin[2] == "SUCCEEDED", "{twin:?}");
+    // One hang per run: nothing else on the faulty node failed or hung.
+    let unfinished = "SELECT count(*) FROM states WHERE daemon = 'tasktracker' AND state = 'Map' AND host = 'r01n04' AND (outcome IS NULL OR outcome <> 'SUCCEEDED')";
+    assert_eq!(scalar(wh.path(), unfinished).await, "1");
+    // The job history has it as Hadoop writes it: the twin `_1` SUCCESS (read as SUCCEEDED), the loser KILLED.
+    let history = rows(wh.path(), &format!("SELECT attempt_id, host, status FROM attempts WHERE attempt_id LIKE '{task}_%' ORDER BY attempt_id")).await;
+    assert_eq!(history, vec![vec![attempt.clone(), "r01n04".into(), "KILLED".into()], vec![twin[0].clone(), twin[1].clone(), "SUCCEEDED".into()]]);
+    let tasktracker = std::fs::read_to_string(out.path().join("logs/r01n04/hadoop-hadoop-tasktracker-r01n04.log")).unwrap();
+    assert!(tasktracker.contains(&format!("Received KillTaskAction for task: {attempt}\n")));
+}
+
+#[tokio::test]
+async fn hang_1152_and_hang_2080_hang_reduces_as_their_bugs_did() {
+    // HADOOP-1152: the reduce fetches its last map output, fails to rename it in the in-memory
+    // file system, retries and fails again, and never leaves its copy phase.
+    let (out, wh) = hang_run("HANG-1152@r01n02", 15.0).await;
+    let (attempt, at_1152) = struck(out.path());
+    assert!(attempt.contains("_r_"), "{attempt}");
+    let copies = |outcome: &str| format!("SELECT count(*), count(DISTINCT peer_task_id) FROM states WHERE state = 'ReduceCopy' AND task_id = '{attempt}' AND outcome = '{outcome}'");
+    assert_eq!(one(rows(wh.path(), &copies("FAILED")).await), vec!["3", "1"], "three tries of one output, all failed");
+    assert_eq!(one(rows(wh.path(), &copies("SUCCEEDED")).await)[0], "39", "every other of the 40 outputs copied");
+    let open_merges = format!("SELECT count(*) FROM states WHERE state = 'ReduceMergeCopy' AND task_id = '{attempt}' AND end_ts IS NULL");
+    assert_eq!(scalar(wh.path(), &open_merges).await, "0");
+    let syslog = std::fs::read_to_string(out.path().join(format!("logs/r01n02/userlogs/{attempt}/syslog"))).unwrap();
+    assert!(syslog.contains("no such file after rename"), "{syslog}");
+    let ended = |attempt: &str| format!("SELECT host, outcome FROM states WHERE daemon = 'tasktracker' AND state = 'Reduce' AND task_id = '{attempt}'");
+    let hung = one(rows(wh.path(), &ended(&attempt)).await);
+    assert!(hung[0] == "r01n02" && hung[1] != "SUCCEEDED", "{hung:?}");
+
+    // HADOOP-2080: the reduce's first in-memory merge (its checksum file's size miscomputed)
+    // never completes; the reduce stalls mid-shuffle, its copies all clean.
+    let (out, wh) = hang_run("HANG-2080@r01n02", 15.0).await;
+    let (attempt, at_2080) = struck(out.path());
+    assert!(attempt.contains("_r_"), "{attempt}");
+    let copies = |outcome: &str| format!("SELECT count(*) FROM states WHERE state = 'ReduceCopy' AND task_id = '{attempt}' AND outcome = '{outcome}'");
+    assert_eq!(scalar(wh.path(), &copies("FAILED")).await, "0");
+    let copied: u32 = scalar(wh.path(), &copies("SUCCEEDED")).await.parse().unwrap();
+    assert!((10..20).contains(&copied), "stalled at its first merge, after 10 of 40 outputs: {copied}");
+    let open_merges = format!("SELECT count(*) FROM states WHERE state = 'ReduceMergeCopy' AND task_id = '{attempt}' AND end_ts IS NULL");
+    assert_eq!(scalar(wh.path(), &open_merges).await, "1");
+    let hung = one(rows(wh.path(), &ended(&attempt)).await);
+    assert!(hung[0] == "r01n02" && hung[1] != "SUCCEEDED", "{hung:?}");
+    // Mid-shuffle, well before 1152's end of the copy phase.
+    assert!(at_2080 + 30_000 < at_1152, "2080 at {at_2080}, 1152 at {at_1152}");
+    // Either way the task was done by another attempt, on another node.
+    let task = attempt.trim_end_matches("_0");
+    let done = rows(wh.path(), &format!("SELECT host FROM attempts WHERE attempt_id LIKE '{task}_%' AND status = 'SUCCEEDED'")).await;
+    assert!(done.len() == 1 && done[0][0] != "r01n02", "{done:?}");
 }
 
 #[tokio::test]

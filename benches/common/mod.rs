@@ -13,6 +13,16 @@ pub fn peak_rss_mb() -> f64 {
         .map_or(f64::NAN, |kb| kb / 1024.0)
 }
 
+/// CPU time this process has used so far, all threads, in seconds. Per-core rates divide by
+/// it rather than by wall time, so that other processes on a shared machine do not count.
+pub fn process_cpu_seconds() -> f64 {
+    let mut now = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: `now` is a valid, writable timespec; the clock id is a constant Linux defines.
+    let status = unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut now) };
+    assert_eq!(status, 0, "clock_gettime(CLOCK_PROCESS_CPUTIME_ID) failed");
+    now.tv_sec as f64 + now.tv_nsec as f64 * 1e-9
+}
+
 /// Resets the peak so each phase reports its own (Linux: write 5 to clear_refs).
 pub fn reset_peak() {
     let _ = std::fs::write("/proc/self/clear_refs", "5");

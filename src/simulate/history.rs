@@ -243,15 +243,15 @@ pub struct HistoryConfig {
 }
 
 /// What an experiment turned out to be.
-struct Ran {
-    outcome: Outcome,
+pub(crate) struct Ran {
+    pub(crate) outcome: Outcome,
     hosts: Vec<String>,
     cluster: Cluster,
     first_submit_ms: i64,
     last_end_ms: i64,
 }
 
-fn run_one(e: &Experiment, cfg: &HistoryConfig) -> Result<Ran> {
+pub(crate) fn run_one(e: &Experiment, cfg: &HistoryConfig) -> Result<Ran> {
     let cluster = Cluster::of(&e.nodes, cfg.seed);
     let end_ms = limit_ms(e.planned_minutes);
     let fault = e.fault.map(|(f, node, at)| Injected::new(f, node, at, end_ms, cluster.nodes[node].disk_mb_s));
@@ -265,7 +265,7 @@ fn run_one(e: &Experiment, cfg: &HistoryConfig) -> Result<Ran> {
         threads: 1,
         epoch_ms: e.start_ms,
     };
-    let spec = RunSpec { seed: cfg.seed ^ (e.id as u64) << 20, version: cfg.version, cluster: &cluster, fault, end_ms, jt_stamp: jt_stamp(e.start_ms) };
+    let spec = RunSpec { seed: cfg.seed ^ (e.id as u64) << 20, version: cfg.version, cluster: &cluster, fault, end_ms, jt_stamp: jt_stamp(e.start_ms), usage: false };
     let outcome = execute(spec, ExperimentJobs::new(e, cfg.seed), &layout, &ProgressBar::hidden())
         .with_context(|| format!("experiment e{:05}", e.id))?;
     let first_submit_ms = outcome.jobs.iter().map(|j| j.submit_ms).min().unwrap_or(0);
@@ -335,7 +335,7 @@ pub fn run_history(cfg: &HistoryConfig) -> Result<Value> {
             "minutes": (realised * 100.0).round() / 100.0,
             "planned_minutes": (e.planned_minutes * 100.0).round() / 100.0,
             "jobs": o.jobs.iter().map(|j| job_json(j, e.start_ms, o.end_ms)).collect::<Vec<_>>(),
-            "fault": o.fault.as_ref().map(|f| fault_json(f, &ran.cluster, e.start_ms)),
+            "fault": o.fault.as_ref().map(|f| fault_json(f, o.struck.as_ref(), &ran.cluster, e.start_ms)),
         }));
     }
     let longest = minutes.iter().copied().fold(0.0, f64::max) / 60.0;

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use super::Version;
 use super::workload::JobSpec;
-use super::writers::{Names, Out, TaskRef, attempt_text, file_name};
+use super::writers::{Names, Out, TaskRef, file_name, push_attempt, push_i64, push_padded};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Status {
@@ -46,6 +46,7 @@ pub struct HistRec {
 
 struct Record<'a> {
     buf: Vec<u8>,
+    scratch: Vec<u8>,
     version: Version,
     epoch_ms: i64,
     names: &'a Names<'a>,
@@ -57,19 +58,43 @@ impl Record<'_> {
     }
 
     fn kv(&mut self, key: &str, value: &str) {
-        let _ = write!(self.buf, " {key}=\"");
-        for c in value.chars() {
-            if self.version == Version::V020 && matches!(c, '.' | '"' | '=') {
+        self.kv_bytes(key, value.as_bytes());
+    }
+
+    /// ` KEY="value"`, 0.20 escaping `.`, `"` and `=` (ASCII, so byte by byte is exact).
+    fn kv_bytes(&mut self, key: &str, value: &[u8]) {
+        self.buf.push(b' ');
+        self.buf.extend_from_slice(key.as_bytes());
+        self.buf.extend_from_slice(b"=\"");
+        for &b in value {
+            if self.version == Version::V020 && matches!(b, b'.' | b'"' | b'=') {
                 self.buf.push(b'\\');
             }
-            let mut utf8 = [0u8; 4];
-            self.buf.extend_from_slice(c.encode_utf8(&mut utf8).as_bytes());
+            self.buf.push(b);
         }
         self.buf.push(b'"');
     }
 
+    /// A value made by `f`, without a String per value.
+    fn kv_with(&mut self, key: &str, f: impl FnOnce(&mut Vec<u8>, &Names)) {
+        let mut value = std::mem::take(&mut self.scratch);
+        value.clear();
+        f(&mut value, self.names);
+        self.kv_bytes(key, &value);
+        self.scratch = value;
+    }
+
     fn time(&mut self, key: &str, ts_ms: i64) {
-        self.kv(key, &(self.epoch_ms + ts_ms).to_string());
+        let ms = self.epoch_ms + ts_ms;
+        self.kv_with(key, |v, _| push_i64(v, ms));
+    }
+
+    fn task(&mut self, job: u32, idx: u32, reduce: bool) {
+        self.kv_with("TASKID", |v, names| push_task_id(v, names, job, idx, reduce));
+    }
+
+    fn host(&mut self, key: &str, node: u16) {
+        self.kv_with(key, |v, names| push_host(v, names, node));
     }
 
     fn end(&mut self, out: &mut Out) -> io::Result<()> {
@@ -81,15 +106,19 @@ impl Record<'_> {
         self.buf.clear();
         Ok(())
     }
-
-    fn host(&self, node: u16) -> String {
-        format!("/default-rack/{}", self.names.hosts[usize::from(node)].0)
-    }
 }
 
-fn task_id(names: &Names, job: u32, idx: u32, reduce: bool) -> String {
-    let kind = if reduce { 'r' } else { 'm' };
-    format!("task_{}_{kind}_{idx:06}", names.jobs[job as usize].id)
+fn push_host(v: &mut Vec<u8>, names: &Names, node: u16) {
+    v.extend_from_slice(b"/default-rack/");
+    v.extend_from_slice(names.hosts[usize::from(node)].0.as_bytes());
+}
+
+/// `task_<jt>_<job>_m_000003`.
+fn push_task_id(v: &mut Vec<u8>, names: &Names, job: u32, idx: u32, reduce: bool) {
+    v.extend_from_slice(b"task_");
+    v.extend_from_slice(names.jobs[job as usize].id.as_bytes());
+    v.extend_from_slice(if reduce { b"_r_" } else { b"_m_" });
+    push_padded(v, u64::from(idx), 6);
 }
 
 /// `history/<master>_<jt start>_job_<id>_<user>_<name>`, as the JobTracker names the file.
@@ -103,7 +132,7 @@ pub fn write(path: &Path, job: u32, spec: &JobSpec, recs: &[HistRec], names: &Na
     let mut out = Out::create(path, gzip)?;
     let job_name = &names.jobs[job as usize];
     let job_id = format!("job_{}", job_name.id);
-    let mut r = Record { buf: Vec::with_capacity(512), version: names.version, epoch_ms: names.epoch_ms, names };
+    let mut r = Record { buf: Vec::with_capacity(512), scratch: Vec::with_capacity(128), version: names.version, epoch_ms: names.epoch_ms, names };
     if names.version == Version::V020 {
         r.start("Meta");
         r.kv("VERSION", "1");
@@ -143,18 +172,24 @@ pub fn write(path: &Path, job: u32, spec: &JobSpec, recs: &[HistRec], names: &Na
             }
             Hist::TaskStart { idx, reduce, splits } => {
                 r.start("Task");
-                r.kv("TASKID", &task_id(names, job, idx, reduce));
+                r.task(job, idx, reduce);
                 r.kv("TASK_TYPE", if reduce { "REDUCE" } else { "MAP" });
                 r.time("START_TIME", rec.ts_ms);
-                let splits = splits.map(|s| s.iter().map(|&n| r.host(n)).collect::<Vec<_>>().join(","));
-                r.kv("SPLITS", splits.as_deref().unwrap_or(""));
+                r.kv_with("SPLITS", |v, names| {
+                    for (i, &n) in splits.iter().flatten().enumerate() {
+                        if i > 0 {
+                            v.push(b',');
+                        }
+                        push_host(v, names, n);
+                    }
+                });
                 r.end(&mut out)?;
             }
             Hist::AttemptStart { task, node } => {
-                attempt_head(&mut r, names, task);
+                attempt_head(&mut r, task);
                 r.time("START_TIME", rec.ts_ms);
                 match names.version {
-                    Version::V018 => r.kv("HOSTNAME", &r.host(node)),
+                    Version::V018 => r.host("HOSTNAME", node),
                     Version::V020 => {
                         let (host, ip) = &names.hosts[usize::from(node)];
                         r.kv("TRACKER_NAME", &format!("tracker_{host}:localhost/{ip}:50050"));
@@ -164,19 +199,20 @@ pub fn write(path: &Path, job: u32, spec: &JobSpec, recs: &[HistRec], names: &Na
                 r.end(&mut out)?;
             }
             Hist::AttemptEnd { task, node, status, shuffle_ms, sort_ms } => {
-                attempt_head(&mut r, names, task);
+                attempt_head(&mut r, task);
                 r.kv("TASK_STATUS", status.name());
                 if task.reduce && status == Status::Success {
                     r.time("SHUFFLE_FINISHED", shuffle_ms);
                     r.time("SORT_FINISHED", sort_ms);
                 }
                 r.time("FINISH_TIME", rec.ts_ms);
-                r.kv("HOSTNAME", &r.host(node));
+                r.host("HOSTNAME", node);
                 match status {
-                    Status::Success => {
-                        let state = if task.reduce { "reduce > reduce".to_string() } else { format!("hdfs://master:9000{}", job_name.input) };
-                        r.kv("STATE_STRING", &state);
-                    }
+                    Status::Success if task.reduce => r.kv("STATE_STRING", "reduce > reduce"),
+                    Status::Success => r.kv_with("STATE_STRING", |v, _| {
+                        v.extend_from_slice(b"hdfs://master:9000");
+                        v.extend_from_slice(job_name.input.as_bytes());
+                    }),
                     Status::Failed => r.kv("ERROR", "java.io.IOException: Task process exit with nonzero status of 1."),
                     Status::Killed => r.kv("ERROR", ""),
                 }
@@ -184,7 +220,7 @@ pub fn write(path: &Path, job: u32, spec: &JobSpec, recs: &[HistRec], names: &Na
             }
             Hist::TaskEnd { idx, reduce } => {
                 r.start("Task");
-                r.kv("TASKID", &task_id(names, job, idx, reduce));
+                r.task(job, idx, reduce);
                 r.kv("TASK_TYPE", if reduce { "REDUCE" } else { "MAP" });
                 r.kv("TASK_STATUS", "SUCCESS");
                 r.time("FINISH_TIME", rec.ts_ms);
@@ -208,11 +244,11 @@ pub fn write(path: &Path, job: u32, spec: &JobSpec, recs: &[HistRec], names: &Na
     out.finish()
 }
 
-fn attempt_head(r: &mut Record, names: &Names, task: TaskRef) {
+fn attempt_head(r: &mut Record, task: TaskRef) {
     r.start(if task.reduce { "ReduceAttempt" } else { "MapAttempt" });
     r.kv("TASK_TYPE", if task.reduce { "REDUCE" } else { "MAP" });
-    r.kv("TASKID", &task_id(names, task.job, task.idx, task.reduce));
-    r.kv("TASK_ATTEMPT_ID", &attempt_text(task, names));
+    r.task(task.job, task.idx, task.reduce);
+    r.kv_with("TASK_ATTEMPT_ID", |v, names| push_attempt(v, task, names));
 }
 
 #[cfg(test)]

@@ -90,6 +90,10 @@ pub struct Config {
 #[derive(Clone, Debug, PartialEq)]
 pub struct JobOutcome {
     pub job_id: String,
+    /// The stream that submitted it and its place there: a faulty run and its control submit
+    /// the same jobs per stream, though streams may interleave differently.
+    pub stream: u32,
+    pub seq: u32,
     pub name: String,
     pub user: String,
     pub maps: u32,
@@ -112,6 +116,8 @@ pub struct Outcome {
     pub jobs: Vec<JobOutcome>,
     pub lines: LineCounts,
     pub fault: Option<Injected>,
+    /// When an injected hang struck, and the attempt it hung.
+    pub struck: Option<(i64, String)>,
     pub end_ms: i64,
 }
 
@@ -135,6 +141,12 @@ fn iso(ms: i64) -> String {
 fn jt_stamp(ms: i64) -> String {
     chrono::DateTime::from_timestamp_millis(ms).unwrap_or_default().format("%Y%m%d%H%M").to_string()
 }
+
+/// Writing rounds: at most this much simulated time, at least this much, and fewer lines
+/// than this held between them where the shorter rounds can help.
+const MAX_STEP_MS: i64 = 120_000;
+const MIN_STEP_MS: i64 = 5_000;
+const MAX_BUFFERED: usize = 200_000;
 
 /// Runs one simulated cluster to its end and writes all its files.
 fn execute<S: JobSource>(spec: RunSpec, source: S, layout: &Layout, bar: &ProgressBar) -> Result<Outcome> {
@@ -160,13 +172,18 @@ fn execute<S: JobSource>(spec: RunSpec, source: S, layout: &Layout, bar: &Progre
             sadcs.push(w);
         }
     }
-    // Simulated time per writing round: short enough that buffered lines stay few.
-    let step = 120_000;
+    // Simulated time per writing round: short enough that buffered lines stay few, shorter
+    // while a large cluster shuffles (millions of copy lines a simulated minute).
+    let mut step = MAX_STEP_MS;
     loop {
         let until = (sim.now + step).min(end_ms);
         let more = sim.run_until(until);
+        sim.lay_progress(until);
+        let buffered: usize = sim.bufs.iter().map(Vec::len).sum();
+        step = if buffered > MAX_BUFFERED { (step / 2).max(MIN_STEP_MS) } else if buffered < MAX_BUFFERED / 4 { (step * 2).min(MAX_STEP_MS) } else { step };
         let names = Names { version, epoch_ms: layout.epoch_ms, hosts: &hosts, jobs: &sim.names };
-        write_due(&mut sim.bufs, &mut sim.usage, &mut logs, &mut sadcs, until, &names, fault.as_ref(), layout.threads)?;
+        let due = Due { until, names: &names, fault: fault.as_ref(), killed: &sim.killed, threads: layout.threads };
+        write_due(&mut sim.bufs, &mut sim.usage, &mut logs, &mut sadcs, &due)?;
         write_histories(&mut sim, layout, &hosts, version, &cluster.master)?;
         bar.set_position((until / 1000) as u64);
         if !more {
@@ -187,42 +204,65 @@ fn execute<S: JobSource>(spec: RunSpec, source: S, layout: &Layout, bar: &Progre
     for (w, usage) in sadcs.into_iter().zip(sim.usage.iter_mut()) {
         w.finish(usage, end_ms / 1000, layout.epoch_ms, fault.as_ref())?;
     }
+    let mut per_stream = std::collections::HashMap::new();
     let jobs = sim
         .jobs
         .iter()
         .zip(&sim.names)
         .filter(|(j, _)| j.submit_ms < end_ms)
-        .map(|(j, n)| JobOutcome {
-            job_id: format!("job_{}", n.id),
-            name: j.spec.name.clone(),
-            user: j.spec.user.clone(),
-            maps: j.spec.maps,
-            reduces: j.spec.reduces,
-            submit_ms: j.submit_ms,
-            finish_ms: j.finish_ms,
-            status: match j.state {
-                JobState::Done(s) => Some(s),
-                _ => None,
-            },
+        .map(|(j, n)| {
+            let seq = per_stream.entry(j.stream).or_insert(0u32);
+            *seq += 1;
+            JobOutcome {
+                job_id: format!("job_{}", n.id),
+                stream: j.stream,
+                seq: *seq - 1,
+                name: j.spec.name.clone(),
+                user: j.spec.user.clone(),
+                maps: j.spec.maps,
+                reduces: j.spec.reduces,
+                submit_ms: j.submit_ms,
+                finish_ms: j.finish_ms,
+                status: match j.state {
+                    JobState::Done(s) => Some(s),
+                    _ => None,
+                },
+            }
         })
         .collect();
-    Ok(Outcome { jobs, lines, fault, end_ms })
+    let names = Names { version, epoch_ms: layout.epoch_ms, hosts: &hosts, jobs: &sim.names };
+    let struck = sim.struck.map(|(at, task)| (at, writers::attempt_text(task, &names)));
+    Ok(Outcome { jobs, lines, fault, struck, end_ms })
+}
+
+/// What a writing round needs besides the buffers and files.
+struct Due<'a> {
+    until: i64,
+    names: &'a Names<'a>,
+    fault: Option<&'a Injected>,
+    killed: &'a [(u64, i64)],
+    threads: usize,
+}
+
+/// Writes one node's records due before `until` and its sadc rows.
+fn write_node(buf: &mut Vec<Rec>, usage: &mut sadc::Usage, w: &mut NodeWriter, sadc: Option<&mut SadcWriter>, due: &Due) -> std::io::Result<()> {
+    w.write_due(buf, due.until, due.names, due.killed)?;
+    if let Some(s) = sadc {
+        s.advance(usage, due.until / 1000, due.names.epoch_ms, due.fault)?;
+    }
+    Ok(())
 }
 
 /// Writes each node's records due before `until`, in parallel across nodes.
-#[allow(clippy::too_many_arguments)]
-fn write_due(
-    bufs: &mut [Vec<Rec>],
-    usage: &mut [sadc::Usage],
-    logs: &mut [NodeWriter],
-    sadcs: &mut [SadcWriter],
-    until: i64,
-    names: &Names,
-    fault: Option<&Injected>,
-    threads: usize,
-) -> Result<()> {
-    let chunk = bufs.len().div_ceil(threads.max(1)).max(1);
-    let epoch_ms = names.epoch_ms;
+fn write_due(bufs: &mut [Vec<Rec>], usage: &mut [sadc::Usage], logs: &mut [NodeWriter], sadcs: &mut [SadcWriter], due: &Due) -> Result<()> {
+    if due.threads <= 1 {
+        let mut sadcs = sadcs.iter_mut();
+        for ((buf, usage), w) in bufs.iter_mut().zip(usage.iter_mut()).zip(logs.iter_mut()) {
+            write_node(buf, usage, w, sadcs.next(), due).context("cannot write the logs")?;
+        }
+        return Ok(());
+    }
+    let chunk = bufs.len().div_ceil(due.threads).max(1);
     let results: Vec<std::io::Result<()>> = std::thread::scope(|scope| {
         let mut sadc_chunks = sadcs.chunks_mut(chunk);
         let handles: Vec<_> = bufs
@@ -230,17 +270,10 @@ fn write_due(
             .zip(usage.chunks_mut(chunk))
             .zip(logs.chunks_mut(chunk))
             .map(|((bufs, usage), logs)| {
-                let sadcs = sadc_chunks.next().unwrap_or_default();
+                let mut sadcs = sadc_chunks.next().unwrap_or_default().iter_mut();
                 scope.spawn(move || -> std::io::Result<()> {
-                    for (i, (buf, w)) in bufs.iter_mut().zip(logs.iter_mut()).enumerate() {
-                        // Stable: lines of one instant keep the order they were made in.
-                        buf.sort_by_key(|r| r.ts_ms);
-                        let due = buf.partition_point(|r| r.ts_ms < until);
-                        w.write(&buf[..due], names)?;
-                        buf.drain(..due);
-                        if let Some(s) = sadcs.get_mut(i) {
-                            s.advance(&mut usage[i], until / 1000, epoch_ms, fault)?;
-                        }
+                    for ((buf, usage), w) in bufs.iter_mut().zip(usage.iter_mut()).zip(logs.iter_mut()) {
+                        write_node(buf, usage, w, sadcs.next(), due)?;
                     }
                     Ok(())
                 })
@@ -324,7 +357,7 @@ pub fn run(cfg: &Config) -> Result<Outcome> {
         threads: cfg.threads,
         epoch_ms: cfg.epoch_ms,
     };
-    let spec = RunSpec { seed: cfg.seed, version: cfg.version, cluster: &cluster, fault, end_ms, jt_stamp: jt_stamp(cfg.epoch_ms) };
+    let spec = RunSpec { seed: cfg.seed, version: cfg.version, cluster: &cluster, fault, end_ms, jt_stamp: jt_stamp(cfg.epoch_ms), usage: cfg.sadc };
     let source = WorkloadSource { driver: Driver::new(cfg.workload, cfg.seed, cfg.nodes), end_ms };
     let bar = progress_bar(cfg.progress, (end_ms / 1000) as u64, "simulated s");
     let outcome = execute(spec, source, &layout, &bar)?;
@@ -339,7 +372,7 @@ pub fn run(cfg: &Config) -> Result<Outcome> {
         "start_ms": cfg.epoch_ms,
         "end_ms": cfg.epoch_ms + end_ms,
         "hosts": cluster.nodes.iter().map(|n| json!({"host": n.name, "ip": n.ip})).collect::<Vec<_>>(),
-        "faults": outcome.fault.iter().map(|f| fault_json(f, &cluster, cfg.epoch_ms)).collect::<Vec<_>>(),
+        "faults": outcome.fault.iter().map(|f| fault_json(f, outcome.struck.as_ref(), &cluster, cfg.epoch_ms)).collect::<Vec<_>>(),
         "jobs": outcome.jobs.iter().map(|j| job_json(j, cfg.epoch_ms, end_ms)).collect::<Vec<_>>(),
         "lines": {
             "tasktracker": outcome.lines.tasktracker,
@@ -351,9 +384,9 @@ pub fn run(cfg: &Config) -> Result<Outcome> {
     Ok(outcome)
 }
 
-fn fault_json(f: &Injected, cluster: &Cluster, epoch_ms: i64) -> Value {
+fn fault_json(f: &Injected, struck: Option<&(i64, String)>, cluster: &Cluster, epoch_ms: i64) -> Value {
     let node = &cluster.nodes[f.node];
-    json!({
+    let mut v = json!({
         "fault": f.fault.name(),
         "host": node.name,
         "ip": node.ip,
@@ -361,12 +394,18 @@ fn fault_json(f: &Injected, cluster: &Cluster, epoch_ms: i64) -> Value {
         "end": iso(epoch_ms + f.end_ms),
         "start_ms": epoch_ms + f.start_ms,
         "end_ms": epoch_ms + f.end_ms,
-    })
+    });
+    // A hang strikes one attempt, once: which, and when it stopped making progress.
+    if let Some((at, attempt)) = struck {
+        v["struck"] = json!({ "attempt": attempt, "at": iso(epoch_ms + at), "at_ms": epoch_ms + at });
+    }
+    v
 }
 
 fn job_json(j: &JobOutcome, epoch_ms: i64, end_ms: i64) -> Value {
     json!({
         "job_id": j.job_id,
+        "stream": j.stream,
         "name": j.name,
         "user": j.user,
         "maps": j.maps,
@@ -450,18 +489,36 @@ impl Suite {
     }
 }
 
-/// The slowdown of a faulty run against its control: job by job (the same jobs, as both draw
-/// them from the same seed), total time to finish the jobs the control finished, a job the
-/// faulty run had not finished counting until the run's end.
+/// The slowdown of a faulty run against its control, over the jobs the fault acted on, as
+/// Kahuna Table IV measured it: for a resource fault, the jobs submitted while it was active (a
+/// DiskHog stops once it has written its 20 GB; the jobs after it are the control's again); for
+/// a hang, which strikes once, the jobs running when it struck. Total time to finish those jobs
+/// against the same jobs of the control (matched by stream and place in it, as both runs draw
+/// them from the same seed), a job the faulty run had not finished counting until the run's
+/// end; jobs the control had not finished are left out.
 pub fn slowdown(control: &Outcome, faulty: &Outcome) -> Option<f64> {
+    let fault = faulty.fault.as_ref()?;
+    let hang = matches!(fault.fault, Fault::Hang1036 | Fault::Hang1152 | Fault::Hang2080);
+    let acted = |j: &JobOutcome| match (&faulty.struck, hang) {
+        (Some((at, _)), true) => j.submit_ms <= *at && j.finish_ms.is_none_or(|f| f > *at),
+        (None, true) => false,
+        _ => j.submit_ms < fault.end_ms && j.finish_ms.is_none_or(|f| f > fault.start_ms),
+    };
     let mut base = 0.0;
     let mut slow = 0.0;
-    for (c, f) in control.jobs.iter().zip(&faulty.jobs) {
+    let mut matched = 0;
+    for f in faulty.jobs.iter().filter(|j| acted(j)) {
+        let Some(c) = control.jobs.iter().find(|c| (c.stream, c.seq) == (f.stream, f.seq)) else { continue };
         if c.finish_ms.is_none() {
-            break;
+            continue;
         }
         base += c.seconds(control.end_ms);
         slow += f.seconds(faulty.end_ms);
+        matched += 1;
+    }
+    if hang && matched == 0 && faulty.struck.is_none() {
+        // The hang found nothing to strike: no slowdown.
+        return Some(0.0);
     }
     (base > 0.0).then(|| slow / base - 1.0)
 }

@@ -158,13 +158,15 @@ impl SadcWriter {
         let hog = |kind: Fault| fault.is_some_and(|f| f.fault == kind && f.at(self.node, t_ms));
         let r = &mut self.rng;
         let cores = self.cores;
-        let hog_cpu = if hog(Fault::CpuHog) { 0.7 * cores } else { 0.0 };
-        let hog_disk = if hog(Fault::DiskHog) { self.disk_mb_s * 0.5 } else { 0.0 };
-        let disk_w = f64::from(bin.disk_write_mb) + hog_disk;
-        let disk_r = f64::from(bin.disk_read_mb);
-        let (rx, tx) = (f64::from(bin.rx_mb), f64::from(bin.tx_mb));
-        let tasks = f64::from(bin.tasks);
-        let demand = f64::from(bin.cpu) + hog_cpu + 0.05;
+        let hog_cpu = if hog(Fault::CpuHog) { Injected::cpu_hog_cores(cores) } else { 0.0 };
+        let hog_disk = if hog(Fault::DiskHog) { Injected::disk_hog_mb_s(self.disk_mb_s) } else { 0.0 };
+        // A killed attempt's use is taken back, which can leave a rounding error below zero.
+        let get = |x: f32| f64::from(x.max(0.0));
+        let disk_w = get(bin.disk_write_mb) + hog_disk;
+        let disk_r = get(bin.disk_read_mb);
+        let (rx, tx) = (get(bin.rx_mb), get(bin.tx_mb));
+        let tasks = get(bin.tasks);
+        let demand = get(bin.cpu) + hog_cpu + 0.05;
         let busy = demand.min(cores);
         let disk_util = ((disk_r + disk_w) / self.disk_mb_s).min(1.0);
         let user = (100.0 * busy * 0.9 / cores * r.jitter(0.03)).clamp(0.0, 100.0);
@@ -177,7 +179,7 @@ impl SadcWriter {
             let decay = (-1.0 / (60.0 * minutes)).exp();
             *l = *l * decay + running * (1.0 - decay);
         }
-        let launches = f64::from(bin.launches);
+        let launches = get(bin.launches);
         let io_kb = (disk_r + disk_w) * 1024.0;
         let rows: [(u8, String); 6] = [
             (0, format!("-1;{user:.2};0.00;{system:.2};{iowait:.2};0.00;{idle:.2}")),

@@ -1,14 +1,25 @@
 //! The discrete-event model of one Hadoop cluster: a JobTracker (FIFO over jobs, maps placed on
-//! heartbeats, data-local first) and the slaves' tasks. A task's phases are timed when it is
-//! launched, from the rates of its node and peers at that moment (CPU shared with the other
-//! tasks and any hog, disk shared likewise, links held to TCP's rate under loss), and its log
-//! lines are laid down then, in the future; the run's writers take the lines whose time has come.
+//! heartbeats, data-local first, speculative execution) and the slaves' tasks. A task attempt's
+//! phases are timed when it is launched, from the rates of its node and peers at that moment (CPU
+//! shared with the other tasks and any hog, disk shared likewise, links held to TCP's rate under
+//! loss), and its log lines are laid down then, in the future; the run's writers take the lines
+//! whose time has come. Progress reports, the bulk of a TaskTracker log, are kept as series and
+//! laid down round by round ([`Sim::lay_progress`]), so that a long task does not hold hours of
+//! lines in memory.
 //!
 //! Reduces copy each map's output when the map ends (five copiers, in-memory merges every ten
 //! segments), then sort, reduce and write their output through HDFS pipelines.
+//!
+//! Speculative execution (on by default in 0.18 and 0.20, `mapred.*.tasks.speculative.execution`):
+//! once a job has no task of a kind left to start, a running task at least 20% behind the job's
+//! average progress (`SPECULATIVE_GAP`), begun at least a minute ago (`SPECULATIVE_LAG`) and with
+//! one attempt only, gets a second attempt on a node with a free slot that has not run it. The
+//! first attempt to finish wins; the JobTracker kills the other (`KILLED` in the job history,
+//! `Received KillTaskAction` in its TaskTracker's log), and the killed attempt's lines still to
+//! come are never written.
 
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, VecDeque};
+use std::collections::{BinaryHeap, HashMap, VecDeque};
 
 use super::Version;
 use super::cluster::{Cluster, MAP_SLOTS, REDUCE_SLOTS};
@@ -18,7 +29,7 @@ use super::jobhistory::{Hist, HistRec, Status};
 use super::rng::{Rng, Stream};
 use super::sadc::{Usage, Use};
 use super::workload::JobSpec;
-use super::writers::{JobName, Line, Rec, ReducePhase, TaskRef};
+use super::writers::{CopyFault, JobName, Line, Rec, ReducePhase, TaskRef};
 
 /// Where a run's jobs come from.
 pub trait JobSource {
@@ -39,6 +50,8 @@ pub struct RunSpec<'a> {
     pub end_ms: i64,
     /// `yyyyMMddHHmm` of the JobTracker's start, the middle of every job id.
     pub jt_stamp: String,
+    /// Account per-second resource use for a sadc capture (nothing else reads it).
+    pub usage: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -56,6 +69,8 @@ enum Ev {
     MapEnd { job: u32, idx: u32, attempt: u8, end: End },
     ReduceEnd { job: u32, idx: u32, attempt: u8, end: End },
     KillJob { job: u32 },
+    /// The JobTracker's look for stragglers, once a heartbeat interval while the job runs.
+    Speculate { job: u32 },
 }
 
 /// How a job ended, or that it has not.
@@ -66,27 +81,68 @@ pub enum JobState {
     Done(Status),
 }
 
-/// Attempts per task before the job fails (`mapred.map.max.attempts`).
+/// Failed attempts per task before the job fails (`mapred.map.max.attempts`).
 const MAX_ATTEMPTS: u8 = 4;
 const COPIERS: usize = 5;
 /// In-memory segments that start a merge.
 const MERGE_SEGMENTS: u16 = 10;
 /// How long a client takes to notice a dead pipeline node and rebuild the pipeline.
 const RECOVERY_MS: f64 = 5000.0;
-/// A task reports progress about this often, and the TaskTracker logs each report.
-const PROGRESS_MS: f64 = 3000.0;
+/// A task's child reports progress this often (`Task.PROGRESS_INTERVAL`) when it has made any,
+/// and the TaskTracker logs each report.
+pub const PROGRESS_MS: f64 = 3000.0;
+/// `TaskInProgress.SPECULATIVE_GAP` and `SPECULATIVE_LAG` (0.18, 0.20).
+const SPECULATIVE_GAP: f32 = 0.2;
+const SPECULATIVE_LAG_MS: i64 = 60_000;
+/// The TaskTrackers' heartbeat interval at these cluster sizes.
+const HEARTBEAT_MS: i64 = 3000;
+/// The 1152 hang's copier retries the map output whose rename failed this many times.
+const RENAME_TRIES: u32 = 3;
+
+/// A running attempt's progress as planned: linear from (t0, f0) to (t1, f1), f1 after.
+#[derive(Clone, Copy, Debug)]
+struct Prog {
+    t0: i64,
+    t1: i64,
+    f0: f32,
+    f1: f32,
+}
+
+impl Prog {
+    fn at(&self, t: i64) -> f32 {
+        if t <= self.t0 {
+            self.f0
+        } else if t >= self.t1 {
+            self.f1
+        } else {
+            self.f0 + (self.f1 - self.f0) * ((t - self.t0) as f32 / (self.t1 - self.t0) as f32)
+        }
+    }
+}
+
+struct MapRun {
+    attempt: u8,
+    node: u16,
+    prog: Prog,
+    out_mb: f64,
+}
 
 struct MapTask {
-    attempt: u8,
-    running: Option<u16>,
-    done: Option<(i64, u16)>,
+    /// The number the next attempt gets.
+    next_attempt: u8,
+    failures: u8,
+    runs: Vec<MapRun>,
+    /// When, where and by which attempt the output was made.
+    done: Option<(i64, u16, u8)>,
     replicas: Option<[u16; 3]>,
     avoid: Option<u16>,
-    started: bool,
+    /// When the task's first attempt started.
+    started: Option<i64>,
     out_mb: f64,
 }
 
 struct ReduceRun {
+    attempt: u8,
     node: u16,
     start: i64,
     lanes: [i64; COPIERS],
@@ -98,16 +154,47 @@ struct ReduceRun {
     merge_free: i64,
     last_progress: i64,
     port: u16,
-    shuffle_done: i64,
-    sort_done: i64,
+    /// Ends of copies not yet counted in `landed`, for the progress the JobTracker sees.
+    in_flight: BinaryHeap<Reverse<i64>>,
+    landed: u32,
+    /// Once every output is in: all merged, sorted, the end of the reduce phase.
+    tail: Option<(i64, i64, i64)>,
+    /// A hang: since when, and the progress it froze at.
+    stall: Option<(i64, f32)>,
+}
+
+impl ReduceRun {
+    /// Progress as the JobTracker sees it: copy ⅓, sort ⅓, reduce ⅓.
+    fn progress(&mut self, t: i64, maps: u32) -> f32 {
+        if let Some((at, frozen)) = self.stall
+            && t >= at
+        {
+            return frozen;
+        }
+        if let Some((shuffled, sorted, end)) = self.tail
+            && t >= shuffled
+        {
+            let part = |a: i64, b: i64| ((t - a) as f32 / (b - a).max(1) as f32).clamp(0.0, 1.0);
+            return if t < sorted { (1.0 + part(shuffled, sorted)) / 3.0 } else { (2.0 + part(sorted, end)) / 3.0 };
+        }
+        while let Some(&Reverse(e)) = self.in_flight.peek() {
+            if e > t {
+                break;
+            }
+            self.in_flight.pop();
+            self.landed += 1;
+        }
+        self.landed as f32 / maps.max(1) as f32 / 3.0
+    }
 }
 
 struct ReduceTask {
-    attempt: u8,
-    run: Option<ReduceRun>,
+    next_attempt: u8,
+    failures: u8,
+    runs: Vec<ReduceRun>,
     done: bool,
     avoid: Option<u16>,
-    started: bool,
+    started: Option<i64>,
 }
 
 pub struct Job {
@@ -121,6 +208,9 @@ pub struct Job {
     reduces: Vec<ReduceTask>,
     pending_maps: Vec<u32>,
     pending_reduces: VecDeque<u32>,
+    /// Tasks with an attempt running.
+    live_maps: Vec<u32>,
+    live_reduces: Vec<u32>,
     maps_done: u32,
     reduces_done: u32,
     failed_maps: u32,
@@ -141,6 +231,24 @@ struct NodeState {
     next_port: u16,
 }
 
+/// A task's progress reports still to be laid down: one every ~3 s from `next` until `to`,
+/// fractions `lo..hi` of the way over [from, to).
+struct Series {
+    owner: u64,
+    task: TaskRef,
+    next: i64,
+    from: i64,
+    to: i64,
+    lo: f32,
+    hi: f32,
+    phase: Option<ReducePhase>,
+    rng: Rng,
+}
+
+/// One stretch of resource use by an attempt, kept to take back what a killed attempt would
+/// have used after it was killed.
+type UseRec = (u16, i64, i64, Use, f64);
+
 pub struct Sim<'a, S: JobSource> {
     spec: RunSpec<'a>,
     source: S,
@@ -154,11 +262,18 @@ pub struct Sim<'a, S: JobSource> {
     nodes: Vec<NodeState>,
     /// Lines per node not yet written, in the order they were made.
     pub bufs: Vec<Vec<Rec>>,
+    /// Progress series per node.
+    series: Vec<Vec<Series>>,
     pub usage: Vec<Usage>,
+    used: HashMap<u64, Vec<UseRec>>,
+    /// Attempts killed (owner key, time), sorted by owner: their lines after that time are
+    /// not written.
+    pub killed: Vec<(u64, i64)>,
     /// Jobs whose history is complete, to be written.
     pub closed: Vec<u32>,
-    /// An injected hang strikes once, as Kahuna triggered each bug once per experiment.
-    hang_struck: bool,
+    /// An injected hang strikes once, as Kahuna triggered each bug once per experiment: when,
+    /// and the attempt it hung.
+    pub struck: Option<(i64, TaskRef)>,
 }
 
 impl<'a, S: JobSource> Sim<'a, S> {
@@ -182,9 +297,12 @@ impl<'a, S: JobSource> Sim<'a, S> {
                 })
                 .collect(),
             bufs: vec![Vec::new(); n],
+            series: (0..n).map(|_| Vec::new()).collect(),
             usage: (0..n).map(|_| Usage::default()).collect(),
+            used: HashMap::new(),
+            killed: Vec::new(),
             closed: Vec::new(),
-            hang_struck: false,
+            struck: None,
             source,
             spec,
         };
@@ -225,6 +343,26 @@ impl<'a, S: JobSource> Sim<'a, S> {
         self.events.peek().is_some_and(|Reverse((t, _, _))| *t < self.spec.end_ms) && until < self.spec.end_ms
     }
 
+    /// Lays down the progress reports due before `until`.
+    pub fn lay_progress(&mut self, until: i64) {
+        for (node, series) in self.series.iter_mut().enumerate() {
+            let buf = &mut self.bufs[node];
+            series.retain_mut(|s| {
+                let span = (s.to - s.from).max(1) as f64;
+                while s.next < until && s.next < s.to {
+                    let frac = s.lo + (s.hi - s.lo) * ((s.next - s.from) as f64 / span) as f32;
+                    let line = match s.phase {
+                        None => Line::MapProgress { task: s.task, frac },
+                        Some(phase) => Line::ReduceProgress { task: s.task, frac, phase },
+                    };
+                    buf.push(Rec { ts_ms: s.next, owner: s.owner, line });
+                    s.next += (PROGRESS_MS * s.rng.range(0.8, 1.2)) as i64;
+                }
+                s.next < s.to
+            });
+        }
+    }
+
     fn handle(&mut self, ev: Ev) {
         match ev {
             Ev::Submit { job } => {
@@ -240,6 +378,7 @@ impl<'a, S: JobSource> Sim<'a, S> {
                 j.state = JobState::Running;
                 j.hist(self.now, Hist::Launch);
                 self.active.push(job);
+                self.at(self.now + HEARTBEAT_MS, Ev::Speculate { job });
                 self.wake_all();
             }
             Ev::Heartbeat { node } => {
@@ -253,6 +392,7 @@ impl<'a, S: JobSource> Sim<'a, S> {
                     self.abort(job, Status::Killed);
                 }
             }
+            Ev::Speculate { job } => self.speculate(job),
         }
     }
 
@@ -296,12 +436,15 @@ impl<'a, S: JobSource> Sim<'a, S> {
         None
     }
 
+    fn slowstart(&self, j: &Job) -> bool {
+        // 0.20 holds reduces back until 5% of the maps are done; 0.18 starts them at once.
+        self.spec.version == Version::V020 && j.maps_done * 20 < j.spec.maps
+    }
+
     fn pick_reduce(&mut self, node: u16) -> Option<(u32, u32)> {
         for &job in &self.active {
             let j = &self.jobs[job as usize];
-            // 0.20 holds reduces back until 5% of the maps are done; 0.18 starts them at once.
-            let slowstart = self.spec.version == Version::V020 && j.maps_done * 20 < j.spec.maps;
-            if slowstart {
+            if self.slowstart(j) {
                 continue;
             }
             if let Some(at) = j.pending_reduces.iter().position(|i| j.reduces[*i as usize].avoid != Some(node)) {
@@ -310,6 +453,88 @@ impl<'a, S: JobSource> Sim<'a, S> {
             }
         }
         None
+    }
+
+    /// Speculative execution: backup attempts for the job's stragglers, on nodes with a free
+    /// slot, once it has no task of that kind left to start.
+    fn speculate(&mut self, job: u32) {
+        if self.jobs[job as usize].state != JobState::Running {
+            return;
+        }
+        let now = self.now;
+        self.at(now + HEARTBEAT_MS, Ev::Speculate { job });
+        let j = &mut self.jobs[job as usize];
+        let mut backups: Vec<(bool, u32)> = Vec::new();
+        if j.pending_maps.is_empty() && !j.live_maps.is_empty() {
+            let progress: Vec<(u32, f32)> = j
+                .live_maps
+                .iter()
+                .map(|&i| (i, j.maps[i as usize].runs.iter().map(|r| r.prog.at(now)).fold(0.0, f32::max)))
+                .collect();
+            let average = (j.maps_done as f32 + progress.iter().map(|p| p.1).sum::<f32>()) / j.spec.maps.max(1) as f32;
+            let mut late: Vec<(f32, u32)> = progress
+                .into_iter()
+                .filter(|&(i, p)| {
+                    let m = &j.maps[i as usize];
+                    m.runs.len() == 1 && m.started.is_some_and(|s| now - s >= SPECULATIVE_LAG_MS) && average - p >= SPECULATIVE_GAP
+                })
+                .map(|(i, p)| (p, i))
+                .collect();
+            late.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+            backups.extend(late.into_iter().map(|(_, i)| (false, i)));
+        }
+        let maps = j.spec.maps;
+        if j.pending_reduces.is_empty() && !j.live_reduces.is_empty() {
+            let live = j.live_reduces.clone();
+            let mut progress = Vec::with_capacity(live.len());
+            for i in live {
+                let best = j.reduces[i as usize].runs.iter_mut().map(|r| r.progress(now, maps)).fold(0.0, f32::max);
+                progress.push((i, best));
+            }
+            let average = (j.reduces_done as f32 + progress.iter().map(|p| p.1).sum::<f32>()) / j.spec.reduces.max(1) as f32;
+            let mut late: Vec<(f32, u32)> = progress
+                .into_iter()
+                .filter(|&(i, p)| {
+                    let r = &j.reduces[i as usize];
+                    r.runs.len() == 1 && r.started.is_some_and(|s| now - s >= SPECULATIVE_LAG_MS) && average - p >= SPECULATIVE_GAP
+                })
+                .map(|(i, p)| (p, i))
+                .collect();
+            late.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+            backups.extend(late.into_iter().map(|(_, i)| (true, i)));
+        }
+        for (reduce, idx) in backups {
+            let Some(node) = self.backup_node(job, idx, reduce) else { continue };
+            if reduce {
+                self.launch_reduce(job, idx, node);
+            } else {
+                self.launch_map(job, idx, node);
+            }
+        }
+    }
+
+    /// A node with a free slot for a backup of the task, not one that runs it or failed it
+    /// (a map's replica holders first), as the next free TaskTracker to heartbeat would be.
+    fn backup_node(&mut self, job: u32, idx: u32, reduce: bool) -> Option<u16> {
+        let j = &self.jobs[job as usize];
+        let (running, avoid, replicas): (Vec<u16>, Option<u16>, Option<[u16; 3]>) = if reduce {
+            let r = &j.reduces[idx as usize];
+            (r.runs.iter().map(|x| x.node).collect(), r.avoid, None)
+        } else {
+            let m = &j.maps[idx as usize];
+            (m.runs.iter().map(|x| x.node).collect(), m.avoid, m.replicas)
+        };
+        let free = |n: usize| if reduce { self.nodes[n].free_reduces > 0 } else { self.nodes[n].free_maps > 0 };
+        let fits: Vec<u16> = (0..self.nodes.len())
+            .filter(|&n| free(n) && !running.contains(&(n as u16)) && avoid != Some(n as u16))
+            .map(|n| n as u16)
+            .collect();
+        if fits.is_empty() {
+            return None;
+        }
+        let local: Vec<u16> = fits.iter().copied().filter(|n| replicas.is_some_and(|r| r.contains(n))).collect();
+        let pool = if local.is_empty() { fits } else { local };
+        Some(pool[self.rng.below(pool.len() as u64) as usize])
     }
 
     fn port(&mut self, node: usize) -> u16 {
@@ -324,10 +549,11 @@ impl<'a, S: JobSource> Sim<'a, S> {
         n.cpu * Injected::cpu_share(self.spec.fault.as_ref(), node, t, tasks, n.cores)
     }
 
-    fn disk_rate(&self, node: usize, t: i64) -> f64 {
+    /// The disk rate a task gets for reads (`write` false) or writes.
+    fn disk_rate(&self, node: usize, t: i64, write: bool) -> f64 {
         let n = &self.spec.cluster.nodes[node];
         let sharing = 1.0 + 0.35 * f64::from(self.nodes[node].running.saturating_sub(1));
-        n.disk_mb_s * Injected::disk_share(self.spec.fault.as_ref(), node, t) / sharing
+        n.disk_mb_s * Injected::disk_share(self.spec.fault.as_ref(), node, t, write) / sharing
     }
 
     fn net_rate(&self, a: usize, b: usize) -> f64 {
@@ -335,62 +561,81 @@ impl<'a, S: JobSource> Sim<'a, S> {
         nodes[a].net_mb_s.min(nodes[b].net_mb_s)
     }
 
+    /// `rate` per second of `what` at `node` over [from, to), on behalf of attempt `owner`.
+    fn use_rate(&mut self, owner: u64, node: usize, (from, to): (i64, i64), what: Use, rate: f64) {
+        if !self.spec.usage || to <= from {
+            return;
+        }
+        self.usage[node].add(from, to, what, rate);
+        if owner != 0 {
+            self.used.entry(owner).or_default().push((node as u16, from, to, what, rate));
+        }
+    }
+
+    /// A total spread evenly over [from, to).
+    fn use_total(&mut self, owner: u64, node: usize, (from, to): (i64, i64), what: Use, total: f64) {
+        let to = to.max(from + 1);
+        let secs = ((to - from) as f64 / 1000.0).max(0.001);
+        self.use_rate(owner, node, (from, to), what, total / secs);
+    }
+
     /// Progress reports of a task over [from, to), fractions `lo..hi` of the way.
     fn progress(&mut self, node: usize, task: TaskRef, (from, to): (i64, i64), (lo, hi): (f32, f32), phase: Option<ReducePhase>, rng: &mut Rng) {
-        let span = (to - from).max(1) as f64;
-        let mut t = from as f64 + rng.range(0.3, 1.0) * PROGRESS_MS;
-        while t < to as f64 {
-            let frac = lo + (hi - lo) * ((t - from as f64) / span) as f32;
-            let line = match phase {
-                None => Line::MapProgress { task, frac },
-                Some(phase) => Line::ReduceProgress { task, frac, phase },
-            };
-            self.push(node, t as i64, task.key(), line);
-            t += PROGRESS_MS * rng.range(0.8, 1.2);
+        let mut rng = Rng::new(rng.next_u64());
+        let next = from + (rng.range(0.3, 1.0) * PROGRESS_MS) as i64;
+        if next < to {
+            self.series[node].push(Series { owner: task.key(), task, next, from, to, lo, hi, phase, rng });
         }
     }
 
     fn launch_map(&mut self, job: u32, idx: u32, node: u16) {
         let n = usize::from(node);
         let t0 = self.now;
-        let (attempt, replicas) = {
-            let m = &mut self.jobs[job as usize].maps[idx as usize];
-            m.running = Some(node);
-            (m.attempt, m.replicas)
-        };
+        let j = &mut self.jobs[job as usize];
+        let m = &mut j.maps[idx as usize];
+        let attempt = m.next_attempt;
+        m.next_attempt = m.next_attempt.saturating_add(1);
+        let replicas = m.replicas;
+        let first_start = m.started.is_none();
+        m.started.get_or_insert(t0);
+        if m.runs.is_empty() {
+            j.live_maps.push(idx);
+        }
         let task = TaskRef { job, idx, attempt, reduce: false };
         let owner = task.key();
         let mut rng = Rng::derive(self.spec.seed, Stream::Map, &[u64::from(job), u64::from(idx), u64::from(attempt)]);
-        self.nodes[n].free_maps -= 1;
-        self.nodes[n].running += 1;
-        let free = self.nodes[n].free_maps;
-        self.push(n, t0, owner, Line::Launch { task, free_slots: free + 1 });
-        self.usage[n].launch(t0);
-        let first_start = !self.jobs[job as usize].maps[idx as usize].started;
-        let j = &mut self.jobs[job as usize];
         if first_start {
-            j.maps[idx as usize].started = true;
             j.hist(t0, Hist::TaskStart { idx, reduce: false, splits: replicas });
         }
         j.hist(t0, Hist::AttemptStart { task, node });
         let spec = j.spec.clone();
+        self.nodes[n].free_maps -= 1;
+        self.nodes[n].running += 1;
+        let free = self.nodes[n].free_maps;
+        self.push(n, t0, owner, Line::Launch { task, free_slots: free + 1 });
+        if self.spec.usage {
+            self.usage[n].launch(t0);
+        }
         let start = t0 + 700 + rng.below(800) as i64;
+        let run = |prog: Prog, out_mb: f64| MapRun { attempt, node, prog, out_mb };
 
         if spec.poison_map == Some(idx) {
             let t = start + 2000 + rng.below(6000) as i64;
             self.push(n, t, owner, Line::ChildError { task });
-            self.usage[n].add(t0, t, Use::Tasks, 1.0);
+            self.use_rate(owner, n, (t0, t), Use::Tasks, 1.0);
+            self.jobs[job as usize].maps[idx as usize].runs.push(run(Prog { t0: start, t1: t, f0: 0.0, f1: 0.0 }, 0.0));
             self.at(t, Ev::MapEnd { job, idx, attempt, end: End::Failed });
             return;
         }
-        if !self.hang_struck && Injected::hangs_map(self.spec.fault.as_ref(), n, t0) {
+        if self.struck.is_none() && Injected::hangs_map(self.spec.fault.as_ref(), n, t0) {
             // The child dies early; the TaskTracker keeps reporting it alive until the timeout.
-            self.hang_struck = true;
             let died = start + 1000 + rng.below(3000) as i64;
+            self.struck = Some((died, task));
             self.progress(n, task, (start, died), (0.0, 0.02), None, &mut rng);
             let timeout = died + TASK_TIMEOUT_MS + rng.below(3000) as i64;
             self.push(n, timeout, owner, Line::Timeout { task });
-            self.usage[n].add(t0, died, Use::Tasks, 1.0);
+            self.use_rate(owner, n, (t0, died), Use::Tasks, 1.0);
+            self.jobs[job as usize].maps[idx as usize].runs.push(run(Prog { t0: start, t1: died, f0: 0.0, f1: 0.02 }, 0.0));
             self.at(timeout, Ev::MapEnd { job, idx, attempt, end: End::TimedOut });
             return;
         }
@@ -407,6 +652,11 @@ impl<'a, S: JobSource> Sim<'a, S> {
         }
         let (in_mb, out_mb) = if generated { (spec.map_out_mb, spec.map_out_mb) } else { (spec.input_mb, spec.input_mb * spec.map_out_mb) };
         let out_mb = out_mb * rng.jitter(0.03);
+        if spec.map_wait_s > 0.0 {
+            // Waiting on the outside world (a fetcher's web servers), through the node's NIC.
+            let wait = spec.map_wait_s * rng.jitter(0.2) * Injected::wan_slowdown(self.spec.fault.as_ref(), n, t);
+            t += (wait * 1000.0) as i64;
+        }
         let cpu_s = (in_mb * spec.map_cpu_s_per_mb + spec.map_fixed_s * rng.jitter(0.2)) * rng.jitter(0.04);
         let cpu_ms = cpu_s / self.cpu_rate(n, t) * 1000.0;
         if spec.map_writes_hdfs {
@@ -414,22 +664,22 @@ impl<'a, S: JobSource> Sim<'a, S> {
             for b in 0..blocks {
                 let mb = (out_mb - b as f64 * BLOCK_MB).min(BLOCK_MB);
                 let slice = (cpu_ms / blocks as f64) as i64;
-                self.usage[n].add(t, t + slice, Use::Cpu, 1.0);
+                self.use_rate(owner, n, (t, t + slice), Use::Cpu, 1.0);
                 t += slice;
-                t = self.write_block(n, t, mb, task, &mut rng);
+                t = self.write_block(n, t, mb, spec.replication, task, &mut rng);
             }
         } else {
-            self.usage[n].add(t, t + cpu_ms as i64, Use::Cpu, 1.0);
+            self.use_rate(owner, n, (t, t + cpu_ms as i64), Use::Cpu, 1.0);
             t += cpu_ms as i64;
-            let spill_ms = (out_mb / self.disk_rate(n, t) * 1000.0) as i64;
-            self.usage[n].add_total(t, t + spill_ms, Use::DiskWrite, out_mb);
+            let spill_ms = (out_mb / self.disk_rate(n, t, true) * 1000.0) as i64;
+            self.use_total(owner, n, (t, t + spill_ms), Use::DiskWrite, out_mb);
             t += spill_ms;
         }
         self.progress(n, task, (start, t), (0.0, 1.0), None, &mut rng);
         self.push(n, t, owner, Line::MapProgress { task, frac: 1.0 });
         self.push(n, t, owner, Line::Done { task });
-        self.usage[n].add(t0, t, Use::Tasks, 1.0);
-        self.jobs[job as usize].maps[idx as usize].out_mb = out_mb;
+        self.use_rate(owner, n, (t0, t), Use::Tasks, 1.0);
+        self.jobs[job as usize].maps[idx as usize].runs.push(run(Prog { t0: start, t1: t, f0: 0.0, f1: 1.0 }, out_mb));
         self.at(t, Ev::MapEnd { job, idx, attempt, end: End::Ok });
     }
 
@@ -439,48 +689,64 @@ impl<'a, S: JobSource> Sim<'a, S> {
         let link = Injected::link(self.spec.fault.as_ref(), src, reader, t);
         let mut t = t;
         let port = self.port(reader);
+        let owner = client.key();
         if rng.chance(link.fail_p) {
             // The transfer stalls until the DataNode's write timeout gives up on it.
-            self.push(src, t, client.key(), Line::ReadStart);
+            self.push(src, t, owner, Line::ReadStart);
             t += 60_000;
-            self.push(src, t, client.key(), Line::ServeFailed { block, to: reader as u16 });
+            self.push(src, t, owner, Line::ServeFailed { block, to: reader as u16 });
         }
         let rate = if src == reader {
-            self.disk_rate(src, t)
+            self.disk_rate(src, t, false)
         } else {
-            self.disk_rate(src, t).min(self.net_rate(src, reader)).min(link.cap_mb_s)
+            self.disk_rate(src, t, false).min(self.net_rate(src, reader)).min(link.cap_mb_s)
         };
         let dur = (mb / rate * 1000.0 + link.extra_ms + 5.0) as i64;
-        self.push(src, t, client.key(), Line::ReadStart);
+        self.push(src, t, owner, Line::ReadStart);
         let end = t + dur;
         let size = (mb * 1048576.0) as u32;
-        self.push(src, end, client.key(), Line::Served { block, to: reader as u16, port, size, client, dur_ms: dur as u32 });
-        self.usage[src].add_total(t, end, Use::DiskRead, mb);
+        self.push(src, end, owner, Line::Served { block, to: reader as u16, port, size, client, dur_ms: dur as u32 });
+        self.use_total(owner, src, (t, end), Use::DiskRead, mb);
         if src != reader {
-            self.usage[src].add_total(t, end, Use::Tx, mb);
-            self.usage[reader].add_total(t, end, Use::Rx, mb);
+            self.use_total(owner, src, (t, end), Use::Tx, mb);
+            self.use_total(owner, reader, (t, end), Use::Rx, mb);
         }
         end
     }
 
-    /// A block written by a task on `client` through a pipeline of replicas; returns when the
-    /// last acknowledgement is back.
-    fn write_block(&mut self, client: usize, t: i64, mb: f64, task: TaskRef, rng: &mut Rng) -> i64 {
+    /// A block written by a task on `client` through a pipeline of `copies` replicas; returns
+    /// when the last acknowledgement is back.
+    fn write_block(&mut self, client: usize, t: i64, mb: f64, copies: usize, task: TaskRef, rng: &mut Rng) -> i64 {
         let fault = self.spec.fault.clone();
         let mut replicas = hdfs::place(client, &self.spec.cluster.nodes, rng, |i| Injected::refuses_writes(fault.as_ref(), i, t));
+        replicas.truncate(copies.max(1));
         if replicas.is_empty() {
             return t;
         }
+        let owner = task.key();
         let block = hdfs::new_block_id(rng);
         let mut rate = f64::INFINITY;
         let mut extra = 0.0;
-        // Pipeline recovery: the client drops a DataNode that stops acknowledging (at 50% loss)
-        // and goes on with the others; the dropped one never finishes its receive.
-        if let Some(lost) = replicas.iter().position(|&r| r != client && Injected::drops_connections(fault.as_ref(), r, t)) {
-            let r = replicas.remove(lost);
+        // Pipeline recovery: a DataNode that stops acknowledging (at 50% loss) is dropped and
+        // the write goes on with the others; the dropped one never finishes its receive. When
+        // the writer's own node is the lossy one, its local DataNode loses every downstream
+        // and the block is kept on it alone.
+        let dead = |r: usize| Injected::drops_connections(fault.as_ref(), r, t);
+        let lost = if dead(client) && replicas.len() > 1 && replicas[0] == client {
+            Some(1)
+        } else {
+            replicas.iter().position(|&r| r != client && dead(r))
+        };
+        if let Some(lost) = lost {
             let src = if lost == 0 { client } else { replicas[lost - 1] };
+            let r = replicas[lost];
+            if dead(client) {
+                replicas.truncate(1);
+            } else {
+                replicas.remove(lost);
+            }
             let port = self.port(src);
-            self.push(r, t + 2 * lost as i64, task.key(), Line::Receiving { block, src: src as u16, port });
+            self.push(r, t + 2 * lost as i64, owner, Line::Receiving { block, src: src as u16, port });
             extra += RECOVERY_MS;
             if replicas.is_empty() {
                 return t + RECOVERY_MS as i64;
@@ -488,7 +754,7 @@ impl<'a, S: JobSource> Sim<'a, S> {
         }
         let mut prev = client;
         for &r in &replicas {
-            rate = rate.min(self.disk_rate(r, t));
+            rate = rate.min(self.disk_rate(r, t, true));
             if r != prev {
                 let link = Injected::link(fault.as_ref(), prev, r, t);
                 rate = rate.min(self.net_rate(prev, r)).min(link.cap_mb_s);
@@ -504,48 +770,104 @@ impl<'a, S: JobSource> Sim<'a, S> {
         for (i, &r) in replicas.iter().enumerate() {
             let port = self.port(src);
             let downstream = (replicas.len() - 1 - i) as u8;
-            self.push(r, t + 2 * i as i64, task.key(), Line::Receiving { block, src: src as u16, port });
+            self.push(r, t + 2 * i as i64, owner, Line::Receiving { block, src: src as u16, port });
             let done = end - i64::from(downstream);
             let line = Line::Received { block, src: src as u16, port, size, client: task, dur_ms: (done - t) as u32, downstream };
-            self.push(r, done, task.key(), line);
-            self.usage[r].add_total(t, end, Use::DiskWrite, mb);
+            self.push(r, done, owner, line);
+            self.use_total(owner, r, (t, end), Use::DiskWrite, mb);
             if r != src {
-                self.usage[src].add_total(t, end, Use::Tx, mb);
-                self.usage[r].add_total(t, end, Use::Rx, mb);
+                self.use_total(owner, src, (t, end), Use::Tx, mb);
+                self.use_total(owner, r, (t, end), Use::Rx, mb);
             }
             src = r;
         }
         end
     }
 
+    /// Frees an attempt's slot when it ends, whatever the way.
+    fn free_slot(&mut self, node: u16, reduce: bool) {
+        let n = usize::from(node);
+        if reduce {
+            self.nodes[n].free_reduces += 1;
+        } else {
+            self.nodes[n].free_maps += 1;
+        }
+        self.nodes[n].running = self.nodes[n].running.saturating_sub(1);
+    }
+
+    /// The JobTracker kills a running attempt (its twin won, or the job is given up): the
+    /// TaskTracker logs the kill, and nothing the attempt had yet to do happens.
+    fn kill(&mut self, task: TaskRef, node: u16) {
+        let now = self.now;
+        let n = usize::from(node);
+        let key = task.key();
+        self.push(n, now, 0, Line::Kill { task });
+        if task.reduce {
+            self.push(n, now, 0, Line::SyslogClose { task, done: false });
+        }
+        let at = self.killed.partition_point(|&(k, _)| k < key);
+        self.killed.insert(at, (key, now));
+        self.series[n].retain(|s| s.owner != key);
+        if let Some(used) = self.used.remove(&key) {
+            for (node, from, to, what, rate) in used {
+                if to > now {
+                    self.usage[usize::from(node)].add(from.max(now), to, what, -rate);
+                }
+            }
+        }
+        self.free_slot(node, task.reduce);
+        self.jobs[task.job as usize].hist(now, Hist::AttemptEnd { task, node, status: Status::Killed, shuffle_ms: 0, sort_ms: 0 });
+        self.wake(node, now);
+    }
+
     fn map_end(&mut self, job: u32, idx: u32, attempt: u8, end: End) {
         let now = self.now;
         let j = &mut self.jobs[job as usize];
-        let running = j.state == JobState::Running && j.maps[idx as usize].attempt == attempt;
-        let Some(node) = j.maps[idx as usize].running.take().filter(|_| running) else {
+        if j.state != JobState::Running {
             return;
-        };
-        let n = usize::from(node);
-        self.nodes[n].free_maps += 1;
-        self.nodes[n].running = self.nodes[n].running.saturating_sub(1);
+        }
+        let m = &mut j.maps[idx as usize];
+        let Some(at) = m.runs.iter().position(|r| r.attempt == attempt) else { return };
+        let run = m.runs.remove(at);
+        let node = run.node;
         let task = TaskRef { job, idx, attempt, reduce: false };
+        self.used.remove(&task.key());
+        self.free_slot(node, false);
+        let j = &mut self.jobs[job as usize];
         if end == End::Ok {
-            j.maps[idx as usize].done = Some((now, node));
+            let m = &mut j.maps[idx as usize];
+            m.done = Some((now, node, attempt));
+            m.out_mb = run.out_mb;
+            let others: Vec<(u8, u16)> = m.runs.drain(..).map(|r| (r.attempt, r.node)).collect();
+            j.live_maps.retain(|&i| i != idx);
             j.maps_done += 1;
             j.hist(now, Hist::AttemptEnd { task, node, status: Status::Success, shuffle_ms: 0, sort_ms: 0 });
             j.hist(now, Hist::TaskEnd { idx, reduce: false });
-            let running: Vec<u32> = (0..j.reduces.len() as u32).filter(|r| j.reduces[*r as usize].run.is_some()).collect();
-            for r in running {
-                self.copy(job, r, idx);
-                self.maybe_finish_copies(job, r);
+            for (a, n) in others {
+                self.kill(TaskRef { job, idx, attempt: a, reduce: false }, n);
+            }
+            let j = &self.jobs[job as usize];
+            let running: Vec<(u32, u8)> = j
+                .live_reduces
+                .iter()
+                .flat_map(|&r| j.reduces[r as usize].runs.iter().map(move |x| (r, x.attempt)))
+                .collect();
+            for (r, a) in running {
+                self.copy(job, r, a, idx);
+                self.maybe_finish_copies(job, r, a);
             }
             self.job_progress(job);
         } else {
             j.failed_maps += 1;
             let m = &mut j.maps[idx as usize];
-            m.attempt += 1;
+            m.failures += 1;
             m.avoid = Some(node);
-            self.retry(task, node);
+            // A twin still running carries on alone.
+            let alone = m.runs.is_empty();
+            if alone {
+                j.live_maps.retain(|&i| i != idx);
+            }
+            self.retry(task, node, alone);
         }
         self.wake(node, now);
     }
@@ -559,25 +881,35 @@ impl<'a, S: JobSource> Sim<'a, S> {
     fn launch_reduce(&mut self, job: u32, idx: u32, node: u16) {
         let n = usize::from(node);
         let t0 = self.now;
-        let attempt = self.jobs[job as usize].reduces[idx as usize].attempt;
+        let j = &mut self.jobs[job as usize];
+        let red = &mut j.reduces[idx as usize];
+        let attempt = red.next_attempt;
+        red.next_attempt = red.next_attempt.saturating_add(1);
+        let first_start = red.started.is_none();
+        red.started.get_or_insert(t0);
+        if red.runs.is_empty() {
+            j.live_reduces.push(idx);
+        }
         let task = TaskRef { job, idx, attempt, reduce: true };
         let mut rng = Rng::derive(self.spec.seed, Stream::Reduce, &[u64::from(job), u64::from(idx), u64::from(attempt)]);
+        if first_start {
+            j.hist(t0, Hist::TaskStart { idx, reduce: true, splits: None });
+        }
+        j.hist(t0, Hist::AttemptStart { task, node });
+        let maps = j.spec.maps;
         self.nodes[n].free_reduces -= 1;
         self.nodes[n].running += 1;
         let free = self.nodes[n].free_reduces;
         self.push(n, t0, task.key(), Line::Launch { task, free_slots: free + 1 });
-        self.usage[n].launch(t0);
+        if self.spec.usage {
+            self.usage[n].launch(t0);
+        }
         let start = t0 + 700 + rng.below(800) as i64;
-        let maps = self.jobs[job as usize].spec.maps;
         self.push(n, start, task.key(), Line::SyslogOpen { task, maps });
         let port = self.port(n);
         let j = &mut self.jobs[job as usize];
-        if !j.reduces[idx as usize].started {
-            j.reduces[idx as usize].started = true;
-            j.hist(t0, Hist::TaskStart { idx, reduce: true, splits: None });
-        }
-        j.hist(t0, Hist::AttemptStart { task, node });
-        j.reduces[idx as usize].run = Some(ReduceRun {
+        j.reduces[idx as usize].runs.push(ReduceRun {
+            attempt,
             node,
             start,
             lanes: [start; COPIERS],
@@ -589,76 +921,129 @@ impl<'a, S: JobSource> Sim<'a, S> {
             merge_free: start,
             last_progress: start,
             port,
-            shuffle_done: 0,
-            sort_done: 0,
+            in_flight: BinaryHeap::new(),
+            landed: 0,
+            tail: None,
+            stall: None,
         });
         let done: Vec<u32> = (0..maps).filter(|m| j.maps[*m as usize].done.is_some()).collect();
         for m in done {
-            self.copy(job, idx, m);
+            self.copy(job, idx, attempt, m);
         }
-        self.maybe_finish_copies(job, idx);
+        self.maybe_finish_copies(job, idx, attempt);
     }
 
-    /// The reduce fetches one map's output from the map's TaskTracker.
-    fn copy(&mut self, job: u32, r: u32, map: u32) {
-        let reduces = self.jobs[job as usize].spec.reduces.max(1);
-        let Some((map_end, from)) = self.jobs[job as usize].maps[map as usize].done else { return };
-        let out_mb = self.jobs[job as usize].maps[map as usize].out_mb;
-        let attempt = self.jobs[job as usize].reduces[r as usize].attempt;
-        let map_task = TaskRef { job, idx: map, attempt: self.jobs[job as usize].maps[map as usize].attempt, reduce: false };
+    fn reduce_run(&mut self, job: u32, r: u32, attempt: u8) -> Option<&mut ReduceRun> {
+        self.jobs[job as usize].reduces[r as usize].runs.iter_mut().find(|x| x.attempt == attempt)
+    }
+
+    /// A hung reduce: no progress from `at` on, so the TaskTracker kills it
+    /// `mapred.task.timeout` after its last report, unless a backup attempt wins first.
+    fn hang_reduce(&mut self, job: u32, r: u32, attempt: u8, at: i64, rng: &mut Rng) {
+        let maps = self.jobs[job as usize].spec.maps;
+        let task = TaskRef { job, idx: r, attempt, reduce: true };
+        let Some(run) = self.reduce_run(job, r, attempt) else { return };
+        let frozen = run.copied.saturating_sub(1) as f32 / maps.max(1) as f32 / 3.0;
+        run.stall = Some((at, frozen));
+        let (node, start) = (usize::from(run.node), run.start);
+        let last_report = at.max(run.last_progress);
+        let timeout = last_report + TASK_TIMEOUT_MS + rng.below(3000) as i64;
+        self.struck = Some((at, task));
+        self.push(node, timeout, task.key(), Line::Timeout { task });
+        self.push(node, timeout, task.key(), Line::SyslogClose { task, done: false });
+        self.use_rate(task.key(), node, (start, at), Use::Tasks, 1.0);
+        self.at(timeout, Ev::ReduceEnd { job, idx: r, attempt, end: End::TimedOut });
+    }
+
+    /// The reduce attempt fetches one map's output from the map's TaskTracker.
+    fn copy(&mut self, job: u32, r: u32, attempt: u8, map: u32) {
+        let j = &self.jobs[job as usize];
+        let reduces = j.spec.reduces.max(1);
+        let maps = j.spec.maps;
+        let Some((map_end, from, map_attempt)) = j.maps[map as usize].done else { return };
+        let out_mb = j.maps[map as usize].out_mb;
+        let map_task = TaskRef { job, idx: map, attempt: map_attempt, reduce: false };
         let task = TaskRef { job, idx: r, attempt, reduce: true };
         let mut rng = Rng::derive(self.spec.seed, Stream::Copy, &[u64::from(job), u64::from(r), u64::from(attempt), u64::from(map)]);
-        let Some(run) = self.jobs[job as usize].reduces[r as usize].run.as_ref() else { return };
-        let (node, lanes, port) = (usize::from(run.node), run.lanes, run.port);
+        let Some(run) = j.reduces[r as usize].runs.iter().find(|x| x.attempt == attempt) else { return };
+        if run.stall.is_some() {
+            return;
+        }
+        let (node, lanes, port, copied) = (usize::from(run.node), run.lanes, run.port, run.copied);
         let lane = (0..COPIERS).min_by_key(|&l| lanes[l]).unwrap_or(0);
         let mut start = lanes[lane].max(map_end + 500 + rng.below(1500) as i64).max(self.now);
         let from_n = usize::from(from);
         let mb = out_mb / f64::from(reduces) * rng.jitter(0.05);
-        let link = Injected::link(self.spec.fault.as_ref(), from_n, node, start);
+        let fault = self.spec.fault.as_ref();
+        let link = Injected::link(fault, from_n, node, start);
         let owner = task.key();
+        let rate = if from_n == node {
+            self.disk_rate(node, start, false)
+        } else {
+            (self.net_rate(from_n, node) / 2.0).min(link.cap_mb_s).min(self.disk_rate(from_n, start, false))
+        };
+        let dur = (mb / rate * 1000.0 + 40.0 + link.extra_ms) as i64;
+        // HADOOP-1152: the last output is fetched, but renaming it in the in-memory file
+        // system fails (the file is flagged as being flushed to disk); the copier tries again
+        // and again, and the reduce never leaves its copy phase.
+        if copied + 1 == maps && self.struck.is_none() && Injected::hangs_copy(fault, node, start) {
+            let stall = start;
+            for _ in 0..RENAME_TRIES {
+                self.push(node, start, owner, Line::CopyStart { reduce: task, map: map_task, from });
+                let failed = start + dur;
+                self.push(node, failed, owner, Line::CopyFailed { reduce: task, map: map_task, from, why: CopyFault::Rename });
+                self.use_total(owner, from_n, (start, failed), Use::DiskRead, mb);
+                start = failed + 4000 + rng.below(8000) as i64;
+            }
+            if let Some(run) = self.reduce_run(job, r, attempt) {
+                run.copied += 1;
+            }
+            self.hang_reduce(job, r, attempt, stall, &mut rng);
+            return;
+        }
         if rng.chance(link.fail_p) {
             self.push(node, start, owner, Line::CopyStart { reduce: task, map: map_task, from });
             start += 30_000;
-            self.push(node, start, owner, Line::CopyFailed { reduce: task, map: map_task, from });
+            self.push(node, start, owner, Line::CopyFailed { reduce: task, map: map_task, from, why: CopyFault::Timeout });
             start += 1000;
         }
-        let rate = if from_n == node {
-            self.disk_rate(node, start)
-        } else {
-            (self.net_rate(from_n, node) / 2.0).min(link.cap_mb_s)
-        };
-        let dur = (mb / rate * 1000.0 + 40.0 + link.extra_ms) as i64;
         let end = start + dur;
         self.push(node, start, owner, Line::CopyStart { reduce: task, map: map_task, from });
         self.push(node, end, owner, Line::CopyDone { reduce: task, map: map_task, from });
         let bytes = (mb * 1048576.0) as u32;
         self.push(from_n, end, owner, Line::ShuffleServed { map: map_task, reduce: task, to: node as u16, port, bytes, dur_ms: dur as u32 });
-        self.usage[from_n].add_total(start, end, Use::DiskRead, mb);
+        self.use_total(owner, from_n, (start, end), Use::DiskRead, mb);
         if from_n != node {
-            self.usage[from_n].add_total(start, end, Use::Tx, mb);
-            self.usage[node].add_total(start, end, Use::Rx, mb);
+            self.use_total(owner, from_n, (start, end), Use::Tx, mb);
+            self.use_total(owner, node, (start, end), Use::Rx, mb);
         }
-        let maps = self.jobs[job as usize].spec.maps;
-        let disk = self.disk_rate(node, end);
-        let Some(run) = self.jobs[job as usize].reduces[r as usize].run.as_mut() else { return };
+        let disk = self.disk_rate(node, end, true);
+        let strike = self.struck.is_none() && Injected::hangs_merge(self.spec.fault.as_ref(), node, end);
+        let Some(run) = self.reduce_run(job, r, attempt) else { return };
         run.lanes[lane] = end;
         run.copied += 1;
         run.copied_mb += mb;
         run.batch_files += 1;
         run.batch_mb += mb;
+        run.in_flight.push(Reverse(end));
         let mut lines = Vec::new();
+        let mut hang_at = None;
         if run.batch_files >= MERGE_SEGMENTS {
             let m_start = end.max(run.merge_free);
-            let m_end = m_start + (run.batch_mb / disk * 1000.0) as i64 + 100;
-            run.merges += 1;
             lines.push((m_start, Line::MergeStart { reduce: task }));
-            let merged = Line::MergeDone { reduce: task, files: run.batch_files, merge: run.merges, bytes: (run.batch_mb * 1048576.0) as u32 };
-            lines.push((m_end, merged));
-            run.merge_free = m_end;
-            run.batch_files = 0;
-            run.batch_mb = 0.0;
+            if strike {
+                hang_at = Some(m_start);
+            } else {
+                let m_end = m_start + (run.batch_mb / disk * 1000.0) as i64 + 100;
+                run.merges += 1;
+                let merged = Line::MergeDone { reduce: task, files: run.batch_files, merge: run.merges, bytes: (run.batch_mb * 1048576.0) as u32 };
+                lines.push((m_end, merged));
+                run.merge_free = m_end;
+                run.batch_files = 0;
+                run.batch_mb = 0.0;
+            }
         }
-        if end - run.last_progress >= PROGRESS_MS as i64 {
+        if hang_at.is_none() && end - run.last_progress >= PROGRESS_MS as i64 {
             run.last_progress = end;
             let secs = ((end - run.start) as f64 / 1000.0).max(0.001);
             let phase = ReducePhase::Copy { done: run.copied, total: maps, mb_s: (run.copied_mb / secs) as f32 };
@@ -667,17 +1052,21 @@ impl<'a, S: JobSource> Sim<'a, S> {
         for (t, line) in lines {
             self.push(node, t, owner, line);
         }
+        if let Some(at) = hang_at {
+            // HADOOP-2080: the merge of the in-memory outputs miscomputes the size of its
+            // checksum file and never completes; the copiers wait for memory it never frees.
+            self.hang_reduce(job, r, attempt, at, &mut rng);
+        }
     }
 
     /// Once every map's output is in: the last merge, sort, reduce and output write.
-    fn maybe_finish_copies(&mut self, job: u32, r: u32) {
+    fn maybe_finish_copies(&mut self, job: u32, r: u32, attempt: u8) {
         let j = &self.jobs[job as usize];
-        let Some(run) = j.reduces[r as usize].run.as_ref() else { return };
-        if j.maps_done < j.spec.maps || run.copied < j.spec.maps {
+        let Some(run) = j.reduces[r as usize].runs.iter().find(|x| x.attempt == attempt) else { return };
+        if j.maps_done < j.spec.maps || run.copied < j.spec.maps || run.stall.is_some() || run.tail.is_some() {
             return;
         }
         let spec = j.spec.clone();
-        let attempt = j.reduces[r as usize].attempt;
         let task = TaskRef { job, idx: r, attempt, reduce: true };
         let owner = task.key();
         let node = usize::from(run.node);
@@ -686,101 +1075,95 @@ impl<'a, S: JobSource> Sim<'a, S> {
         let mut t = run.lanes.iter().copied().max().unwrap_or(run.start).max(run.merge_free).max(self.now);
         let (batch_files, batch_mb, merges, start) = (run.batch_files, run.batch_mb, run.merges, run.start);
         if batch_files > 0 {
-            let m_end = t + (batch_mb / self.disk_rate(node, t) * 1000.0) as i64 + 100;
             self.push(node, t, owner, Line::MergeStart { reduce: task });
+            let m_end = t + (batch_mb / self.disk_rate(node, t, true) * 1000.0) as i64 + 100;
             let merged = Line::MergeDone { reduce: task, files: batch_files, merge: merges + 1, bytes: (batch_mb * 1048576.0) as u32 };
             self.push(node, m_end, owner, merged);
-            self.usage[node].add_total(t, m_end, Use::DiskWrite, batch_mb);
+            self.use_total(owner, node, (t, m_end), Use::DiskWrite, batch_mb);
             t = m_end;
         }
         let shuffle_done = t;
-        let sort_ms = (total_mb / self.disk_rate(node, t) * 500.0) as i64 + 200;
-        self.usage[node].add_total(t, t + sort_ms, Use::DiskRead, total_mb);
+        let sort_ms = (total_mb / self.disk_rate(node, t, false) * 500.0) as i64 + 200;
+        self.use_total(owner, node, (t, t + sort_ms), Use::DiskRead, total_mb);
         self.progress(node, task, (t, t + sort_ms), (0.6667, 0.6667), Some(ReducePhase::Sort), &mut rng);
         t += sort_ms;
         let sort_done = t;
-        let hang = !self.hang_struck && Injected::hangs_reduce(self.spec.fault.as_ref(), node, t);
-        self.hang_struck |= hang;
         let cpu_ms = total_mb * spec.reduce_cpu_s_per_mb * rng.jitter(0.04) / self.cpu_rate(node, t) * 1000.0;
         let out_mb = total_mb * spec.reduce_out_ratio;
         let blocks = (out_mb / BLOCK_MB).ceil().max(1.0) as usize;
-        // A hang strikes near the end of the reduce phase (HADOOP-1152, -2080).
-        let hang_at = hang.then(|| rng.range(0.9, 0.99));
-        let mut end = None;
         for b in 0..blocks {
             let slice = (cpu_ms / blocks as f64) as i64;
-            let frac_after = (b + 1) as f64 / blocks as f64;
-            if let Some(h) = hang_at
-                && frac_after > h
-            {
-                let stop = t + (slice as f64 * 0.5) as i64;
-                self.progress(node, task, (t, stop), (0.6667, 0.6667 + 0.3333 * h as f32), Some(ReducePhase::Reduce), &mut rng);
-                end = Some(stop);
-                break;
-            }
             let from = t;
-            self.usage[node].add(t, t + slice, Use::Cpu, 1.0);
+            self.use_rate(owner, node, (t, t + slice), Use::Cpu, 1.0);
             t += slice;
             let mb = (out_mb - b as f64 * BLOCK_MB).clamp(0.1, BLOCK_MB);
-            t = self.write_block(node, t, mb, task, &mut rng);
+            t = self.write_block(node, t, mb, spec.replication, task, &mut rng);
             let lo = 0.6667 + 0.3333 * (b as f32 / blocks as f32);
-            self.progress(node, task, (from, t), (lo, 0.6667 + 0.3333 * frac_after as f32), Some(ReducePhase::Reduce), &mut rng);
+            let hi = 0.6667 + 0.3333 * ((b + 1) as f32 / blocks as f32);
+            self.progress(node, task, (from, t), (lo, hi), Some(ReducePhase::Reduce), &mut rng);
         }
-        if let Some(stopped) = end {
-            let timeout = stopped + TASK_TIMEOUT_MS + rng.below(3000) as i64;
-            self.push(node, timeout, owner, Line::Timeout { task });
-            self.push(node, timeout, owner, Line::SyslogClose { task, done: false });
-            self.usage[node].add(start, stopped, Use::Tasks, 1.0);
-            self.at(timeout, Ev::ReduceEnd { job, idx: r, attempt, end: End::TimedOut });
-        } else {
-            self.push(node, t, owner, Line::Done { task });
-            self.push(node, t, owner, Line::SyslogClose { task, done: true });
-            self.usage[node].add(start, t, Use::Tasks, 1.0);
-            if let Some(run) = self.jobs[job as usize].reduces[r as usize].run.as_mut() {
-                run.shuffle_done = shuffle_done;
-                run.sort_done = sort_done;
-            }
-            self.at(t, Ev::ReduceEnd { job, idx: r, attempt, end: End::Ok });
+        self.push(node, t, owner, Line::Done { task });
+        self.push(node, t, owner, Line::SyslogClose { task, done: true });
+        self.use_rate(owner, node, (start, t), Use::Tasks, 1.0);
+        if let Some(run) = self.reduce_run(job, r, attempt) {
+            run.tail = Some((shuffle_done, sort_done, t));
         }
+        self.at(t, Ev::ReduceEnd { job, idx: r, attempt, end: End::Ok });
     }
 
     fn reduce_end(&mut self, job: u32, idx: u32, attempt: u8, end: End) {
         let now = self.now;
         let j = &mut self.jobs[job as usize];
-        if j.reduces[idx as usize].attempt != attempt || j.state != JobState::Running {
+        if j.state != JobState::Running {
             return;
         }
-        let Some(run) = j.reduces[idx as usize].run.take() else { return };
+        let red = &mut j.reduces[idx as usize];
+        let Some(at) = red.runs.iter().position(|x| x.attempt == attempt) else { return };
+        let run = red.runs.remove(at);
         let node = run.node;
-        let n = usize::from(node);
-        self.nodes[n].free_reduces += 1;
-        self.nodes[n].running = self.nodes[n].running.saturating_sub(1);
         let task = TaskRef { job, idx, attempt, reduce: true };
+        self.used.remove(&task.key());
+        self.free_slot(node, true);
+        let j = &mut self.jobs[job as usize];
         if end == End::Ok {
-            j.reduces[idx as usize].done = true;
+            let red = &mut j.reduces[idx as usize];
+            red.done = true;
+            let others: Vec<(u8, u16)> = red.runs.drain(..).map(|x| (x.attempt, x.node)).collect();
+            j.live_reduces.retain(|&i| i != idx);
             j.reduces_done += 1;
-            let (shuffle_ms, sort_ms) = (run.shuffle_done, run.sort_done);
+            let (shuffle_ms, sort_ms) = run.tail.map_or((now, now), |(s, o, _)| (s, o));
             j.hist(now, Hist::AttemptEnd { task, node, status: Status::Success, shuffle_ms, sort_ms });
             j.hist(now, Hist::TaskEnd { idx, reduce: true });
+            for (a, n) in others {
+                self.kill(TaskRef { job, idx, attempt: a, reduce: true }, n);
+            }
             self.job_progress(job);
         } else {
             j.failed_reduces += 1;
             let red = &mut j.reduces[idx as usize];
-            red.attempt += 1;
+            red.failures += 1;
             red.avoid = Some(node);
-            self.retry(task, node);
+            let alone = red.runs.is_empty();
+            if alone {
+                j.live_reduces.retain(|&i| i != idx);
+            }
+            self.retry(task, node, alone);
         }
         self.wake(node, now);
     }
 
-    /// A failed attempt: the task runs again elsewhere, first in line, unless it has failed
-    /// too often, which fails the job.
-    fn retry(&mut self, task: TaskRef, node: u16) {
+    /// A failed attempt: unless a twin still runs, the task runs again elsewhere, first in
+    /// line; a task that has failed too often fails the job.
+    fn retry(&mut self, task: TaskRef, node: u16, requeue: bool) {
         let now = self.now;
         let j = &mut self.jobs[task.job as usize];
         j.hist(now, Hist::AttemptEnd { task, node, status: Status::Failed, shuffle_ms: 0, sort_ms: 0 });
-        if task.attempt + 1 >= MAX_ATTEMPTS {
+        let failures = if task.reduce { j.reduces[task.idx as usize].failures } else { j.maps[task.idx as usize].failures };
+        if failures >= MAX_ATTEMPTS {
             self.abort(task.job, Status::Failed);
+            return;
+        }
+        if !requeue {
             return;
         }
         if task.reduce {
@@ -813,6 +1196,13 @@ impl<'a, S: JobSource> Sim<'a, S> {
         };
         j.hist(now, end);
         let stream = j.stream;
+        // Its tasks are done with: a long experiment keeps only the jobs' outcomes.
+        j.maps = Vec::new();
+        j.reduces = Vec::new();
+        j.pending_maps = Vec::new();
+        j.pending_reduces = VecDeque::new();
+        j.live_maps = Vec::new();
+        j.live_reduces = Vec::new();
         self.active.retain(|&a| a != job);
         self.closed.push(job);
         if let Some((at, spec)) = self.source.next(stream, now) {
@@ -821,42 +1211,23 @@ impl<'a, S: JobSource> Sim<'a, S> {
     }
 
     /// The JobTracker gives up on a job (a task failed too often) or the user kills it: every
-    /// running attempt is killed, and lines it had yet to write are taken back.
+    /// running attempt is killed.
     fn abort(&mut self, job: u32, status: Status) {
         if self.jobs[job as usize].state != JobState::Running {
             return;
         }
-        let now = self.now;
-        let mut killed = Vec::new();
+        let mut running = Vec::new();
         let j = &mut self.jobs[job as usize];
         for (idx, m) in j.maps.iter_mut().enumerate() {
-            if let Some(node) = m.running.take() {
-                killed.push((TaskRef { job, idx: idx as u32, attempt: m.attempt, reduce: false }, node));
-            }
+            running.extend(m.runs.drain(..).map(|x| (TaskRef { job, idx: idx as u32, attempt: x.attempt, reduce: false }, x.node)));
         }
         for (idx, r) in j.reduces.iter_mut().enumerate() {
-            if let Some(run) = r.run.take() {
-                killed.push((TaskRef { job, idx: idx as u32, attempt: r.attempt, reduce: true }, run.node));
-            }
+            running.extend(r.runs.drain(..).map(|x| (TaskRef { job, idx: idx as u32, attempt: x.attempt, reduce: true }, x.node)));
         }
-        for &(task, node) in &killed {
-            j.hist(now, Hist::AttemptEnd { task, node, status: Status::Killed, shuffle_ms: 0, sort_ms: 0 });
-        }
-        let keys: Vec<u64> = killed.iter().map(|(t, _)| t.key()).collect();
-        for buf in &mut self.bufs {
-            buf.retain(|r| r.ts_ms <= now || !keys.contains(&r.owner));
-        }
-        for (task, node) in killed {
-            let n = usize::from(node);
-            self.push(n, now, 0, Line::Kill { task });
-            if task.reduce {
-                self.push(n, now, 0, Line::SyslogClose { task, done: false });
-                self.nodes[n].free_reduces += 1;
-            } else {
-                self.nodes[n].free_maps += 1;
-            }
-            self.nodes[n].running = self.nodes[n].running.saturating_sub(1);
-            self.wake(node, now);
+        j.live_maps.clear();
+        j.live_reduces.clear();
+        for (task, node) in running {
+            self.kill(task, node);
         }
         self.close(job, status);
     }
@@ -867,16 +1238,19 @@ impl<'a, S: JobSource> Sim<'a, S> {
         let nodes = &self.spec.cluster.nodes;
         let maps = (0..spec.maps)
             .map(|_| MapTask {
-                attempt: 0,
-                running: None,
+                next_attempt: 0,
+                failures: 0,
+                runs: Vec::new(),
                 done: None,
                 replicas: (spec.input_mb > 0.0).then(|| hdfs::existing_replicas(nodes, &mut rng)),
                 avoid: None,
-                started: false,
+                started: None,
                 out_mb: 0.0,
             })
             .collect();
-        let reduces = (0..spec.reduces).map(|_| ReduceTask { attempt: 0, run: None, done: false, avoid: None, started: false }).collect();
+        let reduces = (0..spec.reduces)
+            .map(|_| ReduceTask { next_attempt: 0, failures: 0, runs: Vec::new(), done: false, avoid: None, started: None })
+            .collect();
         self.names.push(JobName {
             id: format!("{}_{:04}", self.spec.jt_stamp, job + 1),
             input: format!("/user/{}/{}/in-{:04}", spec.user, spec.name.split([' ', ':']).next().unwrap_or("job"), job + 1),
@@ -892,6 +1266,8 @@ impl<'a, S: JobSource> Sim<'a, S> {
             reduces,
             pending_maps: (0..spec.maps).collect(),
             pending_reduces: (0..spec.reduces).collect(),
+            live_maps: Vec::new(),
+            live_reduces: Vec::new(),
             maps_done: 0,
             reduces_done: 0,
             failed_maps: 0,

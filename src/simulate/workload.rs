@@ -43,8 +43,8 @@ impl Workload {
     fn streams(self) -> u32 {
         match self {
             Workload::Gridmix => 5,
-            Workload::Nutch | Workload::Pig => 2,
-            Workload::RandWriter | Workload::Sort => 1,
+            Workload::Pig => 2,
+            Workload::RandWriter | Workload::Sort | Workload::Nutch => 1,
         }
     }
 }
@@ -66,12 +66,17 @@ pub struct JobSpec {
     pub input_mb: f64,
     /// CPU seconds per MB of map input (or of generated output), on a speed-1.0 core.
     pub map_cpu_s_per_mb: f64,
-    /// CPU seconds a map spends besides its bytes (a fetch, a lookup).
+    /// CPU seconds a map spends besides its bytes (a lookup, a model to load).
     pub map_fixed_s: f64,
+    /// Seconds a map waits on the outside world through the node's NIC (a fetcher's web
+    /// servers), not using the CPU.
+    pub map_wait_s: f64,
     /// Map output (to the shuffle, or to HDFS for map-only jobs) per MB of input.
     pub map_out_mb: f64,
-    /// Map-only jobs write their output to HDFS (3 replicas) rather than to local spills.
+    /// Map-only jobs write their output to HDFS rather than to local spills.
     pub map_writes_hdfs: bool,
+    /// Replicas of each block the job writes (`dfs.replication`).
+    pub replication: usize,
     pub reduce_cpu_s_per_mb: f64,
     /// Reduce output written to HDFS per MB shuffled in.
     pub reduce_out_ratio: f64,
@@ -91,8 +96,10 @@ impl JobSpec {
             input_mb,
             map_cpu_s_per_mb: 0.1,
             map_fixed_s: 0.0,
+            map_wait_s: 0.0,
             map_out_mb: 1.0,
             map_writes_hdfs: false,
+            replication: 3,
             reduce_cpu_s_per_mb: 0.1,
             reduce_out_ratio: 1.0,
             poison_map: None,
@@ -115,7 +122,8 @@ impl JobSpec {
 
 /// The M45 history's generic research job, sized to run about `budget_s` on `nodes` nodes:
 /// one to six waves of maps whose length grows with the budget (long jobs have long maps, not
-/// thousands of waves, which keeps the shuffle — maps × reduces copies — realistic).
+/// thousands of waves, which keeps the shuffle — maps × reduces copies — realistic), and no,
+/// one or a share of the nodes' worth of reduces.
 pub fn research_job(rng: &mut Rng, user: &str, nodes: usize, budget_s: f64) -> JobSpec {
     let kinds = ["streamjob", "wordcount", "PigLatin:DefaultJobName", "indexer", "translate", "grep-search"];
     let name = kinds[rng.below(kinds.len() as u64) as usize];
@@ -125,11 +133,17 @@ pub fn research_job(rng: &mut Rng, user: &str, nodes: usize, budget_s: f64) -> J
     let cpu = rng.range(0.02, 0.1);
     let fill = if budget_s < 60.0 { rng.range(0.1, 1.0) } else { rng.range(0.8, 1.0) };
     let maps = (waves * slots * fill).round().max(1.0) as u32;
-    // A third of M45 jobs had no reduces (Kahuna §IV).
-    let reduces = if rng.chance(1.0 / 3.0) { 0 } else { (nodes as u32).min(maps) };
+    // A third of M45 jobs had no reduces (Kahuna §IV). Of the others, some keep Hadoop's
+    // default of one reduce (aggregates: little map output), the rest scale theirs to a share
+    // of the allocation.
+    let (reduces, map_out) = match rng.f64() {
+        x if x < 1.0 / 3.0 => (0, rng.range(0.05, 0.5)),
+        x if x < 0.5 => (1, rng.range(0.001, 0.01)),
+        _ => (((nodes as f64 * rng.range(0.25, 1.0)).round() as u32).max(1).min(maps), rng.range(0.05, 0.5)),
+    };
     let mut spec = JobSpec::new(name, user, maps, reduces, 64.0).cpu(cpu, rng.range(0.01, 0.05));
     spec.map_fixed_s = (map_s - 3.0 - 64.0 * cpu).max(0.0);
-    spec = spec.output(rng.range(0.05, 0.5), rng.range(0.1, 1.0));
+    spec = spec.output(map_out, rng.range(0.1, 1.0));
     if reduces == 0 {
         spec.map_writes_hdfs = true;
     }
@@ -160,41 +174,47 @@ impl Driver {
         self.drawn[stream as usize] += 1;
         let mut rng = Rng::derive(self.seed, Stream::Jobs, &[u64::from(stream), k]);
         let n = self.nodes;
-        let map_slots = n * u32::from(MAP_SLOTS);
         let reduce_slots = n * u32::from(REDUCE_SLOTS);
         let think_ms = (rng.range(5.0, 15.0) * 1000.0) as i64;
         let spec = match self.workload {
-            // RandomWriter: 2 maps per node, each writing 640 MB of random bytes to HDFS.
+            // RandomWriter with its defaults (`test.randomwriter.maps_per_host` 10,
+            // `bytes_per_map` 1 GB), written at replication 1: Kahuna found RandWriter "largely
+            // disk I/O but minimal network communication" (§VIII-A), and packet loss did not slow
+            // it at all (Table IV), which three-way pipelines through the lossy node would.
             Workload::RandWriter => {
-                let mut s = JobSpec::new("random-writer", "hadoop", map_slots, 0, 0.0).cpu(0.01, 0.0);
-                s.map_out_mb = 640.0;
+                let mut s = JobSpec::new("random-writer", "hadoop", 10 * n, 0, 0.0).cpu(0.01, 0.0);
+                s.map_out_mb = 1024.0;
                 s.map_writes_hdfs = true;
+                s.replication = 1;
                 s
             }
             // The Sort example: 512 MB of RandWriter output per node, 0.9 reduces per slot.
             Workload::Sort => JobSpec::new("sorter", "hadoop", 8 * n, (reduce_slots * 9).div_ceil(10), 64.0)
                 .cpu(0.12, 0.08)
                 .output(1.0, 1.0),
-            // Crawl rounds: generate, fetch (long, uneven waits on remote sites), parse
-            // (CPU-heavy), updatedb. Sizes fluctuate from round to round.
+            // Crawl rounds: generate, fetch (downloads: long, uneven waits on remote sites),
+            // parse (CPU-heavy), updatedb. Sizes fluctuate from round to round.
             Workload::Nutch => {
-                let size = rng.range(0.3, 1.6);
+                let size = rng.range(0.5, 1.5);
                 let maps = |per_node: f64| ((per_node * f64::from(n) * size).round() as u32).max(1);
                 match k % 4 {
-                    0 => JobSpec::new("generate: crawl/segments", "nutch", maps(1.0), n.div_ceil(2), 16.0)
-                        .cpu(0.2, 0.1)
-                        .output(0.3, 0.5),
+                    0 => JobSpec::new("generate: crawl/segments", "nutch", maps(2.0), n, 64.0)
+                        .cpu(0.15, 0.1)
+                        .output(0.2, 0.5),
                     1 => {
-                        let mut s = JobSpec::new("fetch: crawl/segments", "nutch", maps(2.0), n.div_ceil(2), 4.0)
-                            .cpu(0.3, 0.2)
-                            .output(4.0, 1.0);
-                        s.map_fixed_s = rng.range(15.0, 45.0);
+                        // Fetch lists in, pages out: ~20 MB of content per map.
+                        // The fetcher parses what it fetched as it goes (`fetcher.parse`).
+                        let mut s = JobSpec::new("fetch: crawl/segments", "nutch", maps(2.0), n, 2.0)
+                            .cpu(0.5, 0.2)
+                            .output(10.0, 1.0);
+                        s.map_wait_s = rng.range(40.0, 120.0);
+                        s.map_fixed_s = rng.range(30.0, 60.0);
                         s
                     }
-                    2 => JobSpec::new("parse: crawl/segments", "nutch", maps(2.0), n.div_ceil(2), 16.0)
-                        .cpu(0.8, 0.1)
+                    2 => JobSpec::new("parse: crawl/segments", "nutch", maps(2.0), n, 64.0)
+                        .cpu(0.5, 0.1)
                         .output(0.6, 1.0),
-                    _ => JobSpec::new("crawldb crawl/crawldb", "nutch", maps(1.0), n, 16.0)
+                    _ => JobSpec::new("crawldb crawl/crawldb", "nutch", maps(2.0), n, 64.0)
                         .cpu(0.15, 0.15)
                         .output(1.0, 1.0),
                 }
@@ -202,8 +222,8 @@ impl Driver {
             // Scripts of three jobs (load+filter, group, order), CPU-heavy UDFs.
             Workload::Pig => {
                 let stage = k % 3;
-                let maps = [6 * n, 3 * n, 2 * n][stage as usize];
-                JobSpec::new("PigLatin:script.pig", "pig", maps, n, 64.0)
+                let maps = [12 * n, 6 * n, 4 * n][stage as usize];
+                JobSpec::new("PigLatin:script.pig", "pig", maps, n, 32.0)
                     .cpu([0.45, 0.3, 0.2][stage as usize], 0.35)
                     .output([0.4, 0.6, 1.0][stage as usize], 0.5)
             }
@@ -241,7 +261,7 @@ mod tests {
         let names: Vec<String> = (0..4).map(|_| nutch.next(0).1.name).collect();
         assert_eq!(names[1], "fetch: crawl/segments");
         let rw = Driver::new(Workload::RandWriter, 3, 25).next(0).1;
-        assert_eq!((rw.maps, rw.reduces, rw.map_writes_hdfs), (50, 0, true));
+        assert_eq!((rw.maps, rw.reduces, rw.map_writes_hdfs, rw.replication), (250, 0, true, 1));
         assert_eq!(Driver::new(Workload::Gridmix, 1, 10).streams(), 5);
         assert_eq!(Workload::parse("RandWriter"), Some(Workload::RandWriter));
     }

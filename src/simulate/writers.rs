@@ -6,7 +6,6 @@
 //! by number. Text is made here, by hand on a byte buffer (no `format!` per line): this is the
 //! hot path of a 0.45 B-line history.
 
-use std::collections::HashMap;
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
@@ -39,6 +38,15 @@ pub enum ReducePhase {
     Reduce,
 }
 
+/// Why a copy of a map's output failed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CopyFault {
+    /// The connection timed out (a lossy link).
+    Timeout,
+    /// The output was fetched but its rename in the in-memory file system failed (HADOOP-1152).
+    Rename,
+}
+
 /// One log event, before it is text. Node numbers index the run's [`Names::hosts`].
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Line {
@@ -56,7 +64,7 @@ pub enum Line {
     SyslogOpen { task: TaskRef, maps: u32 },
     CopyStart { reduce: TaskRef, map: TaskRef, from: u16 },
     CopyDone { reduce: TaskRef, map: TaskRef, from: u16 },
-    CopyFailed { reduce: TaskRef, map: TaskRef, from: u16 },
+    CopyFailed { reduce: TaskRef, map: TaskRef, from: u16, why: CopyFault },
     MergeStart { reduce: TaskRef },
     MergeDone { reduce: TaskRef, files: u16, merge: u16, bytes: u32 },
     SyslogClose { task: TaskRef, done: bool },
@@ -108,7 +116,7 @@ impl Out {
         if let Some(dir) = path.parent() {
             std::fs::create_dir_all(dir)?;
         }
-        let file = BufWriter::with_capacity(1 << 16, File::create(path)?);
+        let file = BufWriter::with_capacity(1 << 15, File::create(path)?);
         Ok(if gzip { Out::Gzip(Box::new(GzEncoder::new(file, Compression::fast()))) } else { Out::Plain(file) })
     }
 
@@ -161,7 +169,11 @@ pub fn push_u64(buf: &mut Vec<u8>, mut n: u64) {
             break;
         }
     }
-    buf.extend_from_slice(&digits[i..]);
+    // Byte by byte: a call to memcpy costs more than the few digits it would copy.
+    buf.reserve(digits.len() - i);
+    for &d in &digits[i..] {
+        buf.push(d);
+    }
 }
 
 pub fn push_i64(buf: &mut Vec<u8>, n: i64) {
@@ -172,12 +184,30 @@ pub fn push_i64(buf: &mut Vec<u8>, n: i64) {
 }
 
 pub fn push_padded(buf: &mut Vec<u8>, n: u64, width: usize) {
-    let start = buf.len();
-    push_u64(buf, n);
-    let len = buf.len() - start;
-    if len < width {
-        buf.splice(start..start, std::iter::repeat_n(b'0', width - len));
+    let digits = n.checked_ilog10().map_or(1, |l| l as usize + 1);
+    for _ in digits..width {
+        buf.push(b'0');
     }
+    push_u64(buf, n);
+}
+
+/// Two digits of `n` (0–99).
+fn two(n: u32) -> [u8; 2] {
+    [b'0' + (n / 10) as u8, b'0' + (n % 10) as u8]
+}
+
+/// (year, month, day) of days since 1970-01-01 (Hinnant's `civil_from_days`).
+fn civil_from_days(days: i64) -> (i64, u32, u32) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    (year, month, day)
 }
 
 /// A progress fraction as Java prints a float (`0.6666667`, `1.0`).
@@ -189,24 +219,36 @@ fn push_frac(buf: &mut Vec<u8>, frac: f32) {
     }
 }
 
-/// `yyyy-MM-dd HH:mm:ss` of whole seconds since 1970, cached for the second last asked.
+/// `yyyy-MM-dd HH:mm:ss` of whole seconds since 1970 (UTC), cached for the second last asked
+/// and the day: most lines share their day, many their second.
 pub struct Clock {
     second: i64,
+    day: i64,
     text: [u8; 19],
 }
 
 impl Clock {
     pub fn new() -> Clock {
-        Clock { second: i64::MIN, text: [b'0'; 19] }
+        Clock { second: i64::MIN, day: i64::MIN, text: *b"1970-01-01 00:00:00" }
     }
 
     pub fn seconds_text(&mut self, second: i64) -> &[u8; 19] {
         if second != self.second {
             self.second = second;
-            let t = chrono::DateTime::from_timestamp(second, 0).unwrap_or_default();
-            let mut v = Vec::with_capacity(19);
-            let _ = write!(v, "{}", t.format("%Y-%m-%d %H:%M:%S"));
-            self.text.copy_from_slice(&v[..19]);
+            let day = second.div_euclid(86_400);
+            if day != self.day {
+                self.day = day;
+                let (year, month, dom) = civil_from_days(day);
+                let year = year.clamp(0, 9999) as u32;
+                self.text[..2].copy_from_slice(&two(year / 100));
+                self.text[2..4].copy_from_slice(&two(year % 100));
+                self.text[5..7].copy_from_slice(&two(month));
+                self.text[8..10].copy_from_slice(&two(dom));
+            }
+            let sod = second.rem_euclid(86_400) as u32;
+            self.text[11..13].copy_from_slice(&two(sod / 3600));
+            self.text[14..16].copy_from_slice(&two(sod / 60 % 60));
+            self.text[17..19].copy_from_slice(&two(sod % 60));
         }
         &self.text
     }
@@ -214,8 +256,8 @@ impl Clock {
     /// `yyyy-MM-dd HH:mm:ss,SSS` as log4j writes it.
     fn push_stamp(&mut self, buf: &mut Vec<u8>, ms: i64) {
         buf.extend_from_slice(self.seconds_text(ms.div_euclid(1000)));
-        buf.push(b',');
-        push_padded(buf, ms.rem_euclid(1000) as u64, 3);
+        let milli = ms.rem_euclid(1000) as u32;
+        buf.extend_from_slice(&[b',', b'0' + (milli / 100) as u8, b'0' + (milli / 10 % 10) as u8, b'0' + (milli % 10) as u8]);
     }
 }
 
@@ -238,7 +280,7 @@ fn dn_logger(v: Version) -> &'static str {
     }
 }
 
-/// Line counts of what a node wrote.
+/// Lines a node wrote (continuation lines, such as a stack trace's, counted).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct LineCounts {
     pub tasktracker: u64,
@@ -265,9 +307,11 @@ pub struct NodeWriter {
     gzip: bool,
     tasktracker: Out,
     datanode: Out,
-    syslogs: HashMap<TaskRef, Out>,
+    /// Open attempt syslogs (a few: the node's running reduces).
+    syslogs: Vec<(TaskRef, Out)>,
     clock: Clock,
     buf: Vec<u8>,
+    keys: Vec<u64>,
     /// DataNode connections open, for 0.18's DEBUG `Number of active connections is: N`.
     connections: u32,
     pub counts: LineCounts,
@@ -303,9 +347,10 @@ impl NodeWriter {
             datanode: Out::create(&dn_path, gzip)?,
             dir,
             gzip,
-            syslogs: HashMap::new(),
+            syslogs: Vec::new(),
             clock: Clock::new(),
-            buf: Vec::with_capacity(1 << 16),
+            buf: Vec::with_capacity(1 << 10),
+            keys: Vec::new(),
             connections: 0,
             counts: LineCounts::default(),
         };
@@ -335,18 +380,21 @@ impl NodeWriter {
     }
 
     fn emit(&mut self, dest: Dest) -> io::Result<()> {
+        // Lines as a reader counts them: an event with a stack trace is several.
+        let body = &self.buf[..self.buf.len().saturating_sub(1)];
+        let lines = if memchr::memchr(b'\n', body).is_none() { 1 } else { 1 + memchr::memchr_iter(b'\n', body).count() as u64 };
         let out = match dest {
             Dest::TaskTracker => {
-                self.counts.tasktracker += 1;
+                self.counts.tasktracker += lines;
                 &mut self.tasktracker
             }
             Dest::DataNode => {
-                self.counts.datanode += 1;
+                self.counts.datanode += lines;
                 &mut self.datanode
             }
-            Dest::Syslog(task) => match self.syslogs.get_mut(&task) {
-                Some(out) => {
-                    self.counts.syslog += 1;
+            Dest::Syslog(task) => match self.syslogs.iter_mut().find(|(t, _)| *t == task) {
+                Some((_, out)) => {
+                    self.counts.syslog += lines;
                     out
                 }
                 None => {
@@ -360,11 +408,29 @@ impl NodeWriter {
         Ok(())
     }
 
-    /// Writes records, already in time order.
-    pub fn write(&mut self, recs: &[Rec], names: &Names) -> io::Result<()> {
-        for rec in recs {
+    /// Writes the records due before `until` in time order (records of one instant in the
+    /// order they were made), but none of an attempt after it was killed (`killed`: owner keys
+    /// with the kill's time, sorted by key), and keeps the others in `buf`.
+    pub fn write_due(&mut self, buf: &mut Vec<Rec>, until: i64, names: &Names, killed: &[(u64, i64)]) -> io::Result<()> {
+        // Sort keys rather than records: (time from the earliest due, index) in one u64.
+        let base = buf.iter().map(|r| r.ts_ms).filter(|&t| t < until).min().unwrap_or(until);
+        self.keys.clear();
+        self.keys.extend(buf.iter().enumerate().filter(|(_, r)| r.ts_ms < until).map(|(i, r)| ((r.ts_ms - base) as u64) << 32 | i as u64));
+        self.keys.sort_unstable();
+        let keys = std::mem::take(&mut self.keys);
+        for &k in &keys {
+            let rec = &buf[(k & 0xffff_ffff) as usize];
+            if !killed.is_empty()
+                && rec.owner != 0
+                && let Ok(at) = killed.binary_search_by_key(&rec.owner, |k| k.0)
+                && rec.ts_ms > killed[at].1
+            {
+                continue;
+            }
             self.line(rec, names)?;
         }
+        self.keys = keys;
+        buf.retain(|r| r.ts_ms >= until);
         Ok(())
     }
 
@@ -534,7 +600,8 @@ impl NodeWriter {
             }
             Line::SyslogOpen { task, maps } => {
                 let path = self.dir.join("userlogs").join(attempt_text(task, names)).join(file_name("syslog", self.gzip));
-                self.syslogs.insert(task, Out::create(&path, self.gzip)?);
+                let out = Out::create(&path, self.gzip)?;
+                self.syslogs.push((task, out));
                 self.head(ms, "INFO", "org.apache.hadoop.metrics.jvm.JvmMetrics");
                 self.s("Initializing JVM Metrics with processName=SHUFFLE, sessionId=\n");
                 self.emit(Dest::Syslog(task))?;
@@ -562,14 +629,21 @@ impl NodeWriter {
                 self.s(".\n");
                 self.emit(Dest::Syslog(reduce))
             }
-            Line::CopyFailed { reduce, map, from } => {
+            Line::CopyFailed { reduce, map, from, why } => {
                 self.head(ms, "WARN", REDUCE);
                 self.attempt(reduce, names);
                 self.s(" copy failed: ");
                 self.attempt(map, names);
                 self.s(" from ");
                 self.s(&names.hosts[usize::from(from)].0);
-                self.s("\njava.net.SocketTimeoutException: Read timed out\n");
+                match why {
+                    CopyFault::Timeout => self.s("\njava.net.SocketTimeoutException: Read timed out\n"),
+                    CopyFault::Rename => {
+                        self.s("\njava.io.FileNotFoundException: ramfs://mapoutput/");
+                        self.attempt(map, names);
+                        self.s(".out: no such file after rename\n");
+                    }
+                }
                 self.emit(Dest::Syslog(reduce))
             }
             Line::MergeStart { reduce } => {
@@ -615,8 +689,8 @@ impl NodeWriter {
                     self.s("' done.\n");
                     self.emit(Dest::Syslog(task))?;
                 }
-                match self.syslogs.remove(&task) {
-                    Some(out) => out.finish(),
+                match self.syslogs.iter().position(|(t, _)| *t == task) {
+                    Some(at) => self.syslogs.swap_remove(at).1.finish(),
                     None => Ok(()),
                 }
             }
@@ -744,7 +818,7 @@ impl NodeWriter {
     pub fn finish(self) -> io::Result<LineCounts> {
         self.tasktracker.finish()?;
         self.datanode.finish()?;
-        let mut open: Vec<(TaskRef, Out)> = self.syslogs.into_iter().collect();
+        let mut open = self.syslogs;
         open.sort_by_key(|(t, _)| *t);
         for (_, out) in open {
             out.finish()?;
@@ -786,6 +860,11 @@ mod tests {
         let mut b = Vec::new();
         c.push_stamp(&mut b, 1_219_511_552_466);
         assert_eq!(String::from_utf8(b).unwrap(), "2008-08-23 17:12:32,466");
+        // Every day over four centuries (leap years and their exceptions) reads as chrono has it.
+        for second in (-86_400 * 365 * 70..86_400 * 365 * 330).step_by(86_400 - 7) {
+            let want = chrono::DateTime::from_timestamp(second, 0).unwrap().format("%Y-%m-%d %H:%M:%S").to_string();
+            assert_eq!(c.seconds_text(second), want.as_bytes(), "{second}");
+        }
     }
 
     #[test]
@@ -807,9 +886,10 @@ mod tests {
             Line::Receiving { block: -42, src: 1, port: 40001 },
             Line::Received { block: -42, src: 1, port: 40001, size: 100, client: m, dur_ms: 5, downstream: 0 },
         ];
-        let recs: Vec<Rec> = recs.iter().enumerate().map(|(i, &line)| Rec { ts_ms: i as i64 * 10, owner: 0, line }).collect();
-        w.write(&recs, &names).unwrap();
-        assert_eq!(w.finish().unwrap(), LineCounts { tasktracker: 4, datanode: 6, syslog: 7 });
+        let mut recs: Vec<Rec> = recs.iter().enumerate().map(|(i, &line)| Rec { ts_ms: i as i64 * 10, owner: 0, line }).collect();
+        w.write_due(&mut recs, i64::MAX, &names, &[]).unwrap();
+        assert!(recs.is_empty());
+        assert_eq!(w.finish().unwrap(), LineCounts { tasktracker: 7 + 3, datanode: 7 + 5, syslog: 7 });
         let tt = std::fs::read_to_string(dir.path().join("r01n01/hadoop-hadoop-tasktracker-r01n01.log")).unwrap();
         let tt: Vec<&str> = tt.lines().filter(|l| l.starts_with("2008")).collect();
         assert_eq!(tt[1], "2008-08-25 00:00:00,000 INFO org.apache.hadoop.mapred.TaskTracker: LaunchTaskAction: attempt_200808250000_0001_m_000003_0");

@@ -22,7 +22,7 @@ use deltalake::kernel::transaction::{CommitBuilder, CommitProperties};
 use delta_kernel::expressions::Scalar;
 use deltalake::kernel::{Action, Add, CommitInfo, StructField, Transaction};
 use deltalake::parquet::basic::{Compression, ZstdLevel};
-use deltalake::parquet::file::properties::WriterProperties;
+use deltalake::parquet::file::properties::{EnabledStatistics, WriterProperties};
 use deltalake::parquet::schema::types::ColumnPath;
 use deltalake::protocol::{DeltaOperation, SaveMode};
 use deltalake::writer::{DeltaWriter, RecordBatchWriter};
@@ -167,8 +167,8 @@ impl Warehouse {
     }
 }
 
-/// Zstd at a low level and no dictionaries on nearly-unique columns: the settings that keep
-/// encoding fast enough to follow the parser.
+/// Zstd at a low level, no dictionaries on nearly-unique columns and no statistics on free
+/// text: the settings that keep encoding fast enough to follow the parser.
 fn writer_properties(table: Option<Table>) -> WriterProperties {
     let mut builder = WriterProperties::builder()
         .set_compression(Compression::ZSTD(ZstdLevel::try_new(1).unwrap_or_default()))
@@ -176,6 +176,9 @@ fn writer_properties(table: Option<Table>) -> WriterProperties {
     if let Some(table) = table {
         for column in table.high_cardinality_columns() {
             builder = builder.set_column_dictionary_enabled(ColumnPath::from(*column), false);
+        }
+        for column in table.free_text_columns() {
+            builder = builder.set_column_statistics_enabled(ColumnPath::from(*column), EnabledStatistics::None);
         }
     }
     builder.build()

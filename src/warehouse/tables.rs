@@ -225,6 +225,16 @@ impl Table {
             Table::Ingests => &[],
         }
     }
+
+    /// Free text: min/max statistics on it would skip nothing and cost a comparison of every
+    /// value as it is written.
+    pub fn free_text_columns(self) -> &'static [&'static str] {
+        match self {
+            Table::Logs => &["message"],
+            Table::Rejects => &["raw"],
+            _ => &[],
+        }
+    }
 }
 
 fn text(name: &str, nullable: bool) -> Field {

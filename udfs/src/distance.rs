@@ -20,11 +20,18 @@ use crate::args::{
     to_f64_list,
 };
 
+/// `a·b + c`, fused into one rounding where the CPU has FMA (`FUSED` is only set in functions
+/// compiled for it; elsewhere `mul_add` would be a slow library call).
+#[inline(always)]
+fn mul_add<const FUSED: bool>(a: f64, b: f64, c: f64) -> f64 {
+    if FUSED { a.mul_add(b, c) } else { a * b + c }
+}
+
 /// `log2 x` for normal, finite `x > 0`, without branches or calls so that loops over it
 /// vectorise: `x = 2^e · m` with `m` in [√½, √2), and `ln m = 2·atanh(s)`, `s = (m − 1)/(m + 1)`,
 /// by its series to `s^17` (|s| ≤ 0.172, so the truncation is below 1e-15 relative).
 #[inline(always)]
-fn log2_normal(x: f64) -> f64 {
+fn log2_normal<const FUSED: bool>(x: f64) -> f64 {
     const MANTISSA: u64 = (1 << 52) - 1;
     const SQRT_HALF: u64 = 0x3fe6_a09e_667f_3bcd;
     // Moving the exponent's cut from 1 to √½ (as musl's `log` does) puts the mantissa in
@@ -39,39 +46,73 @@ fn log2_normal(x: f64) -> f64 {
     // Estrin's scheme: the same sum as Horner's, with a dependency chain a third as long.
     let s4 = s2 * s2;
     let s8 = s4 * s4;
-    let series = ((1.0 + s2 * (1.0 / 3.0)) + s4 * (1.0 / 5.0 + s2 * (1.0 / 7.0)))
-        + s8 * (((1.0 / 9.0 + s2 * (1.0 / 11.0)) + s4 * (1.0 / 13.0 + s2 * (1.0 / 15.0))) + s8 * (1.0 / 17.0));
-    e + 2.0 * s * series * std::f64::consts::LOG2_E
+    let fma = mul_add::<FUSED>;
+    // This grouping keeps full-width registers; an equivalent one (the high terms nested
+    // under one more fma) was split by LLVM into 128-bit halves and ran at half the speed.
+    let series = fma(s4, fma(s2, 1.0 / 7.0, 1.0 / 5.0), fma(s2, 1.0 / 3.0, 1.0))
+        + s8 * fma(s8, 1.0 / 17.0, fma(s4, fma(s2, 1.0 / 15.0, 1.0 / 13.0), fma(s2, 1.0 / 11.0, 1.0 / 9.0)));
+    fma(2.0 * s * std::f64::consts::LOG2_E, series, e)
 }
 
 /// `x·log2 x`, with the limit 0 at 0; below the smallest normal the product is under 1e-305
 /// and taken as 0. Both sides are computed and one selected, so zero bins cost no branch.
 #[inline(always)]
-fn xlog2x(x: f64) -> f64 {
+fn xlog2x<const FUSED: bool>(x: f64) -> f64 {
     let y = x.max(f64::MIN_POSITIVE);
-    let term = y * log2_normal(y);
+    let term = y * log2_normal::<FUSED>(y);
     if x >= f64::MIN_POSITIVE { term } else { 0.0 }
 }
 
-/// `Σ m·log2 m` with `m = (p + q) / 2`, over lanes of four independent sums so that the compiler
-/// may vectorise (a single running sum would fix the order of the additions). `Σ p·log2 p` is
-/// the same call with `q = p` (`(p + p) / 2 = p` exactly), so identical histograms give exactly
-/// the same sums and a distance of exactly 0.
-#[inline]
-fn mean_x_log2_x(p: &[f64], q: &[f64]) -> f64 {
-    const LANES: usize = 4;
+/// `Σ m·log2 m` with `m = (p + q) / 2`, over `LANES` independent sums so that the compiler may
+/// vectorise (a single running sum would fix the order of the additions). `Σ p·log2 p` is the
+/// same call with `q = p` (`(p + p) / 2 = p` exactly), so identical histograms give exactly the
+/// same sums and a distance of exactly 0.
+#[inline(always)]
+fn mean_x_log2_x_lanes<const LANES: usize, const FUSED: bool>(p: &[f64], q: &[f64]) -> f64 {
     let mut lanes = [0.0; LANES];
     let (p_chunks, q_chunks) = (p.chunks_exact(LANES), q.chunks_exact(LANES));
     let (p_rest, q_rest) = (p_chunks.remainder(), q_chunks.remainder());
     for (a, b) in p_chunks.zip(q_chunks) {
         for i in 0..LANES {
-            lanes[i] += xlog2x(0.5 * (a[i] + b[i]));
+            lanes[i] += xlog2x::<FUSED>(0.5 * (a[i] + b[i]));
         }
     }
     for (i, (a, b)) in p_rest.iter().zip(q_rest).enumerate() {
-        lanes[i] += xlog2x(0.5 * (a + b));
+        lanes[i] += xlog2x::<FUSED>(0.5 * (a + b));
     }
-    (lanes[0] + lanes[1]) + (lanes[2] + lanes[3])
+    lanes.iter().sum()
+}
+
+/// The same loop compiled for wider registers with fused multiply-adds: eight lanes fill one
+/// AVX-512 or two AVX2 registers (on 32 bins, measured 3.1× and 2.2× the SSE2 loop). Chosen at
+/// run time, so the crate runs on any x86-64 and needs no `-C target-cpu`.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,fma")]
+fn mean_x_log2_x_avx512(p: &[f64], q: &[f64]) -> f64 {
+    mean_x_log2_x_lanes::<8, true>(p, q)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+fn mean_x_log2_x_avx2(p: &[f64], q: &[f64]) -> f64 {
+    mean_x_log2_x_lanes::<8, true>(p, q)
+}
+
+#[inline]
+fn mean_x_log2_x(p: &[f64], q: &[f64]) -> f64 {
+    #[cfg(target_arch = "x86_64")]
+    {
+        // std caches the detection; each check is one load.
+        if std::arch::is_x86_feature_detected!("avx512f") && std::arch::is_x86_feature_detected!("fma") {
+            // SAFETY: the CPU has AVX-512F and FMA, checked just above.
+            return unsafe { mean_x_log2_x_avx512(p, q) };
+        }
+        if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma") {
+            // SAFETY: the CPU has AVX2 and FMA, checked just above.
+            return unsafe { mean_x_log2_x_avx2(p, q) };
+        }
+    }
+    mean_x_log2_x_lanes::<4, false>(p, q)
 }
 
 /// Normalises `raw` into `out` (sum 1) and returns `Σ p·log2 p`; `None` when the histogram is
@@ -324,14 +365,19 @@ mod tests {
         let mut x = 1e-300;
         while x < 1e300 {
             for y in [x, x * std::f64::consts::FRAC_1_SQRT_2, x * std::f64::consts::SQRT_2, x * 1.1] {
-                let (got, want) = (log2_normal(y), y.log2());
-                assert!((got - want).abs() <= 4.0 * f64::EPSILON * want.abs().max(1.0), "{y}: {got} vs {want}");
+                // Both the plain and the fused form (`mul_add` is exact in software where the
+                // CPU lacks FMA, so this checks the fused arithmetic on any machine).
+                for got in [log2_normal::<false>(y), log2_normal::<true>(y)] {
+                    let want = y.log2();
+                    assert!((got - want).abs() <= 4.0 * f64::EPSILON * want.abs().max(1.0), "{y}: {got} vs {want}");
+                }
             }
             x *= 3.7;
         }
-        assert_eq!(log2_normal(1.0), 0.0);
-        assert_eq!(xlog2x(0.0), 0.0);
-        assert_eq!(xlog2x(1e-320), 0.0);
+        assert_eq!(log2_normal::<false>(1.0), 0.0);
+        assert_eq!(log2_normal::<true>(1.0), 0.0);
+        assert_eq!(xlog2x::<false>(0.0), 0.0);
+        assert_eq!(xlog2x::<true>(1e-320), 0.0);
     }
 
     #[test]
@@ -357,6 +403,18 @@ mod tests {
         for (p, q, expected) in SCIPY_CASES {
             let got = jsd_sqrt_raw(p, q).unwrap();
             assert!((got - expected).abs() < 1e-12, "{p:?} {q:?}: {got} vs {expected}");
+        }
+    }
+
+    /// Every compiled form of the kernel (plain four lanes, fused eight lanes) gives the sums of
+    /// the one this CPU runs, up to rounding, so no machine misses the SciPy tolerance.
+    #[test]
+    fn kernel_forms_agree() {
+        for (p, q, _) in SCIPY_CASES {
+            let dispatched = mean_x_log2_x(p, q);
+            for form in [mean_x_log2_x_lanes::<4, false>(p, q), mean_x_log2_x_lanes::<8, true>(p, q)] {
+                assert!((form - dispatched).abs() < 1e-13 * dispatched.abs().max(1.0), "{form} vs {dispatched}");
+            }
         }
     }
 
