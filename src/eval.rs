@@ -10,7 +10,9 @@
 //! Thresholds (each query's `@tune` parameter) are chosen per workload on *tuning* runs given
 //! with `--tune`, never on the runs scored: the value with the best TP − FP on faulty tuning
 //! runs whose false-alarm rate on fault-free tuning runs stays within `--max-false-alarm`,
-//! the earliest (most sensitive) of the grid on ties. Without tuning runs the defaults hold.
+//! the middle one of the values that tie (a few tuning runs leave a plateau of equally good
+//! values, and its edges are where the next run starts to miss or to false-alarm). Without
+//! tuning runs the defaults hold.
 //! Ganesha's profiles are trained on the fault-free tuning runs.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -85,6 +87,9 @@ pub fn find_runs(roots: &[PathBuf], tuning: bool) -> Result<Vec<Run>> {
             bail!("{}: no truth.json in it or under it", root.display());
         }
         for dir in dirs {
+            // Absolute, so that `ingests` names the files alike however the runs were given
+            // (a kept warehouse recognises its runs by them).
+            let dir = std::fs::canonicalize(&dir).with_context(|| format!("cannot resolve {}", dir.display()))?;
             let (fault, workload, faulty, nodes) = read_truth(&dir)?;
             let name = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "run".into());
             let cluster = format!("{}{}-{}", if tuning { "tune-" } else { "" }, name, runs.len());
@@ -176,22 +181,29 @@ async fn verdict(warehouse: &Warehouse, query: &Query, params: Vec<(String, Stri
     Ok(diagnose::run(warehouse, &request, Record::Nothing).await?.verdict)
 }
 
+/// The rows of a two-column query, both columns as text.
+async fn text_pairs(warehouse: &Warehouse, sql: &str) -> Result<Vec<(String, String)>> {
+    use datafusion::arrow::array::cast::AsArray;
+    use datafusion::arrow::{compute::cast, datatypes::DataType};
+    let ctx = crate::catalog::session(warehouse).await?;
+    let mut pairs = Vec::new();
+    for batch in ctx.sql(sql).await?.collect().await? {
+        let (a, b) = (cast(batch.column(0), &DataType::Utf8)?, cast(batch.column(1), &DataType::Utf8)?);
+        let (a, b) = (a.as_string::<i32>(), b.as_string::<i32>());
+        pairs.extend((0..batch.num_rows()).map(|row| (a.value(row).to_string(), b.value(row).to_string())));
+    }
+    Ok(pairs)
+}
+
 /// The files each cluster's completed ingests read, from `ingests` (none in a new warehouse).
 async fn ingested_files(warehouse: &Warehouse) -> Result<HashMap<String, Vec<String>>> {
-    let ctx = crate::catalog::session(warehouse).await?;
     let mut files: HashMap<String, Vec<String>> = HashMap::new();
-    if !ctx.table_exist("ingests")? {
+    if !crate::catalog::session(warehouse).await?.table_exist("ingests")? {
         return Ok(files);
     }
     let sql = "SELECT DISTINCT cluster, file FROM ingests WHERE status = 'ingested'";
-    for batch in ctx.sql(sql).await?.collect().await? {
-        use datafusion::arrow::array::cast::AsArray;
-        use datafusion::arrow::{compute::cast, datatypes::DataType};
-        let (c, f) = (cast(batch.column(0), &DataType::Utf8)?, cast(batch.column(1), &DataType::Utf8)?);
-        let (c, f) = (c.as_string::<i32>(), f.as_string::<i32>());
-        for row in 0..batch.num_rows() {
-            files.entry(c.value(row).to_string()).or_default().push(f.value(row).to_string());
-        }
+    for (cluster, file) in text_pairs(warehouse, sql).await? {
+        files.entry(cluster).or_default().push(file);
     }
     Ok(files)
 }
@@ -199,17 +211,10 @@ async fn ingested_files(warehouse: &Warehouse) -> Result<HashMap<String, Vec<Str
 /// The slave nodes of each cluster where the truth does not list them: hosts with TaskTracker
 /// or DataNode states.
 async fn fill_nodes(warehouse: &Warehouse, runs: &mut [Run]) -> Result<()> {
-    let ctx = crate::catalog::session(warehouse).await?;
     let sql = "SELECT DISTINCT cluster, host FROM states WHERE host IS NOT NULL AND daemon IN ('tasktracker', 'datanode')";
     let mut hosts: HashMap<String, BTreeSet<String>> = HashMap::new();
-    for batch in ctx.sql(sql).await?.collect().await? {
-        use datafusion::arrow::array::cast::AsArray;
-        use datafusion::arrow::{compute::cast, datatypes::DataType};
-        let (c, h) = (cast(batch.column(0), &DataType::Utf8)?, cast(batch.column(1), &DataType::Utf8)?);
-        let (c, h) = (c.as_string::<i32>(), h.as_string::<i32>());
-        for row in 0..batch.num_rows() {
-            hosts.entry(c.value(row).to_string()).or_default().insert(h.value(row).to_string());
-        }
+    for (cluster, host) in text_pairs(warehouse, sql).await? {
+        hosts.entry(cluster).or_default().insert(host);
     }
     for run in runs.iter_mut().filter(|r| r.nodes.is_empty()) {
         run.nodes = hosts.remove(&run.cluster).unwrap_or_default();
@@ -224,8 +229,7 @@ pub async fn eval(options: &Options, out: &mut dyn std::io::Write) -> Result<()>
     let kept = ingested_files(&options.warehouse).await?;
     let mut reused = 0;
     for run in &runs {
-        let dir = run.dir.to_string_lossy();
-        if kept.get(&run.cluster).is_some_and(|files| files.iter().any(|f| Path::new(f).starts_with(dir.as_ref()))) {
+        if kept.get(&run.cluster).is_some_and(|files| files.iter().any(|f| Path::new(f).starts_with(&run.dir))) {
             reused += 1;
             continue;
         }
@@ -349,7 +353,10 @@ fn param_label(param: &str) -> &str {
 
 /// The grid index the tuning runs choose (0, the first, when there are none).
 fn choose(tuning: &[&Run], by_value: &[Vec<Diagnosis>], max_false_alarm: f64) -> usize {
-    let mut best: Option<(usize, f64)> = None;
+    if tuning.is_empty() {
+        return 0;
+    }
+    let mut admissible = Vec::new();
     for (index, verdict) in by_value.iter().enumerate() {
         let indicted = indicted_by_cluster(verdict);
         let (mut faulty, mut clean) = (Score::default(), Score::default());
@@ -360,13 +367,12 @@ fn choose(tuning: &[&Run], by_value: &[Vec<Diagnosis>], max_false_alarm: f64) ->
         if clean.fp().is_some_and(|alarm| alarm > max_false_alarm) {
             continue;
         }
-        let merit = faulty.tp().unwrap_or(0.0) - faulty.fp().unwrap_or(0.0);
-        if best.is_none_or(|(_, m)| merit > m) {
-            best = Some((index, merit));
-        }
+        admissible.push((index, faulty.tp().unwrap_or(0.0) - faulty.fp().unwrap_or(0.0)));
     }
+    let best = admissible.iter().map(|&(_, merit)| merit).fold(f64::NEG_INFINITY, f64::max);
+    let tied: Vec<usize> = admissible.iter().filter(|&&(_, merit)| merit >= best - 1e-9).map(|&(index, _)| index).collect();
     // No value keeps false alarms low enough: the strictest (last) one.
-    best.map_or(by_value.len().saturating_sub(1), |(index, _)| index)
+    tied.get(tied.len() / 2).copied().unwrap_or(by_value.len().saturating_sub(1))
 }
 
 #[cfg(test)]
@@ -413,7 +419,9 @@ mod tests {
             indict("s-hog", &["n2"]),
         ];
         assert_eq!(choose(&[&clean, &faulty], &by_value, 0.02), 1);
-        assert_eq!(choose(&[&clean, &faulty], &by_value, 0.5), 0, "ties go to the most sensitive");
+        assert_eq!(choose(&[&clean, &faulty], &by_value, 0.5), 1, "of two that tie, the stricter");
+        let plateau = vec![indict("t-hog", &["n1"]); 3];
+        assert_eq!(choose(&[&clean, &faulty], &plateau, 0.02), 1, "of three that tie, the middle one");
         let _ = scored;
         assert_eq!(choose(&[], &by_value, 0.02), 0, "no tuning runs: the first value");
     }
