@@ -1,5 +1,5 @@
 //! `kahuna eval` on a small suite, to keep the accuracy honest between benchmark runs: Sort on
-//! 8 nodes, fault-free and with a CPU hog, one seed scored and another to tune on. Every
+//! 6 nodes, fault-free and with a CPU hog, one seed scored and another to tune on. Every
 //! diagnosis must find the hog with no false positive and raise no false alarm; a second
 //! evaluation with the warehouse kept reads no run again.
 
@@ -20,7 +20,7 @@ fn text(bytes: &[u8]) -> String {
 
 fn simulate_suite(out: &Path, seed: u64) {
     let suite = out.with_extension("json");
-    let json = format!(r#"{{"workloads": ["sort"], "faults": ["none", "CPUHog"], "nodes": [8], "repetitions": 1, "duration": "10m", "seed": {seed}}}"#);
+    let json = format!(r#"{{"workloads": ["sort"], "faults": ["none", "CPUHog"], "nodes": [6], "repetitions": 1, "duration": "8m", "seed": {seed}}}"#);
     std::fs::write(&suite, json).unwrap();
     let sim = kahuna(&["simulate", "--suite", suite.to_str().unwrap(), "--out", out.to_str().unwrap(), "--threads", "2"]);
     assert!(sim.status.success(), "{}", text(&sim.stderr));
@@ -41,7 +41,7 @@ fn scores(csv: &Path) -> Vec<(String, String, String, String, String)> {
 }
 
 #[tokio::test]
-async fn a_cpu_hog_on_eight_nodes_is_found_without_false_positives() {
+async fn a_cpu_hog_on_six_nodes_is_found_without_false_positives() {
     let dir = tempfile::tempdir().unwrap();
     let (scored, tune, wh) = (dir.path().join("scored"), dir.path().join("tune"), dir.path().join("wh"));
     simulate_suite(&scored, 1);
