@@ -121,6 +121,16 @@ async fn edge_tables_are_saved_per_run_date() {
     let edges = rows(wh.path(), "SELECT src, dst, copies FROM controlflow_edges ORDER BY copies DESC, src, dst").await;
     let total: i64 = edges.iter().map(|r| r[2].parse::<i64>().unwrap()).sum();
     assert_eq!(total, 6, "the six ReduceCopy states of data/, once although run twice: {edges:?}");
+
+    // The block-operation graph: its two statements (DataNode addresses, then edges) each run,
+    // and data/'s nine block operations (all dates) are each one edge's block, also when run twice.
+    for _ in 0..2 {
+        let out = kahuna(wh.path(), &["diagnose", "dataflow", "--cluster", "c1"]);
+        assert!(out.status.success(), "{}", text(&out.stderr));
+    }
+    let states = "SELECT count(*) FROM states WHERE daemon = 'datanode' AND state IN ('ReadBlock', 'WriteBlock', 'WriteBlock_Replicated')";
+    assert_eq!(scalar(wh.path(), states).await, "9");
+    assert_eq!(scalar(wh.path(), "SELECT CAST(sum(blocks) AS VARCHAR) FROM dataflow_edges WHERE op <> 'mirror'").await, "9");
 }
 
 /// `kahuna simulate` of Sort on 8 nodes for 12 minutes, with sadc and job history.
