@@ -4,9 +4,15 @@
 -- `diagnoses`: Kahuna-WB (kahuna_wb), SALSA peer comparison and SALSA data flow
 -- (salsa_fingerpoint) and Ganesha (ganesha_bb); run those first (the scheduler runs this one
 -- last). Each indicting source gives the host its weight; a host is indicted at $min_votes.
--- Peer comparisons blame the healthy partners of a host with a correlated fault (packet loss
--- slows everyone who talks to it); the data flow blames the host they have in common, so its
--- weight alone can indict, and where it indicts someone, other hosts need one more vote.
+-- Kahuna-WB's per-host verdict counts (its rows without a job), not its per-job rows.
+--
+-- One vote is enough by default: each source is tuned to keep its own false alarms rare, and
+-- some faults show in one source only (a hung task in Kahuna-WB's per-job durations: it uses
+-- no resources, so Ganesha cannot see it, and it ends only when it is killed, when its peers
+-- have nothing left to compare with SALSA's time windows). Peer comparisons blame the healthy
+-- partners of a host with a correlated fault (packet loss slows everyone who talks to it); the
+-- data flow blames the host they have in common, so its weight alone can indict, and where it
+-- indicts someone, other hosts need one more vote.
 --
 -- @param from             timestamp = null   the window the runs covered (null: newest runs, any window)
 -- @param to               timestamp = null   (as given to those runs)
@@ -15,7 +21,7 @@
 -- @param salsa_weight     number    = 1      weight of a SALSA peer-comparison indictment
 -- @param dataflow_weight  number    = 2      weight of a SALSA data-flow indictment
 -- @param bb_weight        number    = 1      weight of a Ganesha indictment
--- @param min_votes        number    = 2      weight that indicts
+-- @param min_votes        number    = 1      weight that indicts
 -- @output verdict
 -- @tune min_votes = 1, 2, 3
 --
@@ -33,7 +39,7 @@ WITH runs AS (
 ),
 evidence AS (
     SELECT d.cluster, d.host,
-           sum(CASE WHEN d.query = 'kahuna_wb' AND d.indicted THEN 1 ELSE 0 END) AS wb,
+           sum(CASE WHEN d.query = 'kahuna_wb' AND d.indicted AND d.job_id IS NULL THEN 1 ELSE 0 END) AS wb,
            sum(CASE WHEN d.query = 'salsa_fingerpoint' AND d.indicted AND d.subject NOT LIKE '%/dataflow' THEN 1 ELSE 0 END) AS salsa,
            sum(CASE WHEN d.query = 'salsa_fingerpoint' AND d.indicted AND d.subject LIKE '%/dataflow' THEN 1 ELSE 0 END) AS dataflow,
            sum(CASE WHEN d.query = 'ganesha_bb' AND d.indicted THEN 1 ELSE 0 END) AS bb

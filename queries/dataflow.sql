@@ -15,15 +15,18 @@
 -- Output: cluster, src, dst, op (read, write, write_replicated, mirror), blocks, mean_ms,
 -- max_ms, bytes.
 
-WITH addresses AS (
+-- Statement 1: each DataNode's own address, read once (a session table) from the lines that
+-- start its writes.
+CREATE TABLE dataflow_addresses AS
     SELECT DISTINCT cluster, host, regexp_match(message, 'dest: /([^:,]+)')[1] AS address
     FROM logs
     WHERE daemon = 'datanode' AND message LIKE 'Receiving block%' AND host IS NOT NULL
       AND ($cluster IS NULL OR cluster = $cluster)
       AND ($from IS NULL OR date >= CAST($from AS DATE) - INTERVAL '1 day')
-      AND ($to IS NULL OR date <= CAST($to AS DATE))
-),
-ops AS (
+      AND ($to IS NULL OR date <= CAST($to AS DATE));
+
+-- Statement 2: the edges.
+WITH ops AS (
     SELECT cluster, host, state, peer_host, mirror_host, duration_ms, bytes
     FROM states
     WHERE daemon = 'datanode' AND state IN ('ReadBlock', 'WriteBlock', 'WriteBlock_Replicated')
@@ -36,8 +39,8 @@ named AS (
     SELECT o.cluster, o.host, o.state, coalesce(p.host, o.peer_host) AS peer,
            coalesce(m.host, o.mirror_host) AS mirror, o.duration_ms, o.bytes
     FROM ops o
-    LEFT JOIN addresses p ON p.cluster = o.cluster AND p.address = o.peer_host
-    LEFT JOIN addresses m ON m.cluster = o.cluster AND m.address = o.mirror_host
+    LEFT JOIN dataflow_addresses p ON p.cluster = o.cluster AND p.address = o.peer_host
+    LEFT JOIN dataflow_addresses m ON m.cluster = o.cluster AND m.address = o.mirror_host
 ),
 edges AS (
     SELECT cluster, host AS src, peer AS dst, 'read' AS op, duration_ms, bytes FROM named WHERE state = 'ReadBlock'

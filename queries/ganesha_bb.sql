@@ -1,79 +1,124 @@
 -- Ganesha / Kahuna-BB: the host whose black-box behaviour differs from its peers' (Ganesha §4).
 --
 -- Each sadc-vector is classified into one of the $k profiles of the newest `ganesha_models`
--- row (see ganesha_train.sql), or as unknown. Every $step_seconds, each host's label histogram
--- over the last $memory_seconds, decayed exponentially with age, is compared with its peers'
--- (square-root Jensen-Shannon distance); farther than $threshold from more than (n-1)/2 peers
--- raises an alarm. The alarms' exponentially weighted count (weight $ewma_alpha) indicts the
--- host once it exceeds $alarm_level.
+-- row (see ganesha_train.sql), or as unknown (label $k). Every $step_seconds, each host's label
+-- histogram over the last $memory_seconds, decayed exponentially with age, is compared with its
+-- peers' (square-root Jensen-Shannon distance); farther than $threshold from more than (n-1)/2
+-- peers raises an alarm. The alarms' exponentially weighted moving average (weight $ewma_alpha,
+-- from 0) is the host's weighted alarm count; it indicts the host once it exceeds $alarm_level.
+-- With the default 0.02 the count remembers about the last 50 ticks (4 minutes): healthy hosts
+-- differ from the rest for a minute now and then (a Reduce's shuffle, a job's last Maps), a
+-- faulty one for as long as its fault lasts.
+--
+-- Decay is relative to the tick (a common factor of a histogram, which the distance ignores),
+-- so each second's vector is weighed once per tick bucket and the histograms are sums over
+-- 16 spelled-out bins (k ≤ 15: bins past the unknown label stay 0 and do not change distances).
 --
 -- @param from            timestamp = null   window start (null: all history)
 -- @param to              timestamp = null   window end
 -- @param cluster         text      = null   cluster (null: each cluster on its own)
 -- @param model_cluster   text      = null   whose model to use (null: the newest model of any cluster)
--- @param k               integer   = 7      profiles in the model (as trained)
+-- @param k               integer   = 7      profiles in the model (as trained; at most 15)
 -- @param step_seconds    number    = 5      seconds between comparisons
 -- @param memory_seconds  number    = 60     samples older than this weigh nothing
 -- @param lambda          number    = 0.05   decay rate per second
 -- @param threshold       number    = 0.4    distance above which two hosts differ
--- @param ewma_alpha      number    = 0.2    weight of the newest alarm in the alarm count
+-- @param ewma_alpha      number    = 0.02   weight of the newest alarm in the alarm count
 -- @param alarm_level     number    = 0.6    weighted alarm count that indicts
 -- @param min_hosts       integer   = 3      hosts needed at a tick for a comparison
 -- @output verdict
--- @tune threshold = 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.55, 0.6
+-- @tune alarm_level = 0.5, 0.6, 0.7, 0.8, 0.9, 0.95
 --
 -- Output: cluster, host, subject ('sadc'), score (highest weighted alarm count), indicted,
 -- ticks (compared), alarmed (ticks with an alarm), unknown_share (vectors no profile explains).
 
+-- Statement 1: every vector's profile (the intermediate results are tables of this run's
+-- session, so that each is computed once).
+CREATE TABLE ganesha_labels AS
 WITH model AS (
     SELECT model FROM ganesha_models
     WHERE ($model_cluster IS NULL OR cluster = $model_cluster)
     ORDER BY date DESC, trained_to DESC
     LIMIT 1
-),
-labelled AS (
-    SELECT s.cluster, s.host, date_part('epoch', s.ts) AS t,
-           gmm_classify(m.model, s.cpu_user_pct, s.cpu_system_pct, s.cpu_iowait_pct, s.cswch_s, s.runq_sz,
-                        s.plist_sz, s.ldavg_1, s.rx_kb_s, s.tx_kb_s, s.pgpgin_s, s.pgpgout_s, s.fault_s,
-                        s.bread_s, s.bwrtn_s) AS label
-    FROM sadc s CROSS JOIN model m
-    WHERE ($cluster IS NULL OR s.cluster = $cluster)
-      AND ($from IS NULL OR (s.date >= CAST($from AS DATE) AND s.ts >= $from))
-      AND ($to IS NULL OR (s.date <= CAST($to AS DATE) AND s.ts < $to))
-      AND s.host IS NOT NULL
-),
--- Each vector belongs to the histograms of the ticks within $memory_seconds after it.
-ticked AS (
-    SELECT l.cluster, l.host, l.t, l.label,
-           (floor(l.t / $step_seconds) + 1 + g.value) * $step_seconds AS tick
-    FROM labelled l
-    CROSS JOIN generate_series(0, CAST(ceil($memory_seconds / $step_seconds) AS BIGINT) - 1) AS g
+)
+SELECT s.cluster, s.host, date_part('epoch', s.ts) AS t,
+       gmm_classify(m.model, s.cpu_user_pct, s.cpu_system_pct, s.cpu_iowait_pct, s.cswch_s, s.runq_sz,
+                    s.plist_sz, s.ldavg_1, s.rx_kb_s, s.tx_kb_s, s.pgpgin_s, s.pgpgout_s, s.fault_s,
+                    s.bread_s, s.bwrtn_s) AS label
+FROM model m CROSS JOIN sadc s
+WHERE ($cluster IS NULL OR s.cluster = $cluster)
+  AND ($from IS NULL OR (s.date >= CAST($from AS DATE) AND s.ts >= $from))
+  AND ($to IS NULL OR (s.date <= CAST($to AS DATE) AND s.ts < $to))
+  AND s.host IS NOT NULL;
+
+-- Statement 2: integer keys for hosts (series) and clusters (peers), which keep grouping cheap.
+CREATE TABLE ganesha_series AS
+SELECT cluster, host, row_number() OVER (ORDER BY cluster, host) AS series,
+       dense_rank() OVER (ORDER BY cluster) AS peers
+FROM (SELECT DISTINCT cluster, host FROM ganesha_labels) AS d;
+
+-- Statement 3: histograms, alarms, the weighted alarm count.
+CREATE TABLE ganesha_levels AS
+WITH buckets AS (
+    -- The vectors of a step, each weighed by its age at the end of the step.
+    SELECT k.series, k.peers, CAST(floor(l.t / $step_seconds) AS BIGINT) AS bucket, l.label,
+           sum(exp(-$lambda * ((floor(l.t / $step_seconds) + 1) * $step_seconds - l.t))) AS w
+    FROM ganesha_series k JOIN ganesha_labels l ON l.cluster = k.cluster AND l.host = k.host
     WHERE l.label IS NOT NULL
+    GROUP BY k.series, k.peers, bucket, l.label
+),
+-- Each step's vectors belong to the histograms of the ticks within $memory_seconds after it.
+ticked AS (
+    SELECT b.series, b.peers, b.bucket + 1 + g.value AS tick, b.label,
+           b.w * exp(-$lambda * $step_seconds * g.value) AS w
+    FROM generate_series(0, CAST(ceil($memory_seconds / $step_seconds) AS BIGINT) - 1) AS g
+    CROSS JOIN buckets b
 ),
 histograms AS (
-    SELECT cluster, host, tick, decayed_histogram(label, $k, t, $lambda) AS hist
-    FROM ticked GROUP BY cluster, host, tick
+    SELECT series, peers, tick, make_array(
+               sum(CASE WHEN label = 0 THEN w ELSE 0.0 END),
+               sum(CASE WHEN label = 1 THEN w ELSE 0.0 END),
+               sum(CASE WHEN label = 2 THEN w ELSE 0.0 END),
+               sum(CASE WHEN label = 3 THEN w ELSE 0.0 END),
+               sum(CASE WHEN label = 4 THEN w ELSE 0.0 END),
+               sum(CASE WHEN label = 5 THEN w ELSE 0.0 END),
+               sum(CASE WHEN label = 6 THEN w ELSE 0.0 END),
+               sum(CASE WHEN label = 7 THEN w ELSE 0.0 END),
+               sum(CASE WHEN label = 8 THEN w ELSE 0.0 END),
+               sum(CASE WHEN label = 9 THEN w ELSE 0.0 END),
+               sum(CASE WHEN label = 10 THEN w ELSE 0.0 END),
+               sum(CASE WHEN label = 11 THEN w ELSE 0.0 END),
+               sum(CASE WHEN label = 12 THEN w ELSE 0.0 END),
+               sum(CASE WHEN label = 13 THEN w ELSE 0.0 END),
+               sum(CASE WHEN label = 14 THEN w ELSE 0.0 END),
+               sum(CASE WHEN label = 15 THEN w ELSE 0.0 END)) AS hist
+    FROM ticked GROUP BY series, peers, tick
 ),
 alarms AS (
-    SELECT cluster, host, tick,
-           count(*) OVER (PARTITION BY cluster, tick) AS hosts,
-           indict(hist, $threshold) OVER (PARTITION BY cluster, tick) AS alarm
+    SELECT series, tick,
+           coalesce(indict(hist, $threshold) OVER (PARTITION BY peers, tick), false)
+               AND count(*) OVER (PARTITION BY peers, tick) >= $min_hosts AS alarm
     FROM histograms
-),
-weighted AS (
-    SELECT cluster, host, tick, alarm AND hosts >= $min_hosts AS alarm,
-           ewma(coalesce(alarm AND hosts >= $min_hosts, false), $ewma_alpha)
-               OVER (PARTITION BY cluster, host ORDER BY tick) AS level
-    FROM alarms
+)
+-- ewma() starts from the first value: that value's weight is taken back, so the count starts from 0.
+SELECT series, tick, alarm,
+       ewma(CASE WHEN alarm THEN 1.0 ELSE 0.0 END, $ewma_alpha) OVER (PARTITION BY series ORDER BY tick)
+       - power(1.0 - $ewma_alpha, row_number() OVER (PARTITION BY series ORDER BY tick))
+         * first_value(CASE WHEN alarm THEN 1.0 ELSE 0.0 END) OVER (PARTITION BY series ORDER BY tick) AS level
+FROM alarms;
+
+-- Statement 4: the verdict.
+WITH per_series AS (
+    SELECT series, max(level) AS score, count(*) AS ticks, sum(CASE WHEN alarm THEN 1 ELSE 0 END) AS alarmed
+    FROM ganesha_levels GROUP BY series
 ),
 unknown AS (
     SELECT cluster, host, avg(CASE WHEN label = $k THEN 1.0 ELSE 0.0 END) AS unknown_share
-    FROM labelled GROUP BY cluster, host
+    FROM ganesha_labels GROUP BY cluster, host
 )
-SELECT w.cluster, w.host, 'sadc' AS subject, max(w.level) AS score,
-       max(w.level) > $alarm_level AS indicted,
-       count(*) AS ticks, sum(CASE WHEN w.alarm THEN 1 ELSE 0 END) AS alarmed,
-       round(max(u.unknown_share), 3) AS unknown_share
-FROM weighted w LEFT JOIN unknown u ON u.cluster = w.cluster AND u.host = w.host
-GROUP BY w.cluster, w.host
-ORDER BY w.cluster, score DESC, w.host;
+SELECT k.cluster, k.host, 'sadc' AS subject, p.score, p.score > $alarm_level AS indicted,
+       p.ticks, p.alarmed, round(u.unknown_share, 3) AS unknown_share
+FROM ganesha_series k
+JOIN per_series p ON p.series = k.series
+LEFT JOIN unknown u ON u.cluster = k.cluster AND u.host = k.host
+ORDER BY k.cluster, p.score DESC, k.host;

@@ -1,75 +1,162 @@
 -- Kahuna-WB: the host whose state durations differ from most of its peers (Kahuna §VI-A).
 --
 -- For each job and SALSA state (DataNode states, which carry no job, are compared over the
--- whole window), every host's durations become one histogram; a host is indicted when the
--- square-root Jensen-Shannon distance of its histogram exceeds $threshold against more than
--- half of its peers (0.7 by default: with a few states per host and job, healthy hosts'
--- histograms differ by up to ~0.6 on simulated Sort runs). Durations are divided by the peer
--- group's median before binning, so one set of bins fits Maps of seconds and Reduces of hours. A state still running at the
--- end of the data (a hang) counts with the time it has run so far, so a hung host stands out
--- instead of dropping out.
+-- whole window), every host's durations become one histogram; a host is indicted in that job
+-- when the square-root Jensen-Shannon distance of its histogram exceeds $threshold against
+-- more than half of its peers, and its states took longer than the peers' median
+-- ($min_slowdown): a host faster than the rest is not what made the job slow.
 --
--- @param from       timestamp = null   states starting at or after this time (null: all history)
--- @param to         timestamp = null   states starting before this time (null: no end)
--- @param cluster    text      = null   cluster to diagnose (null: every cluster, each on its own)
--- @param states     text      = 'Map,Reduce,ReduceCopy,ReduceMergeCopy,ReadBlock,WriteBlock'   states compared, comma-separated
--- @param threshold  number    = 0.7    distance above which two hosts' histograms differ
--- @param bins       integer   = 24     histogram bins (log-spaced)
--- @param lo         number    = 0.1    smallest duration binned, as a multiple of the peer median
--- @param hi         number    = 10     largest duration binned, as a multiple of the peer median
--- @param min_states integer   = 5      a host takes part with at least this many states in the group
--- @param min_hosts  integer   = 3      a group is compared only with at least this many hosts
+-- Durations are divided by the peer group's median before binning, so one set of bins fits
+-- Maps of seconds and Reduces of hours. Each state weighs its duration ($weight = 'time'): a
+-- histogram says where the host's time went, so a single hung task among a handful (a 600 s
+-- Map beside six of 12 s) holds most of the mass instead of a seventh of it; 'count' weighs
+-- every state alike, as the paper did. Histograms are smoothed with a Gaussian kernel of
+-- $bandwidth bins, so that a few percent of jitter between healthy hosts does not move mass
+-- into a neighbouring bin. A state still running at the end of the data counts with the time
+-- it has run so far.
+--
+-- Per host, over the window (job_id NULL, subject 'host'): the host is the verdict when it
+-- is indicted in more than $job_share of the jobs in which anyone was indicted — a chronic
+-- fault (a hog) shows in most jobs, a one-off hang in the one job it slowed, while chance
+-- indictments of healthy hosts scatter — or when a DataNode state indicts it over the window.
+--
+-- With the job history ingested beside the TaskTracker logs, every Map and Reduce is there
+-- twice (daemon 'history' and 'tasktracker'); a job's states come from its logs, from the
+-- history only for a job and state no log was ingested for.
+--
+-- @param from        timestamp = null   states starting at or after this time (null: all history)
+-- @param to          timestamp = null   states starting before this time (null: no end)
+-- @param cluster     text      = null   cluster to diagnose (null: every cluster, each on its own)
+-- @param states      text      = 'Map,Reduce,ReduceCopy,ReduceMergeCopy,ReadBlock,WriteBlock'   states compared, comma-separated
+-- @param threshold   number    = 0.5    distance above which two hosts' histograms differ
+-- @param weight      text      = 'time' what a state weighs in its histogram: 'time' (its duration) or 'count' (1)
+-- @param bins        integer   = 24     histogram bins (log-spaced)
+-- @param lo          number    = 0.1    smallest duration binned, as a multiple of the peer median
+-- @param hi          number    = 10     largest duration binned, as a multiple of the peer median
+-- @param bandwidth   number    = 1      kernel smoothing of the histograms, in bins (0: none)
+-- @param min_slowdown number   = 1      mean duration, as a multiple of the peer median, above which an odd host is indicted
+-- @param min_states  integer   = 2      a host takes part with at least this many states in the group
+-- @param min_hosts   integer   = 3      a group is compared only with at least this many hosts
+-- @param job_share   number    = 0.5    share of the jobs indicting anyone that the host must be indicted in
 -- @output verdict
--- @tune threshold = 0.5, 0.55, 0.6, 0.65, 0.7, 0.75, 0.8, 0.85
+-- @tune threshold = 0.3, 0.35, 0.4, 0.45, 0.5, 0.55, 0.6, 0.7
 --
--- Output: cluster, job_id (NULL for DataNode states), host, subject (the state), score (the
--- share of peers farther than $threshold), indicted, states (on this host), peers,
--- host_median_ms and peer_median_ms (what a reader compares first).
+-- Output, per job and state: cluster, job_id (NULL for DataNode states), host, subject (the
+-- state), score (the share of peers farther than $threshold), indicted, states (on this host),
+-- peers, host_median_ms, peer_median_ms and slowdown (mean duration / peer median).
+-- Per host (job_id NULL, subject 'host'): score (jobs indicted / jobs indicting anyone),
+-- indicted, jobs (compared in), jobs_indicted.
 
+-- Statement 1: every state's duration, from one source (the intermediate results are tables
+-- of this run's session, so that each is computed once).
+CREATE TABLE wb_durations AS
 WITH scope AS (
-    SELECT cluster, job_id, state, host, start_ts, end_ts, duration_ms
+    SELECT cluster, job_id, state, host, daemon, start_ts, end_ts, duration_ms
     FROM states
     WHERE ($cluster IS NULL OR cluster = $cluster)
       AND ($from IS NULL OR (date >= CAST($from AS DATE) AND start_ts >= $from))
       AND ($to IS NULL OR (date <= CAST($to AS DATE) AND start_ts < $to))
       AND array_has(string_to_array($states, ','), state)
       AND host IS NOT NULL AND start_ts IS NOT NULL
-      AND daemon <> 'history'
+),
+logged AS (
+    SELECT DISTINCT cluster, job_id, state FROM scope WHERE daemon <> 'history' AND job_id IS NOT NULL
+),
+chosen AS (
+    SELECT cluster, job_id, state, host, start_ts, end_ts, duration_ms FROM scope WHERE daemon <> 'history'
+    UNION ALL
+    SELECT s.cluster, s.job_id, s.state, s.host, s.start_ts, s.end_ts, s.duration_ms
+    FROM scope s
+    LEFT JOIN logged l ON l.cluster = s.cluster AND l.job_id = s.job_id AND l.state = s.state
+    WHERE s.daemon = 'history' AND l.job_id IS NULL
 ),
 -- The end of the data, per cluster: how long an unterminated state has run so far.
 horizon AS (
-    SELECT cluster, max(coalesce(end_ts, start_ts)) AS last_ts FROM scope GROUP BY cluster
-),
-durations AS (
-    SELECT s.cluster, coalesce(s.job_id, '(window)') AS job_id, s.state, s.host,
-           coalesce(s.duration_ms,
-                    (date_part('epoch', h.last_ts) - date_part('epoch', s.start_ts)) * 1000.0) AS ms
-    FROM scope s JOIN horizon h ON s.cluster = h.cluster
-),
-peer_median AS (
+    SELECT cluster, max(coalesce(end_ts, start_ts)) AS last_ts FROM chosen GROUP BY cluster
+)
+SELECT s.cluster, coalesce(s.job_id, '(window)') AS job_id, s.state, s.host,
+       coalesce(s.duration_ms, (date_part('epoch', h.last_ts) - date_part('epoch', s.start_ts)) * 1000.0) AS ms
+FROM horizon h JOIN chosen s ON s.cluster = h.cluster;
+
+-- Statement 2: one smoothed histogram per job, state and host, and the peer comparison.
+CREATE TABLE wb_verdicts AS
+WITH peer_median AS (
     SELECT cluster, job_id, state, approx_median(ms) AS median_ms
-    FROM durations GROUP BY cluster, job_id, state
+    FROM wb_durations GROUP BY cluster, job_id, state
 ),
-per_host AS (
-    SELECT d.cluster, d.job_id, d.state, d.host, count(*) AS n,
-           approx_median(d.ms) AS host_median_ms, max(m.median_ms) AS peer_median_ms,
-           state_histogram(d.ms / greatest(m.median_ms, 0.001), $lo, $hi, $bins, 'log') AS hist
-    FROM durations d JOIN peer_median m
+binned AS (
+    SELECT d.cluster, d.job_id, d.state, d.host, d.ms, m.median_ms,
+           d.ms / greatest(m.median_ms, 0.001) AS ratio,
+           CAST(least(greatest(floor(ln(greatest(d.ms / greatest(m.median_ms, 0.001), 1e-9) / $lo)
+                                     / ln($hi / $lo) * $bins), 0), $bins - 1) AS BIGINT) AS bin
+    FROM peer_median m JOIN wb_durations d
       ON d.cluster = m.cluster AND d.job_id = m.job_id AND d.state = m.state
-    GROUP BY d.cluster, d.job_id, d.state, d.host
+),
+hosts AS (
+    SELECT cluster, job_id, state, host, count(*) AS n, approx_median(ms) AS host_median_ms,
+           max(median_ms) AS peer_median_ms, avg(ratio) AS slowdown
+    FROM binned GROUP BY cluster, job_id, state, host
     HAVING count(*) >= $min_states
 ),
+weights AS (
+    SELECT cluster, job_id, state, host, bin,
+           sum(CASE WHEN $weight = 'count' THEN 1.0 ELSE greatest(ratio, 0.0) END) AS w
+    FROM binned GROUP BY cluster, job_id, state, host, bin
+),
+-- Every bin of every host, empty ones as 0, in order.
+per_host AS (
+    SELECT h.cluster, h.job_id, h.state, h.host, h.n, h.host_median_ms, h.peer_median_ms, h.slowdown,
+           kde_smooth(array_agg(coalesce(w.w, 0.0) ORDER BY g.value), $bandwidth) AS hist
+    FROM hosts h
+    CROSS JOIN generate_series(0, $bins - 1) AS g
+    LEFT JOIN weights w ON w.cluster = h.cluster AND w.job_id = h.job_id AND w.state = h.state
+                       AND w.host = h.host AND w.bin = g.value
+    GROUP BY h.cluster, h.job_id, h.state, h.host, h.n, h.host_median_ms, h.peer_median_ms, h.slowdown
+),
 compared AS (
-    SELECT cluster, job_id, state, host, n, host_median_ms, peer_median_ms,
+    SELECT cluster, job_id, state, host, n, host_median_ms, peer_median_ms, slowdown,
            count(*) OVER (PARTITION BY cluster, job_id, state) - 1 AS peers,
            peer_score(hist, $threshold) OVER (PARTITION BY cluster, job_id, state) AS score,
            indict(hist, $threshold) OVER (PARTITION BY cluster, job_id, state) AS odd_one_out
     FROM per_host
 )
-SELECT cluster,
-       CASE WHEN job_id = '(window)' THEN NULL ELSE job_id END AS job_id,
-       host, state AS subject, score,
-       coalesce(odd_one_out, false) AND peers + 1 >= $min_hosts AS indicted,
-       n AS states, peers, round(host_median_ms, 1) AS host_median_ms, round(peer_median_ms, 1) AS peer_median_ms
-FROM compared
-ORDER BY cluster, job_id, subject, score DESC, host;
+SELECT cluster, CASE WHEN job_id = '(window)' THEN NULL ELSE job_id END AS job_id,
+       host, state, score, n, peers, host_median_ms, peer_median_ms, slowdown,
+       coalesce(odd_one_out, false) AND peers + 1 >= $min_hosts AND slowdown > $min_slowdown AS indicted
+FROM compared;
+
+-- Statement 3: the verdict, per job and state, and per host.
+WITH per_job AS (
+    SELECT cluster, host, job_id, bool_or(indicted) AS indicted
+    FROM wb_verdicts WHERE job_id IS NOT NULL GROUP BY cluster, host, job_id
+),
+rollup AS (
+    SELECT cluster, host, count(*) AS jobs, sum(CASE WHEN indicted THEN 1 ELSE 0 END) AS jobs_indicted
+    FROM per_job GROUP BY cluster, host
+),
+odd_jobs AS (
+    SELECT cluster, count(DISTINCT job_id) AS jobs FROM per_job WHERE indicted GROUP BY cluster
+),
+window_states AS (
+    SELECT cluster, host, bool_or(indicted) AS indicted FROM wb_verdicts WHERE job_id IS NULL GROUP BY cluster, host
+),
+host_verdict AS (
+    SELECT coalesce(r.cluster, w.cluster) AS cluster, coalesce(r.host, w.host) AS host,
+           r.jobs, r.jobs_indicted,
+           CAST(coalesce(r.jobs_indicted, 0) AS DOUBLE) / greatest(coalesce(o.jobs, 0), 1) AS score,
+           coalesce(w.indicted, false) AS window_indicted
+    FROM rollup r
+    FULL JOIN window_states w ON w.cluster = r.cluster AND w.host = r.host
+    LEFT JOIN odd_jobs o ON o.cluster = coalesce(r.cluster, w.cluster)
+)
+SELECT cluster, job_id, host, state AS subject, score, indicted, n AS states, peers,
+       round(host_median_ms, 1) AS host_median_ms, round(peer_median_ms, 1) AS peer_median_ms,
+       round(slowdown, 3) AS slowdown, CAST(NULL AS BIGINT) AS jobs, CAST(NULL AS BIGINT) AS jobs_indicted
+FROM wb_verdicts
+UNION ALL
+SELECT cluster, CAST(NULL AS VARCHAR) AS job_id, host, 'host' AS subject, score,
+       (coalesce(jobs_indicted, 0) > 0 AND score > $job_share) OR window_indicted AS indicted,
+       CAST(NULL AS BIGINT), CAST(NULL AS BIGINT), CAST(NULL AS DOUBLE), CAST(NULL AS DOUBLE), CAST(NULL AS DOUBLE),
+       jobs, jobs_indicted
+FROM host_verdict
+ORDER BY cluster, job_id NULLS FIRST, subject, score DESC, host;

@@ -23,16 +23,26 @@
 -- mean_abs_r, least_similar_host, its lowest |r|.
 
 CREATE VIEW job_similarity AS
-WITH maps AS (
-    -- One row per Map attempt, whether a TaskTracker log or the job history told of it.
-    SELECT cluster, job_id, host, task_id,
-           min(date_part('epoch', start_ts)) AS s, max(date_part('epoch', end_ts)) AS e
+WITH map_states AS (
+    SELECT cluster, job_id, host, task_id, daemon, start_ts, end_ts
     FROM states
     WHERE state = 'Map' AND job_id IS NOT NULL AND host IS NOT NULL AND start_ts IS NOT NULL
       AND ($cluster IS NULL OR cluster = $cluster)
       AND ($from IS NULL OR (date >= CAST($from AS DATE) AND start_ts >= $from))
       AND ($to IS NULL OR (date <= CAST($to AS DATE) AND start_ts < $to))
-    GROUP BY cluster, job_id, host, task_id
+),
+-- A Map is there twice when the job history was ingested beside the TaskTracker logs
+-- (daemon 'history' and 'tasktracker'): a job's Maps come from its logs, from its history
+-- only where no log of the job was ingested.
+logged AS (
+    SELECT DISTINCT cluster, job_id FROM map_states WHERE daemon <> 'history'
+),
+maps AS (
+    SELECT m.cluster, m.job_id, m.host, m.task_id,
+           min(date_part('epoch', m.start_ts)) AS s, max(date_part('epoch', m.end_ts)) AS e
+    FROM map_states m LEFT JOIN logged l ON l.cluster = m.cluster AND l.job_id = m.job_id
+    WHERE m.daemon <> 'history' OR l.job_id IS NULL
+    GROUP BY m.cluster, m.job_id, m.host, m.task_id
 ),
 span AS (
     SELECT cluster, job_id, min(s) AS t0, greatest(max(coalesce(e, s)) - min(s), 0.001) AS length

@@ -1,8 +1,8 @@
 -- SALSA fingerpointing: Algorithm 1 of SALSA §8, with the data-flow augmentation of §8.3.
 --
 -- Peer comparison over time. Every $step_seconds (a tick), each host's distribution of a
--- state's durations is its samples of the last $memory_ticks ticks, decayed with the lull
--- correction exp(-lambda·Δt / (alpha·Δt + 1)) and smoothed by a Gaussian kernel; a host whose
+-- state's durations is its samples of the last $memory_ticks ticks in 12 log-spaced bins, decayed
+-- with the lull correction exp(-lambda·Δt / (alpha·Δt + 1)) and smoothed by a Gaussian kernel; a host whose
 -- distribution is farther than $threshold_p from more than half of its peers raises an alarm,
 -- and $alarms consecutive alarms indict it (subject = the state).
 --
@@ -11,7 +11,12 @@
 -- writer, `peer_host`); a host associated with at least half of a kind's outliers is indicted
 -- (subject = '<state>/dataflow'). A correlated fault — a slow reader makes its healthy
 -- servers look slow — then points at the culprit: where the data-flow indicts a host, peer
--- comparison of that state indicts no other host.
+-- comparison of that state indicts no other host. An outlier must also be $outlier_ratio times
+-- the state's median: a fault-free window has a slowest 5% too, and a host can happen to be
+-- in half of it.
+--
+-- A host is only alarmed while its states are slower than its peers' (its mean bin above the
+-- peers' median): a host faster than the rest is not what slows the cluster down.
 -- Durations are binned as multiples of the state's median over the window, and a state still
 -- running at the end of the data counts as long as it has run.
 --
@@ -23,7 +28,6 @@
 -- @param memory_ticks  integer   = 24     ticks a sample stays in a distribution
 -- @param lambda        number    = 0.02   decay rate per second
 -- @param alpha         number    = 0.1    lull correction (0: plain exponential decay)
--- @param bins          integer   = 12     histogram bins (log-spaced)
 -- @param lo            number    = 0.33   smallest duration binned, as a multiple of the median
 -- @param hi            number    = 3      largest duration binned, as a multiple of the median
 -- @param bandwidth     number    = 1      kernel bandwidth, in bins
@@ -31,7 +35,8 @@
 -- @param alarms        integer   = 20     consecutive alarms that indict (SALSA: 20)
 -- @param min_hosts     integer   = 3      hosts needed at a tick for a comparison
 -- @param threshold_h   number    = 0.95   quantile above which a state is an outlier
--- @param min_outliers  integer   = 10     outliers needed before the data-flow indicts
+-- @param outlier_ratio number    = 3      ... and at least this many times the state's median
+-- @param min_outliers  integer   = 5      outliers needed before the data-flow indicts
 -- @output verdict
 -- @tune threshold_p = 0.35, 0.4, 0.45, 0.5, 0.55, 0.6, 0.65, 0.7
 --
@@ -39,6 +44,9 @@
 -- alarms / $alarms; for data-flow, the share of outliers the host took part in), indicted,
 -- ticks (compared), alarmed (ticks with an alarm), outliers (data-flow rows: of the kind, in all).
 
+-- Statement 1: the samples (a state at its end, with its duration); the intermediate results
+-- are tables of this run's session, so that each is computed once.
+CREATE TABLE salsa_samples AS
 WITH scope AS (
     SELECT cluster, state, host, peer_host, start_ts, end_ts, duration_ms, daemon
     FROM states
@@ -51,96 +59,131 @@ WITH scope AS (
 ),
 horizon AS (
     SELECT cluster, date_part('epoch', max(coalesce(end_ts, start_ts))) AS last_s FROM scope GROUP BY cluster
-),
-samples AS (
-    SELECT s.cluster, s.state, s.host, s.peer_host, s.daemon,
-           coalesce(date_part('epoch', s.end_ts), h.last_s) AS t,
-           coalesce(s.duration_ms, (h.last_s - date_part('epoch', s.start_ts)) * 1000.0) AS ms
-    FROM scope s JOIN horizon h ON s.cluster = h.cluster
-),
-typical AS (
-    SELECT cluster, state, approx_median(ms) AS median_ms,
-           approx_percentile_cont(ms, $threshold_h) AS outlier_ms
-    FROM samples GROUP BY cluster, state
-),
-labelled AS (
-    SELECT s.cluster, s.state, s.host, s.t,
+)
+SELECT s.cluster, s.state, s.host, s.peer_host, s.daemon,
+       coalesce(date_part('epoch', s.end_ts), h.last_s) AS t,
+       coalesce(s.duration_ms, (h.last_s - date_part('epoch', s.start_ts)) * 1000.0) AS ms
+FROM horizon h JOIN scope s ON s.cluster = h.cluster;
+
+CREATE TABLE salsa_typical AS
+SELECT cluster, state, approx_median(ms) AS median_ms, approx_percentile_cont(ms, $threshold_h) AS outlier_ms
+FROM salsa_samples GROUP BY cluster, state;
+
+-- Statement 3: peer comparison, tick by tick. A series is one host's samples of one state; its
+-- peers are the cluster's series of that state (integer keys keep the grouping cheap).
+CREATE TABLE salsa_series AS
+SELECT cluster, state, host,
+       row_number() OVER (ORDER BY cluster, state, host) AS series,
+       dense_rank() OVER (ORDER BY cluster, state) AS peers
+FROM (SELECT DISTINCT cluster, state, host FROM salsa_samples) AS d;
+
+CREATE TABLE salsa_peer AS
+WITH labelled AS (
+    SELECT k.series, k.peers, s.t,
            CAST(least(greatest(floor(ln(greatest(s.ms / greatest(m.median_ms, 0.001), 1e-9) / $lo)
-                                     / ln($hi / $lo) * $bins), 0), $bins - 1) AS BIGINT) AS label
-    FROM samples s JOIN typical m ON s.cluster = m.cluster AND s.state = m.state
+                                     / ln($hi / $lo) * 12), 0), 11) AS BIGINT) AS label
+    FROM salsa_typical m
+    JOIN salsa_series k ON k.cluster = m.cluster AND k.state = m.state
+    JOIN salsa_samples s ON s.cluster = k.cluster AND s.state = k.state AND s.host = k.host
 ),
--- Each sample belongs to the distribution of the $memory_ticks ticks that follow it.
+-- Each sample belongs to the distribution of the $memory_ticks ticks that follow it, and weighs
+-- there exp(-lambda·Δt / (alpha·Δt + 1)), Δt its age at the tick.
 ticked AS (
-    SELECT l.cluster, l.state, l.host, l.t, l.label,
-           (floor(l.t / $step_seconds) + 1 + g.value) * $step_seconds AS tick
-    FROM labelled l CROSS JOIN generate_series(0, $memory_ticks - 1) AS g
+    SELECT l.series, l.peers, l.label, CAST(floor(l.t / $step_seconds) AS BIGINT) + 1 + g.value AS tick,
+           (CAST(floor(l.t / $step_seconds) AS BIGINT) + 1 + g.value) * $step_seconds - l.t AS age
+    FROM generate_series(0, $memory_ticks - 1) AS g CROSS JOIN labelled l
 ),
+weighted AS (
+    SELECT series, peers, tick, label, exp(-$lambda * age / ($alpha * age + 1.0)) AS w FROM ticked
+),
+-- The twelve bins spelled out as sums, which DataFusion computes natively.
 distributions AS (
-    SELECT cluster, state, host, tick,
-           kde_smooth(decayed_histogram(label, $bins, t, $lambda, $alpha), $bandwidth) AS dist
-    FROM ticked GROUP BY cluster, state, host, tick
+    SELECT series, peers, tick, avg(label) AS level,
+           kde_smooth(make_array(
+                      sum(CASE WHEN label = 0 THEN w ELSE 0.0 END),
+                      sum(CASE WHEN label = 1 THEN w ELSE 0.0 END),
+                      sum(CASE WHEN label = 2 THEN w ELSE 0.0 END),
+                      sum(CASE WHEN label = 3 THEN w ELSE 0.0 END),
+                      sum(CASE WHEN label = 4 THEN w ELSE 0.0 END),
+                      sum(CASE WHEN label = 5 THEN w ELSE 0.0 END),
+                      sum(CASE WHEN label = 6 THEN w ELSE 0.0 END),
+                      sum(CASE WHEN label = 7 THEN w ELSE 0.0 END),
+                      sum(CASE WHEN label = 8 THEN w ELSE 0.0 END),
+                      sum(CASE WHEN label = 9 THEN w ELSE 0.0 END),
+                      sum(CASE WHEN label = 10 THEN w ELSE 0.0 END),
+                      sum(CASE WHEN label = 11 THEN w ELSE 0.0 END)), $bandwidth) AS dist
+    FROM weighted GROUP BY series, peers, tick
 ),
 alarms AS (
-    SELECT cluster, state, host, tick,
-           coalesce(indict(dist, $threshold_p) OVER (PARTITION BY cluster, state, tick), false)
-               AND count(*) OVER (PARTITION BY cluster, state, tick) >= $min_hosts AS alarm
+    SELECT series, tick,
+           coalesce(indict(dist, $threshold_p) OVER (PARTITION BY peers, tick), false)
+               AND level > median(level) OVER (PARTITION BY peers, tick)
+               AND count(*) OVER (PARTITION BY peers, tick) >= $min_hosts AS alarm
     FROM distributions
 ),
 runs AS (
-    SELECT cluster, state, host, tick, alarm,
-           consecutive(alarm) OVER (PARTITION BY cluster, state, host ORDER BY tick) AS run
+    SELECT series, alarm, consecutive(alarm) OVER (PARTITION BY series ORDER BY tick) AS run
     FROM alarms
 ),
-peer_verdict AS (
-    SELECT cluster, state, host, max(run) AS longest, count(*) AS ticks,
-           sum(CASE WHEN alarm THEN 1 ELSE 0 END) AS alarmed
-    FROM runs GROUP BY cluster, state, host
+per_series AS (
+    SELECT series, max(run) AS longest, count(*) AS ticks, sum(CASE WHEN alarm THEN 1 ELSE 0 END) AS alarmed
+    FROM runs GROUP BY series
+)
+SELECT k.cluster, k.state, k.host, p.longest, p.ticks, p.alarmed
+FROM salsa_series k JOIN per_series p ON p.series = k.series;
+
+-- Statement 4: the data flow.
+CREATE TABLE salsa_flow AS
+WITH outlying AS (
+    SELECT s.cluster, s.state, s.host, s.peer_host
+    FROM salsa_typical m JOIN salsa_samples s ON s.cluster = m.cluster AND s.state = m.state
+    WHERE s.daemon = 'datanode' AND s.ms > m.outlier_ms AND s.ms > $outlier_ratio * m.median_ms
 ),
--- DataNodes name their peers by address; their own address is in the lines that start writes.
+-- DataNodes name their peers by address; their own address is in the lines that start writes
+-- (read only where there are outliers to name).
 addresses AS (
-    SELECT DISTINCT cluster, host, regexp_match(message, 'dest: /([^:,]+)')[1] AS address
-    FROM logs
-    WHERE ($cluster IS NULL OR cluster = $cluster)
-      AND ($from IS NULL OR date >= CAST($from AS DATE) - 1)
-      AND ($to IS NULL OR date <= CAST($to AS DATE))
-      AND daemon = 'datanode' AND message LIKE 'Receiving block%' AND host IS NOT NULL
+    SELECT DISTINCT l.cluster, l.host, regexp_match(l.message, 'dest: /([^:,]+)')[1] AS address
+    FROM logs l
+    WHERE ($cluster IS NULL OR l.cluster = $cluster)
+      AND ($from IS NULL OR l.date >= CAST($from AS DATE) - 1)
+      AND ($to IS NULL OR l.date <= CAST($to AS DATE))
+      AND l.daemon = 'datanode' AND l.message LIKE 'Receiving block%' AND l.host IS NOT NULL
+      AND l.cluster IN (SELECT DISTINCT cluster FROM outlying)
 ),
 outliers AS (
-    SELECT row_number() OVER () AS id, s.cluster, s.state, s.host, coalesce(a.host, s.peer_host) AS peer
-    FROM samples s
-    JOIN typical m ON s.cluster = m.cluster AND s.state = m.state
-    LEFT JOIN addresses a ON a.cluster = s.cluster AND a.address = s.peer_host
-    WHERE s.daemon = 'datanode' AND s.ms > m.outlier_ms
+    SELECT o.cluster, o.state, o.host, coalesce(a.host, o.peer_host) AS peer
+    FROM outlying o LEFT JOIN addresses a ON a.cluster = o.cluster AND a.address = o.peer_host
 ),
--- UNION, not UNION ALL: a state read locally joins its host once, not twice.
+-- Each outlier joins the host that logged it and its peer, each once: a block read locally
+-- joins its host once, not twice.
 associations AS (
-    SELECT o.cluster, o.state, o.id, o.host FROM outliers o
-    UNION
-    SELECT o.cluster, o.state, o.id, o.peer AS host FROM outliers o WHERE o.peer IS NOT NULL
+    SELECT cluster, state, host FROM outliers
+    UNION ALL
+    SELECT cluster, state, peer AS host FROM outliers WHERE peer IS NOT NULL AND peer <> host
 ),
 outlier_counts AS (
     SELECT cluster, state, count(*) AS total FROM outliers GROUP BY cluster, state
-),
-flow_verdict AS (
-    SELECT a.cluster, a.state, a.host, count(*) AS associated, max(c.total) AS total,
-           count(*) >= 0.5 * max(c.total) AND max(c.total) >= $min_outliers AS indicted
-    FROM associations a JOIN outlier_counts c ON a.cluster = c.cluster AND a.state = c.state
-    GROUP BY a.cluster, a.state, a.host
-),
-flow_culprits AS (
-    SELECT DISTINCT cluster, state FROM flow_verdict WHERE indicted
+)
+SELECT a.cluster, a.state, a.host, count(*) AS associated, max(c.total) AS total,
+       count(*) >= 0.5 * max(c.total) AND max(c.total) >= $min_outliers AS indicted
+FROM outlier_counts c JOIN associations a ON a.cluster = c.cluster AND a.state = c.state
+GROUP BY a.cluster, a.state, a.host;
+
+-- Statement 5: the verdict.
+WITH flow_culprits AS (
+    SELECT DISTINCT cluster, state FROM salsa_flow WHERE indicted
 )
 SELECT p.cluster, p.host, p.state AS subject,
        CAST(p.longest AS DOUBLE) / $alarms AS score,
        p.longest >= $alarms
            AND (f.state IS NULL OR coalesce(v.indicted, false)) AS indicted,
        p.ticks, p.alarmed, CAST(NULL AS BIGINT) AS outliers
-FROM peer_verdict p
+FROM salsa_peer p
 LEFT JOIN flow_culprits f ON f.cluster = p.cluster AND f.state = p.state
-LEFT JOIN flow_verdict v ON v.cluster = p.cluster AND v.state = p.state AND v.host = p.host
+LEFT JOIN salsa_flow v ON v.cluster = p.cluster AND v.state = p.state AND v.host = p.host
 UNION ALL
 SELECT cluster, host, state || '/dataflow' AS subject,
        CAST(associated AS DOUBLE) / total AS score, indicted,
        CAST(NULL AS BIGINT) AS ticks, CAST(NULL AS BIGINT) AS alarmed, total AS outliers
-FROM flow_verdict
+FROM salsa_flow
 ORDER BY cluster, subject, score DESC, host;

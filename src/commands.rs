@@ -104,6 +104,8 @@ pub struct EvalArgs {
     #[arg(long, default_value = "eval.csv")]
     csv: PathBuf,
     /// Ingest into this warehouse folder and keep it (default: a scratch folder, removed after).
+    /// Runs it already holds, ingested from the same folders, are not read again, so a second
+    /// evaluation with other queries starts at once.
     #[arg(long)]
     keep: Option<PathBuf>,
 }

@@ -10,7 +10,9 @@
 //! Thresholds (each query's `@tune` parameter) are chosen per workload on *tuning* runs given
 //! with `--tune`, never on the runs scored: the value with the best TP − FP on faulty tuning
 //! runs whose false-alarm rate on fault-free tuning runs stays within `--max-false-alarm`,
-//! the earliest (most sensitive) of the grid on ties. Without tuning runs the defaults hold.
+//! the middle one of the values that tie (a few tuning runs leave a plateau of equally good
+//! values, and its edges are where the next run starts to miss or to false-alarm). Without
+//! tuning runs the defaults hold.
 //! Ganesha's profiles are trained on the fault-free tuning runs.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -85,6 +87,9 @@ pub fn find_runs(roots: &[PathBuf], tuning: bool) -> Result<Vec<Run>> {
             bail!("{}: no truth.json in it or under it", root.display());
         }
         for dir in dirs {
+            // Absolute, so that `ingests` names the files alike however the runs were given
+            // (a kept warehouse recognises its runs by them).
+            let dir = std::fs::canonicalize(&dir).with_context(|| format!("cannot resolve {}", dir.display()))?;
             let (fault, workload, faulty, nodes) = read_truth(&dir)?;
             let name = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "run".into());
             let cluster = format!("{}{}-{}", if tuning { "tune-" } else { "" }, name, runs.len());
@@ -92,6 +97,20 @@ pub fn find_runs(roots: &[PathBuf], tuning: bool) -> Result<Vec<Run>> {
         }
     }
     Ok(runs)
+}
+
+/// What of a run folder is ingested: everything but `truth.json`, which is not a log (ingest
+/// would list it as refused).
+fn run_inputs(dir: &Path) -> Result<Vec<PathBuf>> {
+    let mut paths = Vec::new();
+    for entry in std::fs::read_dir(dir).with_context(|| format!("cannot list {}", dir.display()))? {
+        let path = entry?.path();
+        if path.file_name().is_some_and(|n| n != "truth.json") {
+            paths.push(path);
+        }
+    }
+    paths.sort();
+    Ok(paths)
 }
 
 /// TP/FP/FN counts of one group of runs.
@@ -143,10 +162,12 @@ pub struct Options {
     pub csv: PathBuf,
 }
 
-/// Hosts each run's cluster had indicted, from verdict rows of every cluster.
+/// Hosts each run's cluster had indicted, from verdict rows of every cluster. Only rows about
+/// the host over the whole window count: a row of one job (`job_id` set, Kahuna-WB's per-job
+/// rows) is evidence for its query's per-host roll-up, not a verdict on the host.
 fn indicted_by_cluster(verdict: &[Diagnosis]) -> HashMap<&str, BTreeSet<String>> {
     let mut out: HashMap<&str, BTreeSet<String>> = HashMap::new();
-    for d in verdict.iter().filter(|d| d.indicted) {
+    for d in verdict.iter().filter(|d| d.indicted && d.job_id.is_none()) {
         if let Some(host) = &d.host {
             out.entry(d.cluster.as_str()).or_default().insert(host.clone());
         }
@@ -160,20 +181,40 @@ async fn verdict(warehouse: &Warehouse, query: &Query, params: Vec<(String, Stri
     Ok(diagnose::run(warehouse, &request, Record::Nothing).await?.verdict)
 }
 
+/// The rows of a two-column query, both columns as text.
+async fn text_pairs(warehouse: &Warehouse, sql: &str) -> Result<Vec<(String, String)>> {
+    use datafusion::arrow::array::cast::AsArray;
+    use datafusion::arrow::{compute::cast, datatypes::DataType};
+    let ctx = crate::catalog::session(warehouse).await?;
+    let mut pairs = Vec::new();
+    for batch in ctx.sql(sql).await?.collect().await? {
+        let (a, b) = (cast(batch.column(0), &DataType::Utf8)?, cast(batch.column(1), &DataType::Utf8)?);
+        let (a, b) = (a.as_string::<i32>(), b.as_string::<i32>());
+        pairs.extend((0..batch.num_rows()).map(|row| (a.value(row).to_string(), b.value(row).to_string())));
+    }
+    Ok(pairs)
+}
+
+/// The files each cluster's completed ingests read, from `ingests` (none in a new warehouse).
+async fn ingested_files(warehouse: &Warehouse) -> Result<HashMap<String, Vec<String>>> {
+    let mut files: HashMap<String, Vec<String>> = HashMap::new();
+    if !crate::catalog::session(warehouse).await?.table_exist("ingests")? {
+        return Ok(files);
+    }
+    let sql = "SELECT DISTINCT cluster, file FROM ingests WHERE status = 'ingested'";
+    for (cluster, file) in text_pairs(warehouse, sql).await? {
+        files.entry(cluster).or_default().push(file);
+    }
+    Ok(files)
+}
+
 /// The slave nodes of each cluster where the truth does not list them: hosts with TaskTracker
 /// or DataNode states.
 async fn fill_nodes(warehouse: &Warehouse, runs: &mut [Run]) -> Result<()> {
-    let ctx = crate::catalog::session(warehouse).await?;
     let sql = "SELECT DISTINCT cluster, host FROM states WHERE host IS NOT NULL AND daemon IN ('tasktracker', 'datanode')";
     let mut hosts: HashMap<String, BTreeSet<String>> = HashMap::new();
-    for batch in ctx.sql(sql).await?.collect().await? {
-        use datafusion::arrow::array::cast::AsArray;
-        use datafusion::arrow::{compute::cast, datatypes::DataType};
-        let (c, h) = (cast(batch.column(0), &DataType::Utf8)?, cast(batch.column(1), &DataType::Utf8)?);
-        let (c, h) = (c.as_string::<i32>(), h.as_string::<i32>());
-        for row in 0..batch.num_rows() {
-            hosts.entry(c.value(row).to_string()).or_default().insert(h.value(row).to_string());
-        }
+    for (cluster, host) in text_pairs(warehouse, sql).await? {
+        hosts.entry(cluster).or_default().insert(host);
     }
     for run in runs.iter_mut().filter(|r| r.nodes.is_empty()) {
         run.nodes = hosts.remove(&run.cluster).unwrap_or_default();
@@ -184,9 +225,16 @@ async fn fill_nodes(warehouse: &Warehouse, runs: &mut [Run]) -> Result<()> {
 pub async fn eval(options: &Options, out: &mut dyn std::io::Write) -> Result<()> {
     let mut runs = find_runs(&options.runs, false)?;
     runs.extend(find_runs(&options.tune, true)?);
+    // A kept warehouse may hold runs from an earlier evaluation: those are not read again.
+    let kept = ingested_files(&options.warehouse).await?;
+    let mut reused = 0;
     for run in &runs {
+        if kept.get(&run.cluster).is_some_and(|files| files.iter().any(|f| Path::new(f).starts_with(&run.dir))) {
+            reused += 1;
+            continue;
+        }
         let ingest_options = IngestOptions {
-            paths: vec![run.dir.clone()],
+            paths: run_inputs(&run.dir)?,
             cluster: run.cluster.clone(),
             warehouse: options.warehouse.clone(),
             zone: None,
@@ -199,6 +247,9 @@ pub async fn eval(options: &Options, out: &mut dyn std::io::Write) -> Result<()>
     }
     fill_nodes(&options.warehouse, &mut runs).await?;
     writeln!(out, "{} runs scored, {} tuning runs", runs.iter().filter(|r| !r.tuning).count(), runs.iter().filter(|r| r.tuning).count())?;
+    if reused > 0 {
+        writeln!(out, "{reused} runs were in the warehouse already (ingested from the same folders as the same clusters) and were not read again")?;
+    }
 
     let fault_free_tuning: Vec<&str> =
         runs.iter().filter(|r| r.tuning && r.fault_free()).map(|r| r.cluster.as_str()).collect();
@@ -302,7 +353,10 @@ fn param_label(param: &str) -> &str {
 
 /// The grid index the tuning runs choose (0, the first, when there are none).
 fn choose(tuning: &[&Run], by_value: &[Vec<Diagnosis>], max_false_alarm: f64) -> usize {
-    let mut best: Option<(usize, f64)> = None;
+    if tuning.is_empty() {
+        return 0;
+    }
+    let mut admissible = Vec::new();
     for (index, verdict) in by_value.iter().enumerate() {
         let indicted = indicted_by_cluster(verdict);
         let (mut faulty, mut clean) = (Score::default(), Score::default());
@@ -313,13 +367,12 @@ fn choose(tuning: &[&Run], by_value: &[Vec<Diagnosis>], max_false_alarm: f64) ->
         if clean.fp().is_some_and(|alarm| alarm > max_false_alarm) {
             continue;
         }
-        let merit = faulty.tp().unwrap_or(0.0) - faulty.fp().unwrap_or(0.0);
-        if best.is_none_or(|(_, m)| merit > m) {
-            best = Some((index, merit));
-        }
+        admissible.push((index, faulty.tp().unwrap_or(0.0) - faulty.fp().unwrap_or(0.0)));
     }
+    let best = admissible.iter().map(|&(_, merit)| merit).fold(f64::NEG_INFINITY, f64::max);
+    let tied: Vec<usize> = admissible.iter().filter(|&&(_, merit)| merit >= best - 1e-9).map(|&(index, _)| index).collect();
     // No value keeps false alarms low enough: the strictest (last) one.
-    best.map_or(by_value.len().saturating_sub(1), |(index, _)| index)
+    tied.get(tied.len() / 2).copied().unwrap_or(by_value.len().saturating_sub(1))
 }
 
 #[cfg(test)]
@@ -366,7 +419,9 @@ mod tests {
             indict("s-hog", &["n2"]),
         ];
         assert_eq!(choose(&[&clean, &faulty], &by_value, 0.02), 1);
-        assert_eq!(choose(&[&clean, &faulty], &by_value, 0.5), 0, "ties go to the most sensitive");
+        assert_eq!(choose(&[&clean, &faulty], &by_value, 0.5), 1, "of two that tie, the stricter");
+        let plateau = vec![indict("t-hog", &["n1"]); 3];
+        assert_eq!(choose(&[&clean, &faulty], &plateau, 0.02), 1, "of three that tie, the middle one");
         let _ = scored;
         assert_eq!(choose(&[], &by_value, 0.02), 0, "no tuning runs: the first value");
     }
