@@ -5,6 +5,8 @@
 -- of the pipeline. Peers are named by address in DataNode logs; they are mapped back to host
 -- names through the addresses DataNodes report for themselves. Summed over the window this
 -- shows imbalances of data access and, with mean durations, which links or nodes are slow.
+-- An edge from a node to itself is local I/O: a task reading or writing through the DataNode
+-- of its own node (HDFS puts the first replica there).
 -- Saved as `dataflow_edges`, one partition per cluster and run date.
 --
 -- @param from     timestamp = null   operations starting at or after this time (null: all history)
@@ -16,14 +18,24 @@
 -- max_ms, bytes.
 
 -- Statement 1: each DataNode's own address, read once (a session table) from the lines that
--- start its writes.
+-- name it: the start of a write to it (`dest:`), a block it served (0.18: `ip:port Served
+-- block`), and a read it served as clienttrace records it (0.20: `src:` of HDFS_READ). A node
+-- that only ever served blocks is named too, not left as a bare address.
 CREATE TABLE dataflow_addresses AS
-    SELECT DISTINCT cluster, host, regexp_match(message, 'dest: /([^:,]+)')[1] AS address
-    FROM logs
-    WHERE daemon = 'datanode' AND message LIKE 'Receiving block%' AND host IS NOT NULL
-      AND ($cluster IS NULL OR cluster = $cluster)
-      AND ($from IS NULL OR date >= CAST($from AS DATE) - INTERVAL '1 day')
-      AND ($to IS NULL OR date <= CAST($to AS DATE));
+    SELECT DISTINCT cluster, host, address FROM (
+        SELECT cluster, host, CASE
+            WHEN message LIKE 'Receiving block%' THEN regexp_match(message, 'dest: /([^:,]+)')[1]
+            WHEN message LIKE '%Served block%' THEN regexp_match(message, '^/?([0-9.]+):[0-9]+ Served block')[1]
+            ELSE regexp_match(message, '^src: /([^:,]+)')[1]
+        END AS address
+        FROM logs
+        WHERE daemon = 'datanode' AND host IS NOT NULL
+          AND (message LIKE 'Receiving block%' OR message LIKE '%Served block%' OR message LIKE 'src: %op: HDFS_READ%')
+          AND ($cluster IS NULL OR cluster = $cluster)
+          AND ($from IS NULL OR date >= CAST($from AS DATE) - INTERVAL '1 day')
+          AND ($to IS NULL OR date <= CAST($to AS DATE))
+    )
+    WHERE address IS NOT NULL;
 
 -- Statement 2: the edges.
 WITH ops AS (

@@ -131,6 +131,27 @@ async fn edge_tables_are_saved_per_run_date() {
     let states = "SELECT count(*) FROM states WHERE daemon = 'datanode' AND state IN ('ReadBlock', 'WriteBlock', 'WriteBlock_Replicated')";
     assert_eq!(scalar(wh.path(), states).await, "9");
     assert_eq!(scalar(wh.path(), "SELECT CAST(sum(blocks) AS VARCHAR) FROM dataflow_edges WHERE op <> 'mirror'").await, "9");
+    // Every node of data/ by name, node2 too, which only served blocks (its address comes
+    // from `10.0.0.2:50010 Served block`), read by hand from data/logs/*datanode*: node1 read
+    // and wrote a block locally, node2 served one to itself and one to node3 (10.0.0.3),
+    // node3 served one locally (clienttrace), node1 wrote to node3 (clienttrace) and node2 to
+    // node1. The merged Loghub-style file names its hosts by address.
+    let edges = rows(wh.path(), "SELECT src, dst, op, CAST(blocks AS VARCHAR) FROM dataflow_edges ORDER BY op, src, dst").await;
+    let edges: Vec<String> = edges.iter().map(|r| r.join(" ")).collect();
+    assert_eq!(
+        edges,
+        [
+            "node1 node1 read 1",
+            "node2 node2 read 1",
+            "node2 node3 read 1",
+            "node3 node3 read 1",
+            "10.250.10.6 10.250.10.6 write 1",
+            "10.250.19.102 10.250.19.102 write 1",
+            "node1 node1 write 1",
+            "node1 node3 write 1",
+            "node2 node1 write 1",
+        ]
+    );
 }
 
 /// `kahuna simulate` of Sort on 8 nodes for 12 minutes, with sadc and job history.
