@@ -59,7 +59,6 @@ fn write_export(path: &Path, host: &str, first: u64, seconds: u64) -> std::io::R
             format!("eth0;{:.2};{:.2};{:.2};{:.2};0.00;0.00;0.00;{:.2}", f(s, 18) * 10.0, f(s, 19) * 10.0, f(s, 20) * 100.0, f(s, 21) * 50.0, f(s, 22) / 10.0),
         ]
     })?;
-    drop(group);
     out.flush()
 }
 

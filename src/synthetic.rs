@@ -52,7 +52,7 @@ fn write_tasktracker(path: &Path, host: usize, bytes: u64, seed: u64) -> io::Res
     let mut task = 0u64;
     while out.written < bytes {
         task += 1;
-        let kind = if task % 5 == 0 { "r" } else { "m" };
+        let kind = if task.is_multiple_of(5) { "r" } else { "m" };
         let attempt = format!("attempt_200808231712_{:04}_{kind}_{:06}_0", 1 + task / 1000, task * 7 + host as u64);
         writeln!(out, "{} INFO {logger}: LaunchTaskAction: {attempt}", stamp(now))?;
         for step in 1..=8u64 {

@@ -163,11 +163,11 @@ fn fields_after_stamp(local_ms: i64, rest: &str, bare_thread_first: bool) -> Hea
             let message = tail.strip_prefix(' ').unwrap_or(tail);
             return Head::Event(EventHead { local_ms, level, thread, logger, message });
         }
-    } else if tail.starts_with(" (") {
-        if let Some(dash) = tail.find(") - ") {
-            let message = &tail[dash + 4..];
-            return Head::Event(EventHead { local_ms, level, thread, logger, message });
-        }
+    } else if tail.starts_with(" (")
+        && let Some(dash) = tail.find(") - ")
+    {
+        let message = &tail[dash + 4..];
+        return Head::Event(EventHead { local_ms, level, thread, logger, message });
     }
     Head::Malformed("no `logger: ` before the message")
 }

@@ -35,19 +35,19 @@ pub fn recognize(msg: &str) -> Option<Token> {
             detail: task(attempt),
         });
     }
-    if let Some(rest) = msg.strip_prefix("Task ") {
-        if let Some(attempt) = rest.strip_suffix(" is done.") {
-            return find_attempt(attempt).map(|(a, _)| task_end(a, Outcome::Succeeded));
-        }
+    if let Some(rest) = msg.strip_prefix("Task ")
+        && let Some(attempt) = rest.strip_suffix(" is done.")
+    {
+        return find_attempt(attempt).map(|(a, _)| task_end(a, Outcome::Succeeded));
     }
     if let Some(rest) = msg.strip_prefix("Received KillTaskAction for task: ") {
         return find_attempt(rest).map(|(a, _)| task_end(a, Outcome::Killed));
     }
     // FSError and fatal errors reported by the child: `Task: <id> - Killed …`.
-    if let Some(rest) = msg.strip_prefix("Task: ") {
-        if contains(rest, " - Killed") {
-            return find_attempt(rest).map(|(a, _)| task_end(a, Outcome::Failed));
-        }
+    if let Some(rest) = msg.strip_prefix("Task: ")
+        && contains(rest, " - Killed")
+    {
+        return find_attempt(rest).map(|(a, _)| task_end(a, Outcome::Failed));
     }
     // The remaining messages open with the attempt they are about.
     if !(msg.starts_with("attempt_") || msg.starts_with("task_")) {

@@ -525,7 +525,7 @@ mod tests {
         let job = nightly("wb", CatchUp::None);
 
         let flaky = Script { calls: Mutex::new(Vec::new()), failures: 2 };
-        run_scheduler(&[job.clone()], &flaky, &ledger, &clock, &policy(), Some(utc("2024-01-02T12:00:00Z"))).await.unwrap();
+        run_scheduler(std::slice::from_ref(&job), &flaky, &ledger, &clock, &policy(), Some(utc("2024-01-02T12:00:00Z"))).await.unwrap();
         assert_eq!(
             clock.sleeps(),
             vec![utc("2024-01-02T02:00:00Z"), utc("2024-01-02T02:01:00Z"), utc("2024-01-02T02:03:00Z")],
