@@ -19,6 +19,7 @@ use std::time::Duration;
 use datafusion::arrow::array::{ArrayRef, AsArray, Float64Array, RecordBatch, UInt32Array};
 use datafusion::arrow::datatypes::{DataType, Field, Schema, UInt32Type};
 use datafusion::datasource::MemTable;
+use datafusion::logical_expr::EmitTo;
 use datafusion::logical_expr::function::AccumulatorArgs;
 use datafusion::physical_expr::expressions::{col, lit};
 use datafusion::prelude::{SessionConfig, SessionContext};
@@ -155,7 +156,7 @@ fn bench_histogram(scale: usize) {
             let values: ArrayRef = batch.column(1).clone();
             acc.update_batch(&[values], indices, None, groups).expect("update");
         }
-        acc.size()
+        acc.evaluate(EmitTo::All).expect("evaluate").len()
     });
     println!(
         "state_histogram groups accumulator, {rows} rows in {groups} groups × 20 bins: {:.0} M rows/s",
