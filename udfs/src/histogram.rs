@@ -211,8 +211,8 @@ impl<B: Binner> Accumulator for HistogramAccumulator<B> {
     }
 }
 
-/// Counted rows wait, as cells of `counts`, until there are this many (8 MB of them), and are
-/// then applied together ([`HistogramGroupsAccumulator::apply_pending`]).
+/// Counted rows wait, as cells, until there are this many (8 MB of them), and are then
+/// applied together ([`HistogramGroupsAccumulator::apply_pending`]).
 const PENDING_ROWS: usize = 1 << 20;
 
 /// Up to this many cells (512 KB of `low`) stay in cache: increments go straight in.
@@ -340,7 +340,8 @@ impl<B: Binner> GroupsAccumulator for HistogramGroupsAccumulator<B> {
                 }
             })?,
         }
-        if self.pending.len() >= PENDING_ROWS {
+        // Few cells stay in cache anyway: no reason to hold rows back (and their memory).
+        if self.low.len() <= CACHED_CELLS || self.pending.len() >= PENDING_ROWS {
             self.apply_pending();
         }
         Ok(())
