@@ -218,7 +218,7 @@ const PENDING_ROWS: usize = 1 << 20;
 /// Up to this many cells (512 KB of `low`) stay in cache: increments go straight in.
 const CACHED_CELLS: usize = 1 << 19;
 
-/// Regions of `counts` that waiting increments are ordered by before they are applied.
+/// Regions of the cells that waiting increments are ordered by before they are applied.
 const REGIONS: usize = 256;
 
 /// All groups' histograms in one flat buffer (`bins` values per group), for GROUP BY over
@@ -233,9 +233,9 @@ struct HistogramGroupsAccumulator<B> {
     /// The rest of each cell's count (256 at each carry out of `low`) and merged states;
     /// allocated zeroed on first need, so untouched pages cost nothing.
     counts: Vec<f64>,
-    /// The cell of `counts` of each row counted and not yet applied.
+    /// The cell of each row counted and not yet applied.
     pending: Vec<usize>,
-    /// Scratch for `apply_pending`: `pending` ordered by region of `counts`.
+    /// Scratch for `apply_pending`: `pending` ordered by region of the cells.
     by_region: Vec<usize>,
 }
 
