@@ -99,6 +99,17 @@ const HEARTBEAT_MS: i64 = 3000;
 /// The 1152 hang's copier retries the map output whose rename failed this many times.
 const RENAME_TRIES: u32 = 3;
 
+/// The running tasks (`progress`: index and best attempt's progress) that a backup attempt is
+/// for: `eligible` (one attempt, begun long enough ago) and behind the average progress of all
+/// `total` tasks (`done` of them finished) by `SPECULATIVE_GAP`; least progressed first.
+fn stragglers(progress: Vec<(u32, f32)>, done: u32, total: u32, eligible: impl Fn(u32) -> bool) -> Vec<u32> {
+    let average = (done as f32 + progress.iter().map(|p| p.1).sum::<f32>()) / total.max(1) as f32;
+    let mut late: Vec<(f32, u32)> =
+        progress.into_iter().filter(|&(i, p)| eligible(i) && average - p >= SPECULATIVE_GAP).map(|(i, p)| (p, i)).collect();
+    late.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+    late.into_iter().map(|(_, i)| i).collect()
+}
+
 /// A running attempt's progress as planned: linear from (t0, f0) to (t1, f1), f1 after.
 #[derive(Clone, Copy, Debug)]
 struct Prog {
@@ -471,17 +482,11 @@ impl<'a, S: JobSource> Sim<'a, S> {
                 .iter()
                 .map(|&i| (i, j.maps[i as usize].runs.iter().map(|r| r.prog.at(now)).fold(0.0, f32::max)))
                 .collect();
-            let average = (j.maps_done as f32 + progress.iter().map(|p| p.1).sum::<f32>()) / j.spec.maps.max(1) as f32;
-            let mut late: Vec<(f32, u32)> = progress
-                .into_iter()
-                .filter(|&(i, p)| {
-                    let m = &j.maps[i as usize];
-                    m.runs.len() == 1 && m.started.is_some_and(|s| now - s >= SPECULATIVE_LAG_MS) && average - p >= SPECULATIVE_GAP
-                })
-                .map(|(i, p)| (p, i))
-                .collect();
-            late.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
-            backups.extend(late.into_iter().map(|(_, i)| (false, i)));
+            let alone = |i: u32| {
+                let m = &j.maps[i as usize];
+                m.runs.len() == 1 && m.started.is_some_and(|s| now - s >= SPECULATIVE_LAG_MS)
+            };
+            backups.extend(stragglers(progress, j.maps_done, j.spec.maps, alone).into_iter().map(|i| (false, i)));
         }
         let maps = j.spec.maps;
         if j.pending_reduces.is_empty() && !j.live_reduces.is_empty() {
@@ -491,17 +496,11 @@ impl<'a, S: JobSource> Sim<'a, S> {
                 let best = j.reduces[i as usize].runs.iter_mut().map(|r| r.progress(now, maps)).fold(0.0, f32::max);
                 progress.push((i, best));
             }
-            let average = (j.reduces_done as f32 + progress.iter().map(|p| p.1).sum::<f32>()) / j.spec.reduces.max(1) as f32;
-            let mut late: Vec<(f32, u32)> = progress
-                .into_iter()
-                .filter(|&(i, p)| {
-                    let r = &j.reduces[i as usize];
-                    r.runs.len() == 1 && r.started.is_some_and(|s| now - s >= SPECULATIVE_LAG_MS) && average - p >= SPECULATIVE_GAP
-                })
-                .map(|(i, p)| (p, i))
-                .collect();
-            late.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
-            backups.extend(late.into_iter().map(|(_, i)| (true, i)));
+            let alone = |i: u32| {
+                let r = &j.reduces[i as usize];
+                r.runs.len() == 1 && r.started.is_some_and(|s| now - s >= SPECULATIVE_LAG_MS)
+            };
+            backups.extend(stragglers(progress, j.reduces_done, j.spec.reduces, alone).into_iter().map(|i| (true, i)));
         }
         for (reduce, idx) in backups {
             let Some(node) = self.backup_node(job, idx, reduce) else { continue };
