@@ -182,10 +182,9 @@ async fn verdict(warehouse: &Warehouse, query: &Query, params: Vec<(String, Stri
 }
 
 /// The rows of a two-column query, both columns as text.
-async fn text_pairs(warehouse: &Warehouse, sql: &str) -> Result<Vec<(String, String)>> {
+async fn text_pairs(ctx: &datafusion::prelude::SessionContext, sql: &str) -> Result<Vec<(String, String)>> {
     use datafusion::arrow::array::cast::AsArray;
     use datafusion::arrow::{compute::cast, datatypes::DataType};
-    let ctx = crate::catalog::session(warehouse).await?;
     let mut pairs = Vec::new();
     for batch in ctx.sql(sql).await?.collect().await? {
         let (a, b) = (cast(batch.column(0), &DataType::Utf8)?, cast(batch.column(1), &DataType::Utf8)?);
@@ -198,11 +197,13 @@ async fn text_pairs(warehouse: &Warehouse, sql: &str) -> Result<Vec<(String, Str
 /// The files each cluster's completed ingests read, from `ingests` (none in a new warehouse).
 async fn ingested_files(warehouse: &Warehouse) -> Result<HashMap<String, Vec<String>>> {
     let mut files: HashMap<String, Vec<String>> = HashMap::new();
-    if !crate::catalog::session(warehouse).await?.table_exist("ingests")? {
+    // One session for the check and the query: opening one registers every table.
+    let ctx = crate::catalog::session(warehouse).await?;
+    if !ctx.table_exist("ingests")? {
         return Ok(files);
     }
     let sql = "SELECT DISTINCT cluster, file FROM ingests WHERE status = 'ingested'";
-    for (cluster, file) in text_pairs(warehouse, sql).await? {
+    for (cluster, file) in text_pairs(&ctx, sql).await? {
         files.entry(cluster).or_default().push(file);
     }
     Ok(files)
@@ -213,7 +214,7 @@ async fn ingested_files(warehouse: &Warehouse) -> Result<HashMap<String, Vec<Str
 async fn fill_nodes(warehouse: &Warehouse, runs: &mut [Run]) -> Result<()> {
     let sql = "SELECT DISTINCT cluster, host FROM states WHERE host IS NOT NULL AND daemon IN ('tasktracker', 'datanode')";
     let mut hosts: HashMap<String, BTreeSet<String>> = HashMap::new();
-    for (cluster, host) in text_pairs(warehouse, sql).await? {
+    for (cluster, host) in text_pairs(&crate::catalog::session(warehouse).await?, sql).await? {
         hosts.entry(cluster).or_default().insert(host);
     }
     for run in runs.iter_mut().filter(|r| r.nodes.is_empty()) {
