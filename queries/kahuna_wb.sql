@@ -47,18 +47,20 @@
 -- Per host (job_id NULL, subject 'host'): score (jobs indicted / jobs indicting anyone),
 -- indicted, jobs (compared in), jobs_indicted.
 
--- Statement 1: every state's duration, from one source (the intermediate results are tables
--- of this run's session, so that each is computed once).
+-- Statement 1: the states of the window, read once (the intermediate results are tables of
+-- this run's session, so that each is computed once).
+CREATE TABLE wb_scope AS
+SELECT cluster, job_id, state, host, daemon, start_ts, end_ts, duration_ms
+FROM states
+WHERE ($cluster IS NULL OR cluster = $cluster)
+  AND ($from IS NULL OR (date >= CAST($from AS DATE) AND start_ts >= $from))
+  AND ($to IS NULL OR (date <= CAST($to AS DATE) AND start_ts < $to))
+  AND array_has(string_to_array($states, ','), state)
+  AND host IS NOT NULL AND start_ts IS NOT NULL;
+
+-- Statement 2: every state's duration, from one source.
 CREATE TABLE wb_durations AS
-WITH scope AS (
-    SELECT cluster, job_id, state, host, daemon, start_ts, end_ts, duration_ms
-    FROM states
-    WHERE ($cluster IS NULL OR cluster = $cluster)
-      AND ($from IS NULL OR (date >= CAST($from AS DATE) AND start_ts >= $from))
-      AND ($to IS NULL OR (date <= CAST($to AS DATE) AND start_ts < $to))
-      AND array_has(string_to_array($states, ','), state)
-      AND host IS NOT NULL AND start_ts IS NOT NULL
-),
+WITH scope AS (SELECT * FROM wb_scope),
 logged AS (
     SELECT DISTINCT cluster, job_id, state FROM scope WHERE daemon <> 'history' AND job_id IS NOT NULL
 ),
@@ -78,40 +80,26 @@ SELECT s.cluster, coalesce(s.job_id, '(window)') AS job_id, s.state, s.host,
        coalesce(s.duration_ms, (date_part('epoch', h.last_ts) - date_part('epoch', s.start_ts)) * 1000.0) AS ms
 FROM horizon h JOIN chosen s ON s.cluster = h.cluster;
 
--- Statement 2: one smoothed histogram per job, state and host, and the peer comparison.
+-- Statement 3: one smoothed histogram per job, state and host, and the peer comparison.
 CREATE TABLE wb_verdicts AS
 WITH peer_median AS (
-    SELECT cluster, job_id, state, approx_median(ms) AS median_ms
+    SELECT cluster, job_id, state, median(ms) AS median_ms
     FROM wb_durations GROUP BY cluster, job_id, state
 ),
-binned AS (
-    SELECT d.cluster, d.job_id, d.state, d.host, d.ms, m.median_ms,
-           d.ms / greatest(m.median_ms, 0.001) AS ratio,
-           CAST(least(greatest(floor(ln(greatest(d.ms / greatest(m.median_ms, 0.001), 1e-9) / $lo)
-                                     / ln($hi / $lo) * $bins), 0), $bins - 1) AS BIGINT) AS bin
+ratios AS (
+    SELECT d.cluster, d.job_id, d.state, d.host, d.ms, m.median_ms, d.ms / greatest(m.median_ms, 0.001) AS ratio
     FROM peer_median m JOIN wb_durations d
       ON d.cluster = m.cluster AND d.job_id = m.job_id AND d.state = m.state
 ),
-hosts AS (
-    SELECT cluster, job_id, state, host, count(*) AS n, approx_median(ms) AS host_median_ms,
-           max(median_ms) AS peer_median_ms, avg(ratio) AS slowdown
-    FROM binned GROUP BY cluster, job_id, state, host
-    HAVING count(*) >= $min_states
-),
-weights AS (
-    SELECT cluster, job_id, state, host, bin,
-           sum(CASE WHEN $weight = 'count' THEN 1.0 ELSE greatest(ratio, 0.0) END) AS w
-    FROM binned GROUP BY cluster, job_id, state, host, bin
-),
--- Every bin of every host, empty ones as 0, in order.
+-- Each host's histogram of ratios, log-spaced bins from $lo to $hi, smoothed.
 per_host AS (
-    SELECT h.cluster, h.job_id, h.state, h.host, h.n, h.host_median_ms, h.peer_median_ms, h.slowdown,
-           kde_smooth(array_agg(coalesce(w.w, 0.0) ORDER BY g.value), $bandwidth) AS hist
-    FROM hosts h
-    CROSS JOIN generate_series(0, $bins - 1) AS g
-    LEFT JOIN weights w ON w.cluster = h.cluster AND w.job_id = h.job_id AND w.state = h.state
-                       AND w.host = h.host AND w.bin = g.value
-    GROUP BY h.cluster, h.job_id, h.state, h.host, h.n, h.host_median_ms, h.peer_median_ms, h.slowdown
+    SELECT cluster, job_id, state, host, count(*) AS n, median(ms) AS host_median_ms,
+           max(median_ms) AS peer_median_ms, avg(ratio) AS slowdown,
+           kde_smooth(state_histogram(ratio, $lo, $hi, $bins, 'log',
+                                      CASE WHEN $weight = 'count' THEN 1.0 ELSE greatest(ratio, 0.0) END),
+                      $bandwidth) AS hist
+    FROM ratios GROUP BY cluster, job_id, state, host
+    HAVING count(*) >= $min_states
 ),
 compared AS (
     SELECT cluster, job_id, state, host, n, host_median_ms, peer_median_ms, slowdown,
@@ -125,7 +113,7 @@ SELECT cluster, CASE WHEN job_id = '(window)' THEN NULL ELSE job_id END AS job_i
        coalesce(odd_one_out, false) AND peers + 1 >= $min_hosts AND slowdown > $min_slowdown AS indicted
 FROM compared;
 
--- Statement 3: the verdict, per job and state, and per host.
+-- Statement 4: the verdict, per job and state, and per host.
 WITH per_job AS (
     SELECT cluster, host, job_id, bool_or(indicted) AS indicted
     FROM wb_verdicts WHERE job_id IS NOT NULL GROUP BY cluster, host, job_id

@@ -18,11 +18,13 @@
 -- @param min_hosts  integer   = 2      jobs on fewer hosts are left out
 -- @output table peer_correlation_jobs
 --
--- Output (statement 2): outcome, jobs, hosts, similar_hosts, share_similar.
--- Output (statement 3): cluster, job_id, outcome, hosts, similar_hosts, share_similar,
+-- Output (statement 3): outcome, jobs, hosts, similar_hosts, share_similar.
+-- Output (statement 4): cluster, job_id, outcome, hosts, similar_hosts, share_similar,
 -- mean_abs_r, least_similar_host, its lowest |r|.
 
-CREATE VIEW job_similarity AS
+-- Statement 1: each host's Maps-executing series per job (a table of this run's session, so
+-- that both sides of the pair join read it).
+CREATE TABLE peer_series AS
 WITH map_states AS (
     SELECT cluster, job_id, host, task_id, daemon, start_ts, end_ts
     FROM states
@@ -47,17 +49,18 @@ maps AS (
 span AS (
     SELECT cluster, job_id, min(s) AS t0, greatest(max(coalesce(e, s)) - min(s), 0.001) AS length
     FROM maps GROUP BY cluster, job_id
-),
-series AS (
-    SELECT m.cluster, m.job_id, m.host,
-           concurrency_series((m.s - j.t0) / j.length * $points, (m.e - j.t0) / j.length * $points,
-                              0, $points, 1) AS running
-    FROM maps m JOIN span j ON m.cluster = j.cluster AND m.job_id = j.job_id
-    GROUP BY m.cluster, m.job_id, m.host
-),
-pairs AS (
+)
+SELECT m.cluster, m.job_id, m.host,
+       concurrency_series((m.s - j.t0) / j.length * $points, (m.e - j.t0) / j.length * $points,
+                          0, $points, 1) AS running
+FROM maps m JOIN span j ON m.cluster = j.cluster AND m.job_id = j.job_id
+GROUP BY m.cluster, m.job_id, m.host;
+
+-- Statement 2: every host pair of a job, and each job's similarity.
+CREATE TABLE job_similarity AS
+WITH pairs AS (
     SELECT a.cluster, a.job_id, a.host, b.host AS peer, abs(pearson(a.running, b.running)) AS r
-    FROM series a JOIN series b
+    FROM peer_series a JOIN peer_series b
       ON a.cluster = b.cluster AND a.job_id = b.job_id AND a.host <> b.host
 ),
 hosts AS (

@@ -66,7 +66,7 @@ SELECT s.cluster, s.state, s.host, s.peer_host, s.daemon,
 FROM horizon h JOIN scope s ON s.cluster = h.cluster;
 
 CREATE TABLE salsa_typical AS
-SELECT cluster, state, approx_median(ms) AS median_ms, approx_percentile_cont(ms, $threshold_h) AS outlier_ms
+SELECT cluster, state, median(ms) AS median_ms, percentile_cont($threshold_h) WITHIN GROUP (ORDER BY ms) AS outlier_ms
 FROM salsa_samples GROUP BY cluster, state;
 
 -- Statement 3: peer comparison, tick by tick. A series is one host's samples of one state; its
@@ -79,9 +79,7 @@ FROM (SELECT DISTINCT cluster, state, host FROM salsa_samples) AS d;
 
 CREATE TABLE salsa_peer AS
 WITH labelled AS (
-    SELECT k.series, k.peers, s.t,
-           CAST(least(greatest(floor(ln(greatest(s.ms / greatest(m.median_ms, 0.001), 1e-9) / $lo)
-                                     / ln($hi / $lo) * 12), 0), 11) AS BIGINT) AS label
+    SELECT k.series, k.peers, s.t, s.ms / greatest(m.median_ms, 0.001) AS ratio
     FROM salsa_typical m
     JOIN salsa_series k ON k.cluster = m.cluster AND k.state = m.state
     JOIN salsa_samples s ON s.cluster = k.cluster AND s.state = k.state AND s.host = k.host
@@ -89,29 +87,19 @@ WITH labelled AS (
 -- Each sample belongs to the distribution of the $memory_ticks ticks that follow it, and weighs
 -- there exp(-lambda·Δt / (alpha·Δt + 1)), Δt its age at the tick.
 ticked AS (
-    SELECT l.series, l.peers, l.label, CAST(floor(l.t / $step_seconds) AS BIGINT) + 1 + g.value AS tick,
+    SELECT l.series, l.peers, l.ratio, CAST(floor(l.t / $step_seconds) AS BIGINT) + 1 + g.value AS tick,
            (CAST(floor(l.t / $step_seconds) AS BIGINT) + 1 + g.value) * $step_seconds - l.t AS age
     FROM generate_series(0, $memory_ticks - 1) AS g CROSS JOIN labelled l
 ),
 weighted AS (
-    SELECT series, peers, tick, label, exp(-$lambda * age / ($alpha * age + 1.0)) AS w FROM ticked
+    SELECT series, peers, tick, ratio, exp(-$lambda * age / ($alpha * age + 1.0)) AS w FROM ticked
 ),
--- The twelve bins spelled out as sums, which DataFusion computes natively.
+-- Twelve log-spaced bins of the duration over the median, from $lo to $hi; `level`, the mean
+-- bin, says which side of its peers a host is on.
 distributions AS (
-    SELECT series, peers, tick, avg(label) AS level,
-           kde_smooth(make_array(
-                      sum(CASE WHEN label = 0 THEN w ELSE 0.0 END),
-                      sum(CASE WHEN label = 1 THEN w ELSE 0.0 END),
-                      sum(CASE WHEN label = 2 THEN w ELSE 0.0 END),
-                      sum(CASE WHEN label = 3 THEN w ELSE 0.0 END),
-                      sum(CASE WHEN label = 4 THEN w ELSE 0.0 END),
-                      sum(CASE WHEN label = 5 THEN w ELSE 0.0 END),
-                      sum(CASE WHEN label = 6 THEN w ELSE 0.0 END),
-                      sum(CASE WHEN label = 7 THEN w ELSE 0.0 END),
-                      sum(CASE WHEN label = 8 THEN w ELSE 0.0 END),
-                      sum(CASE WHEN label = 9 THEN w ELSE 0.0 END),
-                      sum(CASE WHEN label = 10 THEN w ELSE 0.0 END),
-                      sum(CASE WHEN label = 11 THEN w ELSE 0.0 END)), $bandwidth) AS dist
+    SELECT series, peers, tick,
+           avg(least(greatest(floor(ln(greatest(ratio, 1e-9) / $lo) / ln($hi / $lo) * 12), 0), 11)) AS level,
+           kde_smooth(state_histogram(ratio, $lo, $hi, 12, 'log', w), $bandwidth) AS dist
     FROM weighted GROUP BY series, peers, tick
 ),
 alarms AS (

@@ -32,7 +32,7 @@ use deltalake::kernel::{Add, Transaction};
 use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::warehouse::tables::{Rows, Table, date_of_ms};
-use crate::warehouse::{PartWriter, TableAppender, Warehouse, file_app_id};
+use crate::warehouse::{PartWriter, TableAppender, Warehouse, file_app_id, held_by_tables};
 use discover::{Daemon, HostOrigin, Hints, LogFile, Refusal};
 use records::{Format, PlannedRecord};
 use stream::{FileReport, Output, PlannedFile, RunContext};
@@ -233,11 +233,7 @@ pub async fn ingest(options: &IngestOptions) -> Result<Summary> {
 /// whole. Tables can disagree only after a run killed between its commits; then each skips
 /// the rows it holds.
 async fn plan(file: &LogFile, appenders: &[TableAppender], cluster: &str) -> Result<Option<PlannedFile>> {
-    let app_id = file_app_id(cluster, &file.key);
-    let mut held = Vec::new();
-    for appender in appenders {
-        held.push(appender.ingested_up_to(&app_id).await?);
-    }
+    let held = held_by_tables(appenders, &file_app_id(cluster, &file.key)).await?;
     let all_held = held.iter().all(Option::is_some);
     let start = held.iter().map(|h| h.unwrap_or(0)).min().unwrap_or(0);
     // A gzip file is never appended to: once every table holds it, it is done.

@@ -21,7 +21,7 @@ use super::source::{Checked, LineReader, MAX_LINE, count_lines, is_gzip};
 use super::stream::{Batcher, FileReport, Output, Progress, RunContext, append_reject};
 use super::{jobhistory, sadf, slot, unchanged};
 use crate::warehouse::tables::{Rows, Table};
-use crate::warehouse::{TableAppender, file_app_id};
+use crate::warehouse::{TableAppender, file_app_id, held_by_tables};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Format {
@@ -131,15 +131,11 @@ pub fn sa_bytes_app_id(cluster: &str, key: &str) -> String {
 /// Where to start a record file, or None when every table holds it (for a binary sa file: at
 /// its present size).
 pub async fn plan(file: &RecordFile, appenders: &[TableAppender], cluster: &str) -> Result<Option<PlannedRecord>> {
-    let app_id = file_app_id(cluster, &file.key);
-    let mut held = Vec::new();
-    let mut sa_bytes = Vec::new();
-    for appender in appenders {
-        held.push(appender.ingested_up_to(&app_id).await?);
-        if file.format == Format::SaBinary {
-            sa_bytes.push(appender.ingested_up_to(&sa_bytes_app_id(cluster, &file.key)).await?);
-        }
-    }
+    let held = held_by_tables(appenders, &file_app_id(cluster, &file.key)).await?;
+    let sa_bytes = match file.format {
+        Format::SaBinary => held_by_tables(appenders, &sa_bytes_app_id(cluster, &file.key)).await?,
+        _ => Vec::new(),
+    };
     let done = match file.format {
         Format::SaBinary => sa_bytes.iter().all(|b| b.is_some_and(|b| b >= file.size)),
         _ => held.iter().all(Option::is_some),

@@ -198,6 +198,23 @@ pub fn file_app_id(cluster: &str, file_key: &str) -> String {
     format!("kahuna-ingest/{cluster}/{file_key}")
 }
 
+/// How far each table holds the file `app_id` ([`TableAppender::ingested_up_to`]), for
+/// appenders in [`Table::ALL`] order. A run commits the tables one after another in that order,
+/// each commit with the transactions of every file the run read, so a file the first table does
+/// not hold is held by none, and the others are asked only when it does: each question replays
+/// the table's log, and most files of a run are new.
+pub async fn held_by_tables(appenders: &[TableAppender], app_id: &str) -> Result<Vec<Option<u64>>> {
+    let Some(first) = appenders.first() else { return Ok(Vec::new()) };
+    if first.ingested_up_to(app_id).await?.is_none() {
+        return Ok(vec![None; appenders.len()]);
+    }
+    let mut held = Vec::with_capacity(appenders.len());
+    for appender in appenders {
+        held.push(appender.ingested_up_to(app_id).await?);
+    }
+    Ok(held)
+}
+
 /// Appends to one table during an ingest; nothing is visible until [`TableAppender::commit`].
 /// Rows go through [`PartWriter`]s, one per thread, so that Parquet encoding runs on every core.
 pub struct TableAppender {

@@ -3,7 +3,9 @@
 //! with older samples decayed, SALSA's lull-corrected decay).
 //!
 //! All three return `List<Float64>` with a fixed number of bins, so that `jsd_sqrt`, `indict`
-//! and `kde_smooth` can take them directly. A group that counted nothing gets all-zero bins
+//! and `kde_smooth` can take them directly. `state_histogram` and `label_histogram` take an
+//! optional weight per row (a state's duration, a decayed sample's weight) to sum instead of
+//! counting rows. A group that counted nothing gets all-zero bins
 //! (like `count`, not NULL); `jsd_sqrt` then returns NULL for it.
 
 use std::collections::VecDeque;
@@ -35,6 +37,18 @@ const MAX_BINS: usize = 1 << 16;
 pub(crate) trait Binner: Clone + Debug + Send + Sync + 'static {
     fn bins(&self) -> usize;
     fn bin_rows(&self, values: &ArrayRef, f: impl FnMut(usize, usize)) -> Result<()>;
+}
+
+/// Calls `f(row, bin, weight)` for every row that is binned and has a weight: NULL and NaN
+/// weights skip the row, as NULL and NaN values do.
+fn weighted_rows<B: Binner>(binner: &B, values: &ArrayRef, weights: &ArrayRef, mut f: impl FnMut(usize, usize, f64)) -> Result<()> {
+    let weights = to_f64(weights)?;
+    binner.bin_rows(values, |row, bin| {
+        let w = weights.value(row);
+        if weights.is_valid(row) && !w.is_nan() {
+            f(row, bin, w);
+        }
+    })
 }
 
 /// `state_histogram`'s bins: `bins` equal widths of `value` (or of `ln(value)`) over
@@ -167,24 +181,33 @@ fn for_each_histogram(func: &str, states: &ArrayRef, width: usize, mut f: impl F
 struct HistogramAccumulator<B> {
     func: &'static str,
     binner: B,
+    /// The position of the weight argument, when the call has one.
+    weight: Option<usize>,
     counts: Vec<f64>,
 }
 
 impl<B: Binner> HistogramAccumulator<B> {
-    fn new(func: &'static str, binner: B) -> Self {
-        Self { func, counts: vec![0.0; binner.bins()], binner }
+    fn new(func: &'static str, binner: B, weight: Option<usize>) -> Self {
+        Self { func, counts: vec![0.0; binner.bins()], binner, weight }
+    }
+
+    /// Adds (`sign` 1) or retracts (`sign` -1) the rows' counts or weights.
+    fn add(&mut self, values: &[ArrayRef], sign: f64) -> Result<()> {
+        let counts = &mut self.counts;
+        match self.weight {
+            None => self.binner.bin_rows(&values[0], |_, bin| counts[bin] += sign),
+            Some(w) => weighted_rows(&self.binner, &values[0], &values[w], |_, bin, w| counts[bin] += sign * w),
+        }
     }
 }
 
 impl<B: Binner> Accumulator for HistogramAccumulator<B> {
     fn update_batch(&mut self, values: &[ArrayRef]) -> Result<()> {
-        let counts = &mut self.counts;
-        self.binner.bin_rows(&values[0], |_, bin| counts[bin] += 1.0)
+        self.add(values, 1.0)
     }
 
     fn retract_batch(&mut self, values: &[ArrayRef]) -> Result<()> {
-        let counts = &mut self.counts;
-        self.binner.bin_rows(&values[0], |_, bin| counts[bin] -= 1.0)
+        self.add(values, -1.0)
     }
 
     fn supports_retract_batch(&self) -> bool {
@@ -208,6 +231,29 @@ impl<B: Binner> Accumulator for HistogramAccumulator<B> {
 
     fn size(&self) -> usize {
         size_of::<Self>() + self.counts.capacity() * size_of::<f64>()
+    }
+}
+
+/// Adds partial histograms (`states`) to their groups' cells in `cells` (`width` a group).
+fn merge_into(func: &str, cells: &mut [f64], states: &ArrayRef, group_indices: &[usize], width: usize) -> Result<()> {
+    for_each_histogram(func, states, width, |row, h| {
+        let start = group_indices[row] * width;
+        cells[start..start + width].iter_mut().zip(h).for_each(|(c, x)| *c += x);
+    })
+}
+
+/// Splits off the cells of the groups `emit_to` names; `cells` keeps the rest.
+fn take_groups(cells: &mut Vec<f64>, emit_to: EmitTo, width: usize) -> (Vec<f64>, usize) {
+    match emit_to {
+        EmitTo::All => {
+            let taken = std::mem::take(cells);
+            let groups = taken.len() / width;
+            (taken, groups)
+        }
+        EmitTo::First(n) => {
+            let rest = cells.split_off(n * width);
+            (std::mem::replace(cells, rest), n)
+        }
     }
 }
 
@@ -295,17 +341,7 @@ impl<B: Binner> HistogramGroupsAccumulator<B> {
         self.counts.iter_mut().zip(&self.low).for_each(|(c, &l)| *c += f64::from(l));
         let width = self.binner.bins();
         self.low = vec![0; self.low.len() - emit_to_groups(emit_to, self.low.len() / width) * width];
-        match emit_to {
-            EmitTo::All => {
-                let counts = std::mem::take(&mut self.counts);
-                let groups = counts.len() / width;
-                (counts, groups)
-            }
-            EmitTo::First(n) => {
-                let rest = self.counts.split_off(n * width);
-                (std::mem::replace(&mut self.counts, rest), n)
-            }
-        }
+        take_groups(&mut self.counts, emit_to, width)
     }
 }
 
@@ -360,11 +396,7 @@ impl<B: Binner> GroupsAccumulator for HistogramGroupsAccumulator<B> {
         let width = self.binner.bins();
         self.low.resize(total_num_groups * width, 0);
         self.widen();
-        let counts = &mut self.counts;
-        for_each_histogram(self.func, &values[0], width, |row, h| {
-            let start = group_indices[row] * width;
-            counts[start..start + width].iter_mut().zip(h).for_each(|(c, x)| *c += x);
-        })
+        merge_into(self.func, &mut self.counts, &values[0], group_indices, width)
     }
 
     fn convert_to_state(&self, values: &[ArrayRef], opt_filter: Option<&BooleanArray>) -> Result<Vec<ArrayRef>> {
@@ -382,6 +414,67 @@ impl<B: Binner> GroupsAccumulator for HistogramGroupsAccumulator<B> {
     fn size(&self) -> usize {
         let cells = self.pending.capacity() + self.by_region.capacity();
         size_of::<Self>() + self.low.capacity() + self.counts.capacity() * size_of::<f64>() + cells * size_of::<usize>()
+    }
+}
+
+/// All groups' weighted histograms in one flat buffer. Sums of weights have no small integer
+/// part to keep in a byte, so each cell is an f64 updated in place.
+struct WeightedGroupsAccumulator<B> {
+    func: &'static str,
+    binner: B,
+    /// The position of the weight argument.
+    weight: usize,
+    sums: Vec<f64>,
+}
+
+impl<B: Binner> GroupsAccumulator for WeightedGroupsAccumulator<B> {
+    fn update_batch(
+        &mut self,
+        values: &[ArrayRef],
+        group_indices: &[usize],
+        opt_filter: Option<&BooleanArray>,
+        total_num_groups: usize,
+    ) -> Result<()> {
+        let width = self.binner.bins();
+        self.sums.resize(total_num_groups * width, 0.0);
+        let sums = &mut self.sums;
+        weighted_rows(&self.binner, &values[0], &values[self.weight], |row, bin, w| {
+            if passes(opt_filter, row) {
+                sums[group_indices[row] * width + bin] += w;
+            }
+        })
+    }
+
+    fn evaluate(&mut self, emit_to: EmitTo) -> Result<ArrayRef> {
+        let width = self.binner.bins();
+        let (sums, groups) = take_groups(&mut self.sums, emit_to, width);
+        Ok(Arc::new(fixed_width_list(sums, width, groups)))
+    }
+
+    fn state(&mut self, emit_to: EmitTo) -> Result<Vec<ArrayRef>> {
+        Ok(vec![self.evaluate(emit_to)?])
+    }
+
+    fn merge_batch(&mut self, values: &[ArrayRef], group_indices: &[usize], total_num_groups: usize) -> Result<()> {
+        let width = self.binner.bins();
+        self.sums.resize(total_num_groups * width, 0.0);
+        merge_into(self.func, &mut self.sums, &values[0], group_indices, width)
+    }
+
+    fn convert_to_state(&self, values: &[ArrayRef], opt_filter: Option<&BooleanArray>) -> Result<Vec<ArrayRef>> {
+        let width = self.binner.bins();
+        let rows = values[0].len();
+        let mut one_hot = vec![0.0; rows * width];
+        weighted_rows(&self.binner, &values[0], &values[self.weight], |row, bin, w| {
+            if passes(opt_filter, row) {
+                one_hot[row * width + bin] = w;
+            }
+        })?;
+        Ok(vec![Arc::new(fixed_width_list(one_hot, width, rows))])
+    }
+
+    fn size(&self) -> usize {
+        size_of::<Self>() + self.sums.capacity() * size_of::<f64>()
     }
 }
 
@@ -414,22 +507,50 @@ impl BinnedHistogram {
             Binning::Labels => LabelBinner::parse(lits).map(drop),
         }
     }
+
+    /// The position of the optional weight argument: after `scale`, or after `k`.
+    fn weight_position(&self) -> usize {
+        match self.binning {
+            Binning::Values => 5,
+            Binning::Labels => 2,
+        }
+    }
+
+    /// The weight argument's position when the call has one.
+    fn weight(&self, args: &AccumulatorArgs) -> Option<usize> {
+        let position = self.weight_position();
+        (args.exprs.len() > position).then_some(position)
+    }
+
+    fn check_weight(&self, t: &mut [DataType]) -> Result<()> {
+        let position = self.weight_position();
+        if let Some(weight) = t.get_mut(position) {
+            require_number(self.name(), position, "weight", weight)?;
+            *weight = DataType::Float64;
+        }
+        Ok(())
+    }
 }
 
 static STATE_HISTOGRAM_DOC: LazyLock<Documentation> = LazyLock::new(|| {
     Documentation::builder(
         DOC_SECTION_GENERAL,
         "Counts of `value` in `bins` equal-width bins over [lo, hi] (of ln(value) with 'log'), as \
-         List<Float64>. Values below lo or above hi count in the first or last bin; NULL and NaN \
-         values are skipped; a group with no values gives all-zero bins.",
-        "state_histogram(value, lo, hi, bins[, scale])",
+         List<Float64>; with `weight`, each bin sums its rows' weights instead. Values below lo or \
+         above hi count in the first or last bin; NULL and NaN values (and weights) are skipped; a \
+         group with no values gives all-zero bins.",
+        "state_histogram(value, lo, hi, bins[, scale[, weight]])",
     )
     .with_sql_example("SELECT host, state_histogram(duration_ms, 1, 60000, 20, 'log') FROM states GROUP BY host")
+    .with_sql_example(
+        "SELECT host, state_histogram(duration_ms, 1, 60000, 20, 'log', duration_ms) AS time_spent FROM states GROUP BY host",
+    )
     .with_argument("value", "Numeric column, e.g. a state's duration.")
     .with_argument("lo", "Literal lower edge of the first bin (positive with 'log').")
     .with_argument("hi", "Literal upper edge of the last bin, greater than lo.")
     .with_argument("bins", "Positive integer literal, at most 65536.")
     .with_argument("scale", "Optional literal 'linear' (default) or 'log'.")
+    .with_argument("weight", "Optional numeric column: what each row adds to its bin (default 1).")
     .build()
 });
 
@@ -437,13 +558,15 @@ static LABEL_HISTOGRAM_DOC: LazyLock<Documentation> = LazyLock::new(|| {
     Documentation::builder(
         DOC_SECTION_GENERAL,
         "Counts of integer labels in k + 1 bins: labels 0..k-1 in their own bin, the \"unknown\" \
-         label k (and any negative or larger label) in bin k. NULL labels are skipped; a group \
-         with none gives all-zero bins.",
-        "label_histogram(label, k)",
+         label k (and any negative or larger label) in bin k; with `weight`, each bin sums its \
+         rows' weights instead. NULL labels and NULL or NaN weights are skipped; a group with none \
+         gives all-zero bins.",
+        "label_histogram(label, k[, weight])",
     )
     .with_sql_example("SELECT host, label_histogram(gmm_classify(m.model, cpu, iowait), 7) FROM sadc, m GROUP BY host")
     .with_argument("label", "Integer column, e.g. the output of gmm_classify.")
     .with_argument("k", "Positive integer literal: the number of known labels.")
+    .with_argument("weight", "Optional numeric column: what each row adds to its bin (default 1).")
     .build()
 });
 
@@ -463,7 +586,7 @@ impl AggregateUDFImpl for BinnedHistogram {
         let f = self.name();
         match self.binning {
             Binning::Values => {
-                check_arity(f, t, 4, 5)?;
+                check_arity(f, t, 4, 6)?;
                 require_number(f, 0, "value", &t[0])?;
                 require_number(f, 1, "lo", &t[1])?;
                 require_number(f, 2, "hi", &t[2])?;
@@ -475,13 +598,17 @@ impl AggregateUDFImpl for BinnedHistogram {
                 }
                 let mut out = t.to_vec();
                 out[0] = DataType::Float64;
+                self.check_weight(&mut out)?;
                 Ok(out)
             }
             Binning::Labels => {
-                check_arity(f, t, 2, 2)?;
+                check_arity(f, t, 2, 3)?;
                 require_integer(f, 0, "label", &t[0])?;
                 require_integer(f, 1, "k", &t[1])?;
-                Ok(vec![DataType::Int64, t[1].clone()])
+                let mut out = t.to_vec();
+                out[0] = DataType::Int64;
+                self.check_weight(&mut out)?;
+                Ok(out)
             }
         }
     }
@@ -504,9 +631,10 @@ impl AggregateUDFImpl for BinnedHistogram {
 
     fn accumulator(&self, args: AccumulatorArgs) -> Result<Box<dyn Accumulator>> {
         let lits = physical_literals(args.exprs);
+        let weight = self.weight(&args);
         Ok(match self.binning {
-            Binning::Values => Box::new(HistogramAccumulator::new(ValueBinner::FUNC, ValueBinner::parse(&lits)?)),
-            Binning::Labels => Box::new(HistogramAccumulator::new(LabelBinner::FUNC, LabelBinner::parse(&lits)?)),
+            Binning::Values => Box::new(HistogramAccumulator::new(ValueBinner::FUNC, ValueBinner::parse(&lits)?, weight)),
+            Binning::Labels => Box::new(HistogramAccumulator::new(LabelBinner::FUNC, LabelBinner::parse(&lits)?, weight)),
         })
     }
 
@@ -520,10 +648,11 @@ impl AggregateUDFImpl for BinnedHistogram {
 
     fn create_groups_accumulator(&self, args: AccumulatorArgs) -> Result<Box<dyn GroupsAccumulator>> {
         let lits = physical_literals(args.exprs);
-        Ok(match self.binning {
-            Binning::Values => Box::new(HistogramGroupsAccumulator::new(ValueBinner::FUNC, ValueBinner::parse(&lits)?)),
-            Binning::Labels => Box::new(HistogramGroupsAccumulator::new(LabelBinner::FUNC, LabelBinner::parse(&lits)?)),
-        })
+        let weight = self.weight(&args);
+        match self.binning {
+            Binning::Values => groups_accumulator(ValueBinner::FUNC, ValueBinner::parse(&lits)?, weight),
+            Binning::Labels => groups_accumulator(LabelBinner::FUNC, LabelBinner::parse(&lits)?, weight),
+        }
     }
 
     fn documentation(&self) -> Option<&Documentation> {
@@ -532,6 +661,13 @@ impl AggregateUDFImpl for BinnedHistogram {
             Binning::Labels => &LABEL_HISTOGRAM_DOC,
         })
     }
+}
+
+fn groups_accumulator<B: Binner>(func: &'static str, binner: B, weight: Option<usize>) -> Result<Box<dyn GroupsAccumulator>> {
+    Ok(match weight {
+        None => Box::new(HistogramGroupsAccumulator::new(func, binner)),
+        Some(weight) => Box::new(WeightedGroupsAccumulator { func, binner, weight, sums: Vec::new() }),
+    })
 }
 
 /// `decayed_histogram(label, k, ts, lambda[, alpha])`.
@@ -881,6 +1017,8 @@ mod tests {
             "SELECT state_histogram(d, 0, 3000, 7) FROM t GROUP BY g ORDER BY g",
             "SELECT label_histogram(label, 3) FROM t GROUP BY g ORDER BY g",
             "SELECT label_histogram(label, 3) FILTER (WHERE d > 100) FROM t GROUP BY g ORDER BY g",
+            "SELECT state_histogram(d, 1, 5000, 12, 'log', d) FROM t GROUP BY g ORDER BY g",
+            "SELECT label_histogram(label, 3, ts / 7) FILTER (WHERE d > 100) FROM t GROUP BY g ORDER BY g",
             "SELECT decayed_histogram(label, 4, ts, 0.001, 0.01) FROM t GROUP BY g ORDER BY g",
             "SELECT decayed_histogram(label, 4, ts, 0.002) FROM t",
         ];
@@ -904,6 +1042,30 @@ mod tests {
         // Newest ts is 4: label 0 gets e^-2 + 1, label 1 gets e^-1, the unknown label 9 gets 1.
         let expected = vec![Some(vec![(-2.0f64).exp() + 1.0, (-1.0f64).exp(), 1.0])];
         assert_lists_close(&got, &expected, 1e-12, sql);
+    }
+
+    #[tokio::test]
+    async fn weights_sum_per_bin_and_slide_out_of_window_frames() {
+        let ctx = ctx(1);
+        let rows = "(VALUES (1, 1.0, 2.0), (2, 3.0, 0.5), (3, 3.5, NULL), (4, 9.0, 1.5), (5, NULL, 4.0), \
+                    (6, 5.0, CAST('NaN' AS DOUBLE)), (7, 0.5, 3.0)) AS v(i, x, w)";
+        let sql = format!("SELECT state_histogram(x, 0, 10, 5, 'linear', w) FROM {rows}");
+        // Width 2: 1.0 and 0.5 in bin 0 (2 + 3), 3.0 in bin 1 (0.5), 9.0 in bin 4 (1.5); a NULL
+        // weight, a NULL value and a NaN weight skip rows 3, 5 and 6.
+        assert_lists_close(&f64_lists(&ctx, &sql).await, &[Some(vec![5.0, 0.5, 0.0, 0.0, 1.5])], 0.0, &sql);
+        let sql = format!("SELECT label_histogram(CAST(x AS BIGINT), 2, w) FROM {rows}");
+        // Labels 1, 3, 9 and 0 (of 0.5) weigh 2, 0.5, 1.5 and 3; 3 and 9 are unknown (bin 2).
+        assert_lists_close(&f64_lists(&ctx, &sql).await, &[Some(vec![3.0, 2.0, 2.0])], 0.0, &sql);
+        // A sliding frame retracts the weight a row added: rows 6 and 7 are the frame of the last row.
+        let sql = format!(
+            "SELECT state_histogram(x, 0, 10, 5, 'linear', w) OVER (ORDER BY i ROWS BETWEEN 1 PRECEDING AND CURRENT ROW) \
+             FROM {rows} ORDER BY i DESC LIMIT 1"
+        );
+        assert_lists_close(&f64_lists(&ctx, &sql).await, &[Some(vec![3.0, 0.0, 0.0, 0.0, 0.0])], 0.0, &sql);
+        let err = query_err(&ctx, &format!("SELECT label_histogram(CAST(x AS BIGINT), 2, 'heavy') FROM {rows}")).await;
+        assert!(err.contains("label_histogram: argument 3 (weight) must be a number"), "{err}");
+        let err = query_err(&ctx, &format!("SELECT state_histogram(x, 0, 10, 5, w) FROM {rows}")).await;
+        assert!(err.contains("state_histogram: argument 5 (scale) must be a string"), "{err}");
     }
 
     #[tokio::test]

@@ -1,0 +1,96 @@
+//! The nightly run: `cargo bench --bench nightly` (release build).
+//!
+//! Simulates one M45-scale day (`kahuna simulate --history m45 --months 0.03285 --seed 7`:
+//! ~2.4 M log lines from ~400 nodes, job history beside the logs, no sadc), ingests it, then runs
+//! every built-in query over it as a scheduled run would: each in a fresh session over the
+//! warehouse, its result replacing that run date's (`Record::Replace`). Prints each query's wall
+//! time, the median of `KAHUNA_BENCH_RUNS` rounds (default 5), their sum (the target is
+//! 0.5 s after ingest) and the peak resident memory. `KAHUNA_BENCH_WAREHOUSE=DIR` measures an
+//! existing warehouse instead of simulating and ingesting one; `KAHUNA_QUERIES=DIR` takes the
+//! queries from DIR (as `kahuna diagnose` does), e.g. an older version's, to compare.
+
+mod common;
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use common::{median, peak_rss_mb};
+
+use kahuna::diagnose::{self, Record, Request};
+use kahuna::queries::Query;
+use kahuna::simulate::Version;
+use kahuna::simulate::history::{HistoryConfig, run_history};
+use kahuna::warehouse::Warehouse;
+
+/// In the order a nightly schedule runs them: `combined` reads the verdicts of the others.
+const NIGHTLY: [&str; 8] = [
+    "controlflow",
+    "dataflow",
+    "kahuna_wb",
+    "salsa_fingerpoint",
+    "ganesha_train",
+    "ganesha_bb",
+    "peer_correlation",
+    "combined",
+];
+
+async fn ingest_m45_day(scratch: &std::path::Path) -> PathBuf {
+    let logs = scratch.join("m45day");
+    let cfg = HistoryConfig {
+        months: 0.03285,
+        scale: 1.0,
+        seed: 7,
+        out: logs.clone(),
+        version: Version::V018,
+        gzip: false,
+        threads: 2,
+        progress: false,
+    };
+    run_history(&cfg).expect("simulate one M45 day");
+    let warehouse = scratch.join("warehouse");
+    let options = kahuna::ingest::IngestOptions {
+        paths: vec![logs],
+        cluster: "m45".into(),
+        warehouse: Warehouse::new(&warehouse),
+        zone: None,
+        hints: kahuna::ingest::discover::Hints::default(),
+        progress: false,
+        threads: 2,
+        dry_run: false,
+    };
+    let started = Instant::now();
+    let summary = kahuna::ingest::ingest(&options).await.expect("ingest the day");
+    let lines: u64 = summary.reports.iter().map(|r| r.lines_read).sum();
+    println!("ingested {lines} lines in {:.1} s", started.elapsed().as_secs_f64());
+    warehouse
+}
+
+#[tokio::main]
+async fn main() {
+    let rounds: usize = std::env::var("KAHUNA_BENCH_RUNS").ok().and_then(|v| v.parse().ok()).unwrap_or(5);
+    let scratch = tempfile::tempdir().expect("temp dir");
+    let warehouse = match std::env::var_os("KAHUNA_BENCH_WAREHOUSE") {
+        Some(dir) => PathBuf::from(dir),
+        None => ingest_m45_day(scratch.path()).await,
+    };
+    let warehouse = Warehouse::new(&warehouse);
+    let dir = PathBuf::from(std::env::var_os("KAHUNA_QUERIES").unwrap_or_else(|| "queries".into()));
+    let queries: Vec<Query> = NIGHTLY.iter().map(|name| Query::resolve(name, &dir).expect("query")).collect();
+    let mut seconds = vec![Vec::new(); queries.len()];
+    for _ in 0..rounds {
+        for (query, times) in queries.iter().zip(&mut seconds) {
+            let started = Instant::now();
+            diagnose::run(&warehouse, &Request::new(query.clone()), Record::Replace).await.expect("query");
+            times.push(started.elapsed().as_secs_f64());
+        }
+    }
+    println!("{:<20} {:>10}", "query", "median s");
+    let mut total = 0.0;
+    for (name, times) in NIGHTLY.iter().zip(seconds) {
+        let m = median(times);
+        total += m;
+        println!("{name:<20} {m:>10.3}");
+    }
+    println!("{:<20} {total:>10.3}   (target 0.5)", "all");
+    println!("peak RSS {:.0} MB", peak_rss_mb());
+}
