@@ -5,7 +5,7 @@ mod common;
 
 use std::io::Write;
 
-use common::{ingest_into, rows, scalar};
+use common::{ingest_into, owned, rows, scalar};
 
 const M: &str = "attempt_200808231712_0001_m_000001_0";
 
@@ -61,7 +61,7 @@ async fn damaged_files_are_refused_or_rejected_line_by_line() {
         ["5", "line longer than 64 KiB", "4096"],
         ["6", "timestamp is not yyyy-MM-dd HH:mm:ss,SSS", "54"],
     ];
-    assert_eq!(reasons, expect.map(|r| r.map(String::from).to_vec()).to_vec());
+    assert_eq!(reasons, owned(&expect));
     // The map still pairs across the damage: 17:12:32.466 → 17:12:40.000.
     assert_eq!(scalar(wh.path(), "SELECT duration_ms FROM states WHERE state = 'Map'").await, "7534.0");
 

@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{ingest_into, rows, sample, scalar};
+use common::{ingest_into, owned, rows, sample, scalar};
 
 #[tokio::test]
 async fn loghub_hdfs_write_and_read_blocks() {
@@ -70,7 +70,7 @@ async fn every_clienttrace_line_is_one_state() {
         ["ReadBlock", "10", "106132038", "0.0", "0"],
         ["WriteBlock", "8", "105309054", "8674.166", "0"],
     ];
-    assert_eq!(by_kind, expect.map(|r| r.map(String::from).to_vec()).to_vec());
+    assert_eq!(by_kind, owned(&expect));
     // Shuffles: map side 127.0.1.1 serving the reduce at `dest` (all 127.0.1.1 here); reads
     // served to the client at `dest`, writes from the client at `src` (all 127.0.0.1).
     let peers = rows(
@@ -83,7 +83,7 @@ async fn every_clienttrace_line_is_one_state() {
         ["ReadBlock", "127.0.0.1", "10"],
         ["WriteBlock", "127.0.0.1", "8"],
     ];
-    assert_eq!(peers, expect.map(|r| r.map(String::from).to_vec()).to_vec());
+    assert_eq!(peers, owned(&expect));
     let first_shuffle = rows(
         wh.path(),
         "SELECT task_id, peer_task_id, duration_ms, end_ts - start_ts = INTERVAL '277 milliseconds'

@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{data_dir, ingest_into, rows, scalar};
+use common::{data_dir, ingest_into, owned, rows, scalar};
 
 #[tokio::test]
 async fn every_line_is_accounted_for() {
@@ -50,7 +50,7 @@ async fn states_by_kind_host_and_duration() {
         ["WriteBlock", "5", "2", "0"],
         ["XceiverThread", "1", "1", "0"],
     ];
-    assert_eq!(by_kind, expect.map(|r| r.map(String::from).to_vec()).to_vec());
+    assert_eq!(by_kind, owned(&expect));
 
     // Task durations: LaunchTaskAction to `is done.` / `Child Error` / KillTaskAction.
     let tasks = rows(
@@ -120,7 +120,7 @@ async fn data_flow_states_carry_both_hosts() {
         ["WriteBlock", "node1", "blk_4332711451661776648", "10.0.0.1", "", "", "log"],
         ["WriteBlock", "node3", "blk_4332711451661776648", "10.0.0.1", "400.0", "2097152", "clienttrace"],
     ];
-    assert_eq!(blocks, expect.map(|r| r.map(String::from).to_vec()).to_vec());
+    assert_eq!(blocks, owned(&expect));
     // The merged file's NameNode line has no host of its own.
     let namenode = rows(wh.path(), "SELECT daemon, host IS NULL FROM logs WHERE logger = 'dfs.FSNamesystem'").await;
     assert_eq!(namenode, vec![vec!["namenode", "true"]]);

@@ -8,7 +8,7 @@ mod common;
 use std::path::PathBuf;
 use std::process::Command;
 
-use common::{ingest_into, options, rows, sample, scalar};
+use common::{ingest_into, options, owned, rows, sample, scalar};
 use kahuna::ingest::ingest;
 
 fn data_sysstat() -> PathBuf {
@@ -49,7 +49,7 @@ async fn the_projects_exports_give_one_row_per_host_and_second() {
         ["node2", "10", "0", "2008-08-23T17:12:30Z", "2008-08-23T17:12:39Z"],
         ["node3", "11", "1", "2008-08-23T17:12:29Z", "2008-08-23T17:12:39Z"],
     ];
-    assert_eq!(counts, expect.map(|r| r.map(String::from).to_vec()).to_vec());
+    assert_eq!(counts, owned(&expect));
     // node1 at 17:12:35, by hand from node1.sadf-d.csv (`grep '17:12:35' node1.sadf-d.csv`):
     // eth0's rxkB/s, not lo's, makes rx_kb_s.
     let vector = rows(wh.path(), &format!("SELECT {VECTOR} FROM sadc WHERE host = 'node1' AND ts = '2008-08-23T17:12:35Z'")).await;
@@ -63,7 +63,7 @@ async fn the_projects_exports_give_one_row_per_host_and_second() {
     )
     .await;
     let expect = [["node1", "5450.0", "1.0"], ["node2", "5450.0", "24.5"], ["node3", "5450.0", "0.5"]];
-    assert_eq!(per_host, expect.map(|r| r.map(String::from).to_vec()).to_vec());
+    assert_eq!(per_host, owned(&expect));
     // Figures per sample: CPU 6, pcsw 2, paging 4, io 5, queue 6, 2 interfaces × 4 = 31; 30 samples.
     assert_eq!(scalar(wh.path(), "SELECT count(*) FROM sar_metrics").await, "930");
     let lo = rows(
@@ -74,7 +74,7 @@ async fn the_projects_exports_give_one_row_per_host_and_second() {
     )
     .await;
     let expect = [["cpu-load", "all", "%user", "10.0"], ["net-dev", "lo", "rxkB/s", "100.0"]];
-    assert_eq!(lo, expect.map(|r| r.map(String::from).to_vec()).to_vec());
+    assert_eq!(lo, owned(&expect));
 
     // Ingesting again adds nothing.
     let again = ingest_into(vec![data_sysstat()], wh.path(), None).await;
@@ -159,7 +159,7 @@ async fn sa_files_of_three_format_generations() {
         ["linux.home", "2019-06-30T05:39:21Z", "true", "", "", "", ""],
         ["linux.home", "2019-06-30T05:39:34Z", "false", "1", "0.37", "11727.0", "826.0"],
     ];
-    assert_eq!(got, expect.map(|r| r.map(String::from).to_vec()).to_vec());
+    assert_eq!(got, owned(&expect));
     // The binary file grows no more: it is not read again.
     let again = ingest_into(files, wh.path(), None).await;
     assert_eq!(again.files_with_status("unchanged"), 3);
@@ -270,7 +270,7 @@ async fn restarts_and_concatenated_exports_keep_samples_whole() {
         ["2008-08-24T00:00:00Z", "false", "30.0", "100.0"],
         ["2008-08-24T00:00:01Z", "false", "31.0", "101.0"],
     ];
-    assert_eq!(got, expect.map(|r| r.map(String::from).to_vec()).to_vec());
+    assert_eq!(got, owned(&expect));
     // 6 CPU and 2 pcsw figures a sample, each in the partition of its own day.
     let figures = rows(wh.path(), "SELECT date, count(*) FROM sar_metrics GROUP BY date ORDER BY date").await;
     assert_eq!(figures, vec![vec!["2008-08-23", "40"], vec!["2008-08-24", "16"]]);
@@ -375,7 +375,7 @@ async fn minified_exports_stream_whole_gzipped_or_cut_short() {
     )
     .await;
     let expect = [["cut.json", "1", "0", "1", "250"], ["whole.json", "1", "1", "0", "401"], ["whole.json.gz", "1", "1", "0", "401"]];
-    assert_eq!(accounts, expect.map(|r| r.map(String::from).to_vec()).to_vec());
+    assert_eq!(accounts, owned(&expect));
     // Per file: 400 samples and the restart; eth0's rxkB/s is i + 0.5 (sum 80000), lo's is left
     // out; cswch/s is 100 + i (sum 119800). 16 figures a sample.
     let per_file = rows(
@@ -389,7 +389,7 @@ async fn minified_exports_stream_whole_gzipped_or_cut_short() {
         ["whole.json", "401", "1", "80000.0", "119800.0"],
         ["whole.json.gz", "401", "1", "80000.0", "119800.0"],
     ];
-    assert_eq!(per_file, expect.map(|r| r.map(String::from).to_vec()).to_vec());
+    assert_eq!(per_file, owned(&expect));
     assert_eq!(scalar(wh.path(), "SELECT count(*) FROM sar_metrics").await, (16 * (400 + 400 + 250)).to_string());
     // The cut line is rejected with serde_json's words; the file's error says what was kept.
     let reason = scalar(wh.path(), "SELECT reason FROM rejects").await;

@@ -63,3 +63,8 @@ pub async fn scalar(warehouse: &Path, sql: &str) -> String {
     assert_eq!(all.len(), 1, "{sql}: {all:?}");
     all[0][0].clone()
 }
+
+/// Expected rows written as string literals, in the shape [`rows`] returns.
+pub fn owned<const N: usize>(expect: &[[&str; N]]) -> Vec<Vec<String>> {
+    expect.iter().map(|r| r.map(String::from).to_vec()).collect()
+}
