@@ -1,8 +1,19 @@
-//! The warehouse as a DataFusion session: every Delta table registered under its own name, so
-//! that `WHERE date = …` and `WHERE cluster = …` prune partitions, with the peer-comparison
+//! The warehouse as a DataFusion session: every Delta table under its own name, so that
+//! `WHERE date = …` and `WHERE cluster = …` prune partitions, with the peer-comparison
 //! functions of `kahuna-udfs` loaded. Tables are read as of the last finished ingest run.
+//!
+//! A table is opened when a statement first names it, not when the session starts: a query
+//! reads two or three of the warehouse's dozen tables, and opening one replays its Delta log.
 
-use anyhow::{Context, Result};
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+
+use anyhow::Result;
+use async_trait::async_trait;
+use datafusion::catalog::{MemorySchemaProvider, SchemaProvider, TableProvider};
+use datafusion::common::DataFusionError;
+use datafusion::execution::SessionStateBuilder;
+use datafusion::execution::runtime_env::RuntimeEnv;
 use datafusion::prelude::{SessionConfig, SessionContext};
 
 use crate::warehouse::Warehouse;
@@ -11,12 +22,120 @@ pub async fn session(warehouse: &Warehouse) -> Result<SessionContext> {
     let config = SessionConfig::new().with_information_schema(true);
     let ctx = SessionContext::new_with_config(config);
     kahuna_udfs::register_all(&ctx);
-    let completed = warehouse.completed_ingests().await?;
-    for name in warehouse.table_names() {
-        let Some(table) = warehouse.open_visible(&name, &completed).await? else { continue };
-        table.update_datafusion_session(&ctx.state())?;
-        let provider = table.table_provider().await.with_context(|| format!("cannot read table {name}"))?;
-        ctx.register_table(name.as_str(), provider)?;
-    }
+    let schema = WarehouseSchema {
+        warehouse: warehouse.clone(),
+        completed: warehouse.completed_ingests().await?,
+        runtime: ctx.runtime_env(),
+        opened: Mutex::new(HashMap::new()),
+        session_tables: MemorySchemaProvider::new(),
+    };
+    let options = ctx.state().config().options().catalog.clone();
+    let catalog = ctx
+        .catalog(&options.default_catalog)
+        .ok_or_else(|| anyhow::anyhow!("the session has no catalog {}", options.default_catalog))?;
+    catalog.register_schema(&options.default_schema, Arc::new(schema))?;
     Ok(ctx)
+}
+
+/// The default schema: the warehouse's Delta tables, opened on first use, and the tables a
+/// session creates itself (`CREATE TABLE … AS`), kept in memory.
+struct WarehouseSchema {
+    warehouse: Warehouse,
+    completed: HashSet<String>,
+    runtime: Arc<RuntimeEnv>,
+    opened: Mutex<HashMap<String, Arc<dyn TableProvider>>>,
+    session_tables: MemorySchemaProvider,
+}
+
+impl std::fmt::Debug for WarehouseSchema {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WarehouseSchema")
+            .field("root", &self.warehouse.root())
+            .finish_non_exhaustive()
+    }
+}
+
+impl WarehouseSchema {
+    /// Table names are folder names: nothing that could leave the warehouse's folder.
+    fn warehouse_has(&self, name: &str) -> bool {
+        let plain = !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+        plain && self.warehouse.root().join(name).join("_delta_log").is_dir()
+    }
+
+    fn cached(&self, name: &str) -> Option<Arc<dyn TableProvider>> {
+        self.opened
+            .lock()
+            .ok()
+            .and_then(|opened| opened.get(name).cloned())
+    }
+
+    async fn open(&self, name: &str) -> Result<Option<Arc<dyn TableProvider>>> {
+        if !self.warehouse_has(name) {
+            return Ok(None);
+        }
+        let Some(table) = self.warehouse.open_visible(name, &self.completed).await? else {
+            return Ok(None);
+        };
+        // Delta scans find their object store in the session's runtime.
+        table.update_datafusion_session(
+            &SessionStateBuilder::new()
+                .with_runtime_env(self.runtime.clone())
+                .build(),
+        )?;
+        let provider = table.table_provider().await?;
+        if let Ok(mut opened) = self.opened.lock() {
+            opened.insert(name.to_string(), provider.clone());
+        }
+        Ok(Some(provider))
+    }
+}
+
+#[async_trait]
+impl SchemaProvider for WarehouseSchema {
+    fn table_names(&self) -> Vec<String> {
+        let mut names = self.warehouse.table_names();
+        names.extend(self.session_tables.table_names());
+        names
+    }
+
+    async fn table(&self, name: &str) -> Result<Option<Arc<dyn TableProvider>>, DataFusionError> {
+        if let Some(table) = self.session_tables.table(name).await? {
+            return Ok(Some(table));
+        }
+        if let Some(table) = self.cached(name) {
+            return Ok(Some(table));
+        }
+        self.open(name).await.map_err(|e| {
+            DataFusionError::External(format!("cannot read table {name}: {e:#}").into())
+        })
+    }
+
+    fn register_table(
+        &self,
+        name: String,
+        table: Arc<dyn TableProvider>,
+    ) -> Result<Option<Arc<dyn TableProvider>>, DataFusionError> {
+        if self.warehouse_has(&name) {
+            return Err(DataFusionError::Plan(format!(
+                "{name} is a warehouse table; choose another name"
+            )));
+        }
+        self.session_tables.register_table(name, table)
+    }
+
+    fn deregister_table(
+        &self,
+        name: &str,
+    ) -> Result<Option<Arc<dyn TableProvider>>, DataFusionError> {
+        if self.warehouse_has(name) {
+            return Err(DataFusionError::Plan(format!(
+                "{name} is a warehouse table; it cannot be dropped from SQL"
+            )));
+        }
+        self.session_tables.deregister_table(name)
+    }
+
+    fn table_exist(&self, name: &str) -> bool {
+        self.session_tables.table_exist(name) || self.warehouse_has(name)
+    }
 }
