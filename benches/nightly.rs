@@ -43,6 +43,7 @@ async fn ingest_m45_day(scratch: &std::path::Path) -> PathBuf {
         out: logs.clone(),
         version: Version::V018,
         gzip: false,
+        logs: true,
         threads: 2,
         progress: false,
     };

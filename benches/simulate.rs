@@ -58,6 +58,7 @@ fn history_run(dir: &std::path::Path) -> Timed {
         out: dir.to_path_buf(),
         version: Version::V018,
         gzip: false,
+        logs: true,
         threads: 1,
         progress: false,
     };

@@ -380,6 +380,7 @@ fn m45_history_at_a_thousandth_matches_table_i() {
         out: out.path().to_path_buf(),
         version: Version::V018,
         gzip: false,
+        logs: true,
         threads: 2,
         progress: false,
     };
@@ -406,4 +407,28 @@ fn m45_history_at_a_thousandth_matches_table_i() {
             .all(|e| e["start"].as_str().unwrap().starts_with("2008-0"))
     );
     assert!(out.path().join("e00000/logs").is_dir());
+
+    // Without the daemon logs, the same history, byte for byte, and the same experiments in
+    // the truth (whose count of log lines is then 0).
+    let bare = tempfile::tempdir().unwrap();
+    run_history(&HistoryConfig { out: bare.path().to_path_buf(), logs: false, ..cfg }).unwrap();
+    assert!(!bare.path().join("e00000/logs").exists());
+    let files = |root: &std::path::Path| -> Vec<(std::path::PathBuf, Vec<u8>)> {
+        let mut found: Vec<_> = walkdir::WalkDir::new(root)
+            .into_iter()
+            .map(|e| e.unwrap())
+            .filter(|e| e.file_type().is_file() && e.file_name() != "truth.json")
+            .filter(|e| !e.path().components().any(|c| c.as_os_str() == "logs"))
+            .map(|e| (e.path().strip_prefix(root).unwrap().to_path_buf(), std::fs::read(e.path()).unwrap()))
+            .collect();
+        found.sort();
+        found
+    };
+    let (with_logs, without) = (files(out.path()), files(bare.path()));
+    assert!(with_logs.len() > 13, "{} files", with_logs.len());
+    assert!(with_logs == without, "the history differs without the logs");
+    let bare_truth: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(bare.path().join("truth.json")).unwrap()).unwrap();
+    assert_eq!(bare_truth["experiments"], truth["experiments"]);
+    assert_eq!(bare_truth["summary"]["log_lines"], 0);
 }

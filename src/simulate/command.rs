@@ -51,6 +51,9 @@ pub struct Args {
     /// The share of the history's experiments to simulate (0.01 for a hundredth).
     #[arg(long, default_value_t = 1.0)]
     pub scale: f64,
+    /// With --history: write the job history only, all the M45 study had (no daemon logs).
+    #[arg(long, requires = "history")]
+    pub no_logs: bool,
     /// Writer threads (default: the machine's cores).
     #[arg(long)]
     pub threads: Option<usize>,
@@ -77,6 +80,7 @@ pub fn run_command(args: Args) -> Result<()> {
             out: args.out,
             version,
             gzip: args.gzip,
+            logs: !args.no_logs,
             threads,
             progress: true,
         };

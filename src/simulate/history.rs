@@ -318,6 +318,8 @@ pub struct HistoryConfig {
     pub out: PathBuf,
     pub version: Version,
     pub gzip: bool,
+    /// Daemon logs beside the job history (the M45 study had the history only).
+    pub logs: bool,
     pub threads: usize,
     pub progress: bool,
 }
@@ -339,7 +341,7 @@ pub(crate) fn run_one(e: &Experiment, cfg: &HistoryConfig) -> Result<Ran> {
         .map(|(f, node, at)| Injected::new(f, node, at, end_ms, cluster.nodes[node].disk_mb_s));
     let dir = cfg.out.join(format!("e{:05}", e.id));
     let layout = Layout {
-        logs: dir.join("logs"),
+        logs: cfg.logs.then(|| dir.join("logs")),
         history: dir.join("history"),
         sadc: None,
         user: user_name(e.user),

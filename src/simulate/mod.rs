@@ -123,7 +123,8 @@ pub struct Outcome {
 
 /// Where a run's files go.
 struct Layout {
-    logs: PathBuf,
+    /// None: the daemons' lines are simulated and dropped (a history-only cluster).
+    logs: Option<PathBuf>,
     history: PathBuf,
     sadc: Option<PathBuf>,
     /// The user the daemons run as: `hadoop-<user>-tasktracker-<host>.log`.
@@ -180,13 +181,9 @@ fn execute<S: JobSource>(
     };
     let mut logs = Vec::with_capacity(hosts.len());
     for (node, (host, _)) in hosts.iter().enumerate() {
-        let w = NodeWriter::create(&layout.logs, node as u16, &layout.user, &names, layout.gzip)
-            .with_context(|| {
-                format!(
-                    "cannot create the logs of {host} under {}",
-                    layout.logs.display()
-                )
-            })?;
+        let Some(dir) = &layout.logs else { break };
+        let w = NodeWriter::create(dir, node as u16, &layout.user, &names, layout.gzip)
+            .with_context(|| format!("cannot create the logs of {host} under {}", dir.display()))?;
         logs.push(w);
     }
     let mut sadcs = Vec::new();
@@ -225,7 +222,11 @@ fn execute<S: JobSource>(
             killed: &sim.killed,
             threads: layout.threads,
         };
-        write_due(&mut sim.bufs, &mut sim.usage, &mut logs, &mut sadcs, &due)?;
+        if layout.logs.is_some() {
+            write_due(&mut sim.bufs, &mut sim.usage, &mut logs, &mut sadcs, &due)?;
+        } else {
+            sim.bufs.iter_mut().for_each(Vec::clear);
+        }
         write_histories(&mut sim, layout, &hosts, version, &cluster.master)?;
         bar.set_position((until / 1000) as u64);
         if !more {
@@ -466,7 +467,7 @@ pub fn run(cfg: &Config) -> Result<Outcome> {
     std::fs::create_dir_all(&cfg.out)
         .with_context(|| format!("cannot create {}", cfg.out.display()))?;
     let layout = Layout {
-        logs: cfg.out.join("logs"),
+        logs: Some(cfg.out.join("logs")),
         history: cfg.out.join("history"),
         sadc: cfg.sadc.then(|| cfg.out.join("sadc")),
         user: "hadoop".into(),
