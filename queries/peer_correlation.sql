@@ -56,21 +56,19 @@ SELECT m.cluster, m.job_id, m.host,
 FROM maps m JOIN span j ON m.cluster = j.cluster AND m.job_id = j.job_id
 GROUP BY m.cluster, m.job_id, m.host;
 
--- Statement 2: every host pair of a job, and each job's similarity.
+-- Statement 2: every host pair of a job (`peer_pearson` computes each pair once, within the
+-- job's rows), and each job's similarity.
 CREATE TABLE job_similarity AS
-WITH pairs AS (
-    SELECT a.cluster, a.job_id, a.host, b.host AS peer, abs(pearson(a.running, b.running)) AS r
-    FROM peer_series a JOIN peer_series b
-      ON a.cluster = b.cluster AND a.job_id = b.job_id AND a.host <> b.host
-),
-hosts AS (
-    -- A constant series (r undefined) is not similar to anything.
-    SELECT cluster, job_id, host, min(coalesce(r, 0)) AS lowest_r, avg(r) AS mean_r,
-           bool_and(coalesce(r, 0) >= $min_r) AS similar
-    FROM pairs GROUP BY cluster, job_id, host
+WITH hosts AS (
+    SELECT cluster, job_id, host, peer_pearson(running) OVER (PARTITION BY cluster, job_id) AS r
+    FROM peer_series
 ),
 ranked AS (
-    SELECT *, row_number() OVER (PARTITION BY cluster, job_id ORDER BY lowest_r, host) AS rank FROM hosts
+    -- A constant series (r undefined) is not similar to anything: it counts 0.
+    SELECT cluster, job_id, host, r['lowest_abs_r'] AS lowest_r, r['mean_abs_r'] AS mean_r,
+           r['lowest_abs_r'] >= $min_r AS similar,
+           row_number() OVER (PARTITION BY cluster, job_id ORDER BY r['lowest_abs_r'], host) AS rank
+    FROM hosts WHERE r IS NOT NULL
 )
 SELECT r.cluster, r.job_id, coalesce(j.outcome, 'UNKNOWN') AS outcome,
        count(*) AS hosts, sum(CASE WHEN r.similar THEN 1 ELSE 0 END) AS similar_hosts,

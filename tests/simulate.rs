@@ -411,7 +411,12 @@ fn m45_history_at_a_thousandth_matches_table_i() {
     // Without the daemon logs, the same history, byte for byte, and the same experiments in
     // the truth (whose count of log lines is then 0).
     let bare = tempfile::tempdir().unwrap();
-    run_history(&HistoryConfig { out: bare.path().to_path_buf(), logs: false, ..cfg }).unwrap();
+    run_history(&HistoryConfig {
+        out: bare.path().to_path_buf(),
+        logs: false,
+        ..cfg
+    })
+    .unwrap();
     assert!(!bare.path().join("e00000/logs").exists());
     let files = |root: &std::path::Path| -> Vec<(std::path::PathBuf, Vec<u8>)> {
         let mut found: Vec<_> = walkdir::WalkDir::new(root)
@@ -419,7 +424,12 @@ fn m45_history_at_a_thousandth_matches_table_i() {
             .map(|e| e.unwrap())
             .filter(|e| e.file_type().is_file() && e.file_name() != "truth.json")
             .filter(|e| !e.path().components().any(|c| c.as_os_str() == "logs"))
-            .map(|e| (e.path().strip_prefix(root).unwrap().to_path_buf(), std::fs::read(e.path()).unwrap()))
+            .map(|e| {
+                (
+                    e.path().strip_prefix(root).unwrap().to_path_buf(),
+                    std::fs::read(e.path()).unwrap(),
+                )
+            })
             .collect();
         found.sort();
         found

@@ -51,11 +51,12 @@ pub fn aggregate_functions() -> Vec<AggregateUDF> {
     ]
 }
 
-/// The window functions: `indict`, `peer_score`, `consecutive`, `ewma`.
+/// The window functions: `indict`, `peer_score`, `peer_pearson`, `consecutive`, `ewma`.
 pub fn window_functions() -> Vec<WindowUDF> {
     vec![
         WindowUDF::new_from_impl(peer::PeerComparison::indict()),
         WindowUDF::new_from_impl(peer::PeerComparison::peer_score()),
+        WindowUDF::new_from_impl(series::PeerPearson::default()),
         WindowUDF::new_from_impl(alarm::Consecutive::default()),
         WindowUDF::new_from_impl(alarm::Ewma::default()),
     ]
@@ -239,7 +240,7 @@ mod tests {
         names.sort();
         names.dedup();
         assert_eq!(names.len(), count, "duplicate function names: {names:?}");
-        assert_eq!(count, 13);
+        assert_eq!(count, 14);
     }
 
     #[tokio::test]

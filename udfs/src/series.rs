@@ -1,21 +1,26 @@
 //! Time series of a group and their comparison: `concurrency_series` (how many intervals are
 //! active at each step, Kahuna's Maps executing per second on a node) and `pearson` (the
-//! correlation of two such series, Kahuna §IV).
+//! correlation of two such series, Kahuna §IV) and `peer_pearson` (every pair of a peer group's
+//! series at once).
 
 use std::mem::size_of;
 use std::sync::{Arc, LazyLock};
 
-use datafusion::arrow::array::{Array, ArrayRef, Float64Array};
-use datafusion::arrow::datatypes::{DataType, Field, FieldRef};
+use datafusion::arrow::array::{Array, ArrayRef, AsArray, Float64Array, StructArray};
+use datafusion::arrow::buffer::NullBuffer;
+use datafusion::arrow::datatypes::{DataType, Field, FieldRef, Fields, Float64Type};
 use datafusion::common::{Result, ScalarValue};
 use datafusion::logical_expr::expr::{AggregateFunctionParams, WindowFunctionParams};
-use datafusion::logical_expr::function::{AccumulatorArgs, StateFieldsArgs};
+use datafusion::logical_expr::function::{
+    AccumulatorArgs, PartitionEvaluatorArgs, StateFieldsArgs, WindowUDFFieldArgs,
+};
 use datafusion::logical_expr::utils::format_state_name;
 use datafusion::logical_expr::{
-    Accumulator, AggregateUDFImpl, ColumnarValue, Documentation, ScalarFunctionArgs, ScalarUDFImpl,
-    Signature, Volatility, aggregate_doc_sections::DOC_SECTION_GENERAL,
-    scalar_doc_sections::DOC_SECTION_MATH, udaf_default_schema_name,
-    udaf_default_window_function_schema_name,
+    Accumulator, AggregateUDFImpl, ColumnarValue, Documentation, PartitionEvaluator,
+    ScalarFunctionArgs, ScalarUDFImpl, Signature, Volatility, WindowUDFImpl,
+    aggregate_doc_sections::DOC_SECTION_GENERAL, scalar_doc_sections::DOC_SECTION_MATH,
+    udaf_default_schema_name, udaf_default_window_function_schema_name,
+    window_doc_sections::DOC_SECTION_ANALYTICAL,
 };
 
 use crate::args::{
@@ -385,11 +390,195 @@ impl ScalarUDFImpl for Pearson {
     }
 }
 
+/// A series' lowest |r| with a peer and its mean |r|.
+pub type LowestAndMean = (f64, Option<f64>);
+
+/// For every series of a partition, its lowest |r| with a peer (a peer with which r is
+/// undefined counts 0) and its mean |r| over the peers where r is defined (None where it is
+/// nowhere); `None` for a NULL
+/// series or one without peers. Each pair is computed once. Series without missing or
+/// non-finite items are standardised once, so that a pair costs one dot product; the others
+/// pair through [`pearson_pairs`], as `pearson` does.
+pub fn peer_correlations(func: &str, series: &ArrayRef) -> Result<Vec<Option<LowestAndMean>>> {
+    let lists = to_f64_list(series)?;
+    let values = lists.values().as_primitive::<Float64Type>();
+    let offsets = lists.value_offsets();
+    let rows: Vec<usize> = (0..lists.len())
+        .filter(|&row| lists.is_valid(row))
+        .collect();
+    let span = |row: usize| offsets[row] as usize..offsets[row + 1] as usize;
+    let width = rows.first().map_or(0, |&row| span(row).len());
+    if let Some(&row) = rows.iter().find(|&&row| span(row).len() != width) {
+        return Err(exec_error(
+            func,
+            format!(
+                "rows {} and {row} of a partition have series of {width} and {} values",
+                rows[0],
+                span(row).len()
+            ),
+        ));
+    }
+    // Standardised: centred and scaled to unit norm, so r is their dot product. None: constant.
+    let plain = |row: usize| {
+        let range = span(row);
+        values
+            .nulls()
+            .is_none_or(|n| n.slice(range.start, range.len()).null_count() == 0)
+            && values.values()[range].iter().all(|v| v.is_finite())
+    };
+    let standardised: Vec<Option<Vec<f64>>> = rows
+        .iter()
+        .map(|&row| {
+            let xs = &values.values()[span(row)];
+            let mean = xs.iter().sum::<f64>() / xs.len().max(1) as f64;
+            let norm = xs
+                .iter()
+                .map(|x| (x - mean) * (x - mean))
+                .sum::<f64>()
+                .sqrt();
+            (plain(row) && xs.len() >= 2 && norm > 0.0)
+                .then(|| xs.iter().map(|x| (x - mean) / norm).collect())
+        })
+        .collect();
+    let pair = |i: usize, j: usize| -> Option<f64> {
+        if plain(rows[i]) && plain(rows[j]) {
+            let (a, b) = (standardised[i].as_ref()?, standardised[j].as_ref()?);
+            return Some(
+                a.iter()
+                    .zip(b)
+                    .map(|(x, y)| x * y)
+                    .sum::<f64>()
+                    .clamp(-1.0, 1.0),
+            );
+        }
+        let (a, b) = (span(rows[i]), span(rows[j]));
+        pearson_pairs(
+            &values.values()[a.clone()],
+            &values.values()[b.clone()],
+            |k| values.is_valid(a.start + k) && values.is_valid(b.start + k),
+        )
+    };
+    let mut lowest = vec![f64::INFINITY; rows.len()];
+    let mut sums = vec![(0.0, 0usize); rows.len()];
+    for i in 0..rows.len() {
+        for j in i + 1..rows.len() {
+            let r = pair(i, j).map(f64::abs).filter(|r| !r.is_nan());
+            for k in [i, j] {
+                lowest[k] = lowest[k].min(r.unwrap_or(0.0));
+                if let Some(r) = r {
+                    sums[k].0 += r;
+                    sums[k].1 += 1;
+                }
+            }
+        }
+    }
+    let mut out = vec![None; lists.len()];
+    if rows.len() > 1 {
+        for (k, &row) in rows.iter().enumerate() {
+            let mean = (sums[k].1 > 0).then(|| sums[k].0 / sums[k].1 as f64);
+            out[row] = Some((lowest[k], mean));
+        }
+    }
+    Ok(out)
+}
+
+fn peer_pearson_fields() -> Fields {
+    Fields::from(vec![
+        Field::new("lowest_abs_r", DataType::Float64, true),
+        Field::new("mean_abs_r", DataType::Float64, true),
+    ])
+}
+
+/// `peer_pearson(series) OVER (PARTITION BY peer_group)`.
+#[derive(Debug, PartialEq, Eq, Hash)]
+pub struct PeerPearson {
+    signature: Signature,
+}
+
+impl Default for PeerPearson {
+    fn default() -> Self {
+        Self {
+            signature: Signature::user_defined(Volatility::Immutable),
+        }
+    }
+}
+
+static PEER_PEARSON_DOC: LazyLock<Documentation> = LazyLock::new(|| {
+    Documentation::builder(
+        DOC_SECTION_ANALYTICAL,
+        "How alike a row's series is to its peers, the other rows of the window partition: a \
+         struct of lowest_abs_r, the lowest |pearson| with any peer (a peer with which r is \
+         undefined, e.g. a constant series, counts 0), and mean_abs_r, the mean |pearson| over the \
+         peers where r is defined (NULL when it is nowhere). Each pair is computed once per \
+         partition, without the self-join that would copy both series into every pair's row; the \
+         frame and ORDER BY are ignored. A NULL series is NULL and nobody's peer; a row without \
+         peers is NULL. Kahuna's similar node: lowest_abs_r >= 0.6.",
+        "peer_pearson(series) OVER (PARTITION BY peer_group)",
+    )
+    .with_sql_example(
+        "SELECT host, peer_pearson(running) OVER (PARTITION BY job_id)['lowest_abs_r'] >= 0.6 AS similar FROM job_series",
+    )
+    .with_argument("series", "List of numbers, equally long for the whole partition.")
+    .build()
+});
+
+#[derive(Debug)]
+struct PeerPearsonEvaluator;
+
+impl PartitionEvaluator for PeerPearsonEvaluator {
+    fn evaluate_all(&mut self, values: &[ArrayRef], _num_rows: usize) -> Result<ArrayRef> {
+        let found = peer_correlations("peer_pearson", &values[0])?;
+        let lowest: Float64Array = found.iter().map(|f| f.map(|(lowest, _)| lowest)).collect();
+        let mean: Float64Array = found.iter().map(|f| f.and_then(|(_, mean)| mean)).collect();
+        let nulls = NullBuffer::from_iter(found.iter().map(Option::is_some));
+        Ok(Arc::new(StructArray::try_new(
+            peer_pearson_fields(),
+            vec![Arc::new(lowest), Arc::new(mean)],
+            Some(nulls),
+        )?))
+    }
+}
+
+impl WindowUDFImpl for PeerPearson {
+    fn name(&self) -> &str {
+        "peer_pearson"
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn coerce_types(&self, t: &[DataType]) -> Result<Vec<DataType>> {
+        check_arity(self.name(), t, 1, 1)?;
+        Ok(vec![require_number_list(self.name(), 0, "series", &t[0])?])
+    }
+
+    fn partition_evaluator(
+        &self,
+        _args: PartitionEvaluatorArgs,
+    ) -> Result<Box<dyn PartitionEvaluator>> {
+        Ok(Box::new(PeerPearsonEvaluator))
+    }
+
+    fn field(&self, args: WindowUDFFieldArgs) -> Result<FieldRef> {
+        Ok(Arc::new(Field::new(
+            args.name(),
+            DataType::Struct(peer_pearson_fields()),
+            true,
+        )))
+    }
+
+    fn documentation(&self) -> Option<&Documentation> {
+        Some(&PEER_PEARSON_DOC)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::test_util::{
-        assert_lists_close, ctx, ctx_skipping_partial_aggregation, f64_column, f64_lists, query_err,
+        assert_lists_close, ctx, ctx_skipping_partial_aggregation, f64_column, f64_lists,
+        query_err, strings,
     };
 
     #[test]
@@ -484,5 +673,110 @@ mod tests {
         }
         assert_lists_close(&results[0], &results[1], 0.0, sql);
         assert_lists_close(&results[0], &results[2], 0.0, sql);
+    }
+
+    fn series(rows: &[Option<Vec<f64>>]) -> ArrayRef {
+        let rows = rows.iter().map(|r| {
+            r.as_ref()
+                .map(|v| v.iter().copied().map(Some).collect::<Vec<_>>())
+        });
+        Arc::new(datafusion::arrow::array::ListArray::from_iter_primitive::<
+            Float64Type,
+            _,
+            _,
+        >(rows))
+    }
+
+    #[test]
+    fn peer_correlations_by_hand() {
+        // b is a with noise (r_ab = 11/√130, as in pearson_by_hand); c = 5 − a, so r_ac = −1
+        // and r_bc = −r_ab; d is constant (r undefined: counts 0 for the lowest, left out of
+        // the mean); the NULL row is nobody's peer.
+        let four = series(&[
+            Some(vec![1.0, 2.0, 3.0, 4.0]),
+            Some(vec![2.0, 4.0, 5.0, 9.0]),
+            Some(vec![4.0, 3.0, 2.0, 1.0]),
+            Some(vec![5.0, 5.0, 5.0, 5.0]),
+            None,
+        ]);
+        let r_ab = 11.0 / 130f64.sqrt();
+        let got = peer_correlations("peer_pearson", &four).unwrap();
+        let want = [
+            (0.0, (r_ab + 1.0) / 2.0),
+            (0.0, r_ab),
+            (0.0, (1.0 + r_ab) / 2.0),
+        ];
+        for (row, (lowest, mean)) in want.into_iter().enumerate() {
+            let (got_lowest, got_mean) = got[row].unwrap();
+            let got_mean = got_mean.unwrap();
+            assert_eq!(got_lowest, lowest, "row {row}");
+            assert!(
+                (got_mean - mean).abs() < 1e-15,
+                "row {row}: {got_mean} against {mean}"
+            );
+        }
+        assert_eq!(got[3], Some((0.0, None)));
+        assert_eq!(got[4], None);
+        // Without the constant series, a and c are perfectly (anti-)correlated; a lone series
+        // has no peers.
+        let two = peer_correlations(
+            "peer_pearson",
+            &series(&[Some(vec![1.0, 2.0, 3.0]), Some(vec![3.0, 2.0, 1.0])]),
+        );
+        for found in two.unwrap() {
+            let (lowest, mean) = found.unwrap();
+            let mean = mean.unwrap();
+            assert!(
+                (lowest - 1.0).abs() < 1e-15 && (mean - 1.0).abs() < 1e-15,
+                "{lowest} {mean}"
+            );
+        }
+        assert_eq!(
+            peer_correlations("peer_pearson", &series(&[Some(vec![1.0, 2.0])])).unwrap(),
+            [None]
+        );
+    }
+
+    #[tokio::test]
+    async fn peer_pearson_agrees_with_the_pair_join() {
+        // Missing items take the pairwise route, the others the standardised one: both must
+        // give what a self-join with `pearson` gives.
+        let ctx = ctx(4);
+        let values = "(1, 'a', [1.0, 2.0, 3.0, 4.0, 2.0]), (1, 'b', [2.0, 4.0, 5.0, 9.0, 1.0]), \
+                      (1, 'c', [3.0, NULL, 2.0, 1.0, 0.5]), (1, 'd', [0.0, 1.0, 0.0, 1.0, 0.0]), \
+                      (2, 'e', [1.0, 2.0, 3.0, 4.0, 5.0]), (2, 'f', [7.0, 7.0, 7.0, 7.0, 7.0])";
+        let window = format!(
+            "SELECT h, peer_pearson(s) OVER (PARTITION BY g) AS p FROM (VALUES {values}) AS v(g, h, s)"
+        );
+        let join = format!(
+            "WITH v(g, h, s) AS (VALUES {values}) \
+             SELECT a.h, min(coalesce(abs(pearson(a.s, b.s)), 0)) AS lowest, avg(abs(pearson(a.s, b.s))) AS mean \
+             FROM v a JOIN v b ON a.g = b.g AND a.h <> b.h GROUP BY a.h"
+        );
+        let sql = format!(
+            "SELECT w.h, abs(w.p['lowest_abs_r'] - j.lowest) < 1e-12, \
+             coalesce(abs(w.p['mean_abs_r'] - j.mean) < 1e-12, w.p['mean_abs_r'] IS NULL AND j.mean IS NULL), \
+             round(w.p['lowest_abs_r'], 4) \
+             FROM ({window}) w JOIN ({join}) j ON w.h = j.h ORDER BY w.h"
+        );
+        let got = strings(&ctx, &sql).await;
+        assert_eq!(got.len(), 6, "{got:?}");
+        assert!(got.iter().all(|row| row.contains("|true|true|")), "{got:?}");
+        // e and f: f is constant, so each one's lowest is 0.
+        assert!(
+            got[4].ends_with("|0.0") && got[5].ends_with("|0.0"),
+            "{got:?}"
+        );
+        let err = query_err(
+            &ctx,
+            "SELECT peer_pearson(s) OVER () FROM (VALUES ([1.0, 2.0]), ([1.0, 2.0, 3.0])) AS v(s)",
+        )
+        .await;
+        assert!(
+            err.contains("peer_pearson") && err.contains("series of 2 and 3 values"),
+            "{err}"
+        );
+        let err = query_err(&ctx, "SELECT peer_pearson('x') OVER ()").await;
+        assert!(err.contains("peer_pearson: argument 1 (series)"), "{err}");
     }
 }
