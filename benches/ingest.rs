@@ -18,11 +18,7 @@ use common::{median, peak_rss_mb, process_cpu_seconds, reset_peak, timed_ingest}
 async fn run(input: &Path, threads: usize, dry_run: bool) -> (f64, f64, u64) {
     let cpu_before = process_cpu_seconds();
     let (secs, summary) = timed_ingest(input, threads, dry_run).await;
-    (
-        secs,
-        process_cpu_seconds() - cpu_before,
-        summary.bytes_read(),
-    )
+    (secs, process_cpu_seconds() - cpu_before, summary.bytes_read())
 }
 
 #[tokio::main]
@@ -32,23 +28,13 @@ async fn main() {
         .split(',')
         .filter_map(|s| s.trim().parse().ok())
         .collect();
-    let runs: usize = std::env::var("KAHUNA_BENCH_RUNS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(5);
-    println!(
-        "{:>8} {:>28} {:>8} {:>12} {:>14} {:>12}",
-        "input", "phase", "threads", "MB/s", "MB/s per core", "peak RSS MB"
-    );
+    let runs: usize = std::env::var("KAHUNA_BENCH_RUNS").ok().and_then(|s| s.parse().ok()).unwrap_or(5);
+    println!("{:>8} {:>28} {:>8} {:>12} {:>14} {:>12}", "input", "phase", "threads", "MB/s", "MB/s per core", "peak RSS MB");
     for mb in sizes {
         let input = tempfile::tempdir().expect("temp dir");
         // 8 hosts, a TaskTracker and a DataNode log each.
-        kahuna::synthetic::write_cluster_logs(input.path(), 8, (mb << 20) / 16, 42)
-            .expect("write logs");
-        for (phase, dry_run) in [
-            ("parse only (--dry-run)", true),
-            ("text -> 4 Delta tables", false),
-        ] {
+        kahuna::synthetic::write_cluster_logs(input.path(), 8, (mb << 20) / 16, 42).expect("write logs");
+        for (phase, dry_run) in [("parse only (--dry-run)", true), ("text -> 4 Delta tables", false)] {
             for threads in [1, 2] {
                 reset_peak();
                 let (mut rates, mut per_core) = (Vec::new(), Vec::new());

@@ -60,23 +60,15 @@ async fn ingest_m45_day(scratch: &std::path::Path) -> PathBuf {
         dry_run: false,
     };
     let started = Instant::now();
-    let summary = kahuna::ingest::ingest(&options)
-        .await
-        .expect("ingest the day");
+    let summary = kahuna::ingest::ingest(&options).await.expect("ingest the day");
     let lines: u64 = summary.reports.iter().map(|r| r.lines_read).sum();
-    println!(
-        "ingested {lines} lines in {:.1} s",
-        started.elapsed().as_secs_f64()
-    );
+    println!("ingested {lines} lines in {:.1} s", started.elapsed().as_secs_f64());
     warehouse
 }
 
 #[tokio::main]
 async fn main() {
-    let rounds: usize = std::env::var("KAHUNA_BENCH_RUNS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(5);
+    let rounds: usize = std::env::var("KAHUNA_BENCH_RUNS").ok().and_then(|v| v.parse().ok()).unwrap_or(5);
     let scratch = tempfile::tempdir().expect("temp dir");
     let warehouse = match std::env::var_os("KAHUNA_BENCH_WAREHOUSE") {
         Some(dir) => PathBuf::from(dir),
@@ -84,17 +76,12 @@ async fn main() {
     };
     let warehouse = Warehouse::new(&warehouse);
     let dir = PathBuf::from(std::env::var_os("KAHUNA_QUERIES").unwrap_or_else(|| "queries".into()));
-    let queries: Vec<Query> = NIGHTLY
-        .iter()
-        .map(|name| Query::resolve(name, &dir).expect("query"))
-        .collect();
+    let queries: Vec<Query> = NIGHTLY.iter().map(|name| Query::resolve(name, &dir).expect("query")).collect();
     let mut seconds = vec![Vec::new(); queries.len()];
     for _ in 0..rounds {
         for (query, times) in queries.iter().zip(&mut seconds) {
             let started = Instant::now();
-            diagnose::run(&warehouse, &Request::new(query.clone()), Record::Replace)
-                .await
-                .expect("query");
+            diagnose::run(&warehouse, &Request::new(query.clone()), Record::Replace).await.expect("query");
             times.push(started.elapsed().as_secs_f64());
         }
     }

@@ -25,11 +25,7 @@ type Timed = (f64, f64, u64);
 fn timed(f: impl FnOnce() -> u64) -> Timed {
     let (wall, cpu) = (Instant::now(), process_cpu_seconds());
     let lines = f();
-    (
-        wall.elapsed().as_secs_f64(),
-        process_cpu_seconds() - cpu,
-        lines,
-    )
+    (wall.elapsed().as_secs_f64(), process_cpu_seconds() - cpu, lines)
 }
 
 fn cluster_run(dir: &std::path::Path, threads: usize, gzip: bool) -> Timed {
@@ -51,53 +47,22 @@ fn cluster_run(dir: &std::path::Path, threads: usize, gzip: bool) -> Timed {
 }
 
 fn history_run(dir: &std::path::Path) -> Timed {
-    let cfg = HistoryConfig {
-        months: 5.0,
-        scale: 0.01,
-        seed: 1,
-        out: dir.to_path_buf(),
-        version: Version::V018,
-        gzip: false,
-        logs: true,
-        threads: 1,
-        progress: false,
-    };
-    timed(|| {
-        run_history(&cfg).expect("history")["log_lines"]
-            .as_u64()
-            .unwrap_or(0)
-    })
+    let cfg = HistoryConfig { months: 5.0, scale: 0.01, seed: 1, out: dir.to_path_buf(), version: Version::V018, gzip: false, logs: true, threads: 1, progress: false };
+    timed(|| run_history(&cfg).expect("history")["log_lines"].as_u64().unwrap_or(0))
 }
 
 fn main() {
-    let runs: usize = std::env::var("KAHUNA_BENCH_RUNS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(5);
+    let runs: usize = std::env::var("KAHUNA_BENCH_RUNS").ok().and_then(|v| v.parse().ok()).unwrap_or(5);
     type Case = (&'static str, usize, Box<dyn Fn(&std::path::Path) -> Timed>);
     let cases: [Case; 4] = [
         ("M45 history at 0.01, 1 thread", 1, Box::new(history_run)),
-        (
-            "sort, 50 nodes, 1 h, 1 writer thread",
-            1,
-            Box::new(|d| cluster_run(d, 1, false)),
-        ),
-        (
-            "sort, 50 nodes, 1 h, 2 writer threads",
-            2,
-            Box::new(|d| cluster_run(d, 2, false)),
-        ),
-        (
-            "sort, 50 nodes, 1 h, gzip, 2 writer threads",
-            2,
-            Box::new(|d| cluster_run(d, 2, true)),
-        ),
+        ("sort, 50 nodes, 1 h, 1 writer thread", 1, Box::new(|d| cluster_run(d, 1, false))),
+        ("sort, 50 nodes, 1 h, 2 writer threads", 2, Box::new(|d| cluster_run(d, 2, false))),
+        ("sort, 50 nodes, 1 h, gzip, 2 writer threads", 2, Box::new(|d| cluster_run(d, 2, true))),
     ];
     for (name, cores, case) in cases {
         reset_peak();
-        let dirs: Vec<tempfile::TempDir> = (0..runs)
-            .map(|_| tempfile::tempdir().expect("temp dir"))
-            .collect();
+        let dirs: Vec<tempfile::TempDir> = (0..runs).map(|_| tempfile::tempdir().expect("temp dir")).collect();
         let (mut wall, mut cpu) = (Vec::new(), Vec::new());
         let mut lines = 0;
         for dir in &dirs {

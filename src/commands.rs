@@ -43,27 +43,18 @@ pub struct DiagnoseArgs {
 }
 
 fn time(flag: &str, text: Option<String>) -> Result<Option<DateTime<Utc>>> {
-    text.map(|t| {
-        queries::parse_timestamp(&t)
-            .ok_or_else(|| anyhow!("--{flag} {t}: not a time such as 2008-08-23T17:00:00Z"))
-    })
-    .transpose()
+    text.map(|t| queries::parse_timestamp(&t).ok_or_else(|| anyhow!("--{flag} {t}: not a time such as 2008-08-23T17:00:00Z")))
+        .transpose()
 }
 
 fn assignments(params: &[String]) -> Result<Vec<(String, String)>> {
-    params
-        .iter()
-        .map(|p| queries::parse_assignment(p))
-        .collect()
+    params.iter().map(|p| queries::parse_assignment(p)).collect()
 }
 
 pub async fn diagnose(args: DiagnoseArgs, warehouse: &Path) -> Result<()> {
     if args.list {
         for (name, _) in queries::BUILT_IN {
-            println!(
-                "{}",
-                queries::describe(&Query::resolve(name, &args.queries)?)
-            );
+            println!("{}", queries::describe(&Query::resolve(name, &args.queries)?));
         }
         return Ok(());
     }
@@ -76,11 +67,7 @@ pub async fn diagnose(args: DiagnoseArgs, warehouse: &Path) -> Result<()> {
     if let Some(from) = request.from {
         request.run_date = from.date_naive();
     }
-    let record = if args.dry_run {
-        Record::Nothing
-    } else {
-        Record::Append
-    };
+    let record = if args.dry_run { Record::Nothing } else { Record::Append };
     let outcome = diagnose::run(&Warehouse::new(warehouse), &request, record).await?;
     for batches in &outcome.results {
         shell::print_batches(batches, Format::Table, &mut std::io::stdout())?;
@@ -93,10 +80,7 @@ pub async fn diagnose(args: DiagnoseArgs, warehouse: &Path) -> Result<()> {
         Output::Verdict => "diagnoses".to_string(),
         Output::Table(table) => table.clone(),
     };
-    eprintln!(
-        "run {}: {} rows, recorded in {recorded}",
-        outcome.run_id, outcome.rows
-    );
+    eprintln!("run {}: {} rows, recorded in {recorded}", outcome.run_id, outcome.rows);
     Ok(())
 }
 
@@ -157,18 +141,8 @@ pub async fn schedule(args: ScheduleArgs, warehouse: &Path) -> Result<()> {
     let base = args.config.parent().map(PathBuf::from).unwrap_or_default();
     let jobs = config.jobs(&base)?;
     let warehouse = Warehouse::new(warehouse);
-    let runner = WarehouseRunner {
-        warehouse: warehouse.clone(),
-    };
-    schedule::run_scheduler(
-        &jobs,
-        &runner,
-        &Ledger::new(warehouse),
-        &SystemClock,
-        &config.policy(),
-        None,
-    )
-    .await
+    let runner = WarehouseRunner { warehouse: warehouse.clone() };
+    schedule::run_scheduler(&jobs, &runner, &Ledger::new(warehouse), &SystemClock, &config.policy(), None).await
 }
 
 #[derive(clap::Args)]
@@ -197,18 +171,9 @@ pub struct BackfillArgs {
 }
 
 pub async fn backfill(args: BackfillArgs, warehouse: &Path) -> Result<()> {
-    let config = if args.config.exists() {
-        Some(Config::read(&args.config)?)
-    } else {
-        None
-    };
-    let queries_dir = config
-        .as_ref()
-        .map_or_else(|| PathBuf::from("queries"), |c| c.queries.clone());
-    let zone = args
-        .zone
-        .or_else(|| config.as_ref().map(|c| c.zone.clone()))
-        .unwrap_or_else(|| "UTC".into());
+    let config = if args.config.exists() { Some(Config::read(&args.config)?) } else { None };
+    let queries_dir = config.as_ref().map_or_else(|| PathBuf::from("queries"), |c| c.queries.clone());
+    let zone = args.zone.or_else(|| config.as_ref().map(|c| c.zone.clone())).unwrap_or_else(|| "UTC".into());
     let query = Query::resolve(&args.query, &queries_dir)?;
     let params = assignments(&args.params)?;
     query.bind(&params)?;
@@ -223,23 +188,10 @@ pub async fn backfill(args: BackfillArgs, warehouse: &Path) -> Result<()> {
     };
     let policy = config.as_ref().map_or_else(Policy::default, Config::policy);
     let warehouse = Warehouse::new(warehouse);
-    let runner = WarehouseRunner {
-        warehouse: warehouse.clone(),
-    };
+    let runner = WarehouseRunner { warehouse: warehouse.clone() };
     let ledger = Ledger::new(warehouse);
     let out = &mut std::io::stdout();
-    schedule::backfill(
-        &job,
-        args.from,
-        args.to,
-        args.dry_run,
-        &runner,
-        &ledger,
-        &SystemClock,
-        &policy,
-        out,
-    )
-    .await
+    schedule::backfill(&job, args.from, args.to, args.dry_run, &runner, &ledger, &SystemClock, &policy, out).await
 }
 
 /// The end of `kahuna demo`: a 10-node cluster running Sort with a CPU hog on one node,
@@ -250,13 +202,8 @@ pub async fn demo_diagnosis(warehouse: &Path) -> Result<()> {
     let out = std::env::temp_dir().join(format!("kahuna-demo-{}", std::process::id()));
     let config = simulate::Config {
         nodes: 10,
-        workload: Workload::parse("sort")
-            .ok_or_else(|| anyhow!("the simulator has no sort workload"))?,
-        fault: Some(
-            format!("CPUHog@{culprit}")
-                .parse::<FaultSpec>()
-                .map_err(|e| anyhow!("demo fault: {e}"))?,
-        ),
+        workload: Workload::parse("sort").ok_or_else(|| anyhow!("the simulator has no sort workload"))?,
+        fault: Some(format!("CPUHog@{culprit}").parse::<FaultSpec>().map_err(|e| anyhow!("demo fault: {e}"))?),
         duration_s: 15.0 * 60.0,
         seed: 1,
         out: out.clone(),
@@ -267,9 +214,7 @@ pub async fn demo_diagnosis(warehouse: &Path) -> Result<()> {
         progress: false,
         epoch_ms: simulate::DEFAULT_EPOCH_MS,
     };
-    println!(
-        "\nNow a diagnosis. Simulating 15 minutes of a 10-node Hadoop cluster sorting, with a"
-    );
+    println!("\nNow a diagnosis. Simulating 15 minutes of a 10-node Hadoop cluster sorting, with a");
     println!("CPU hog (70% of the cores, Kahuna's CPUHog) injected on {culprit}…");
     simulate::run(&config)?;
     let options = crate::ingest::IngestOptions {
@@ -285,29 +230,18 @@ pub async fn demo_diagnosis(warehouse: &Path) -> Result<()> {
     let summary = crate::ingest::ingest(&options).await;
     let _ = std::fs::remove_dir_all(&out);
     let summary = summary?;
-    println!(
-        "ingested {} states as cluster demo-cpuhog.",
-        summary.total(|r| r.states)
-    );
+    println!("ingested {} states as cluster demo-cpuhog.", summary.total(|r| r.states));
 
     let mut request = Request::new(Query::resolve("kahuna_wb", Path::new("queries"))?);
     request.cluster = Some("demo-cpuhog".into());
     request.params = vec![("states".into(), "Map".into())];
     let outcome = diagnose::run(&Warehouse::new(warehouse), &request, Record::Append).await?;
     println!("\nkahuna diagnose kahuna_wb --cluster demo-cpuhog --param states=Map");
-    println!(
-        "compares, job by job, each node's histogram of Map durations with every other node's"
-    );
-    println!(
-        "(square-root Jensen-Shannon distance); a node farther than the threshold from more than"
-    );
+    println!("compares, job by job, each node's histogram of Map durations with every other node's");
+    println!("(square-root Jensen-Shannon distance); a node farther than the threshold from more than");
     println!("half of its peers is indicted. Score = the share of peers it differs from.\n");
     print!("{}", diagnose::summarize(&request.query, &outcome.verdict));
-    let jobs: std::collections::BTreeSet<_> = outcome
-        .verdict
-        .iter()
-        .filter_map(|d| d.job_id.clone())
-        .collect();
+    let jobs: std::collections::BTreeSet<_> = outcome.verdict.iter().filter_map(|d| d.job_id.clone()).collect();
     let indicted_jobs: std::collections::BTreeSet<_> = outcome
         .verdict
         .iter()
@@ -319,8 +253,6 @@ pub async fn demo_diagnosis(warehouse: &Path) -> Result<()> {
         indicted_jobs.len(),
         jobs.len()
     );
-    println!(
-        "  kahuna sql -c \"SELECT job_id, host, score, indicted, detail FROM diagnoses WHERE indicted\""
-    );
+    println!("  kahuna sql -c \"SELECT job_id, host, score, indicted, detail FROM diagnoses WHERE indicted\"");
     Ok(())
 }

@@ -58,14 +58,7 @@ pub struct Outcome {
 
 impl Request {
     pub fn new(query: Query) -> Request {
-        Request {
-            query,
-            from: None,
-            to: None,
-            cluster: None,
-            params: Vec::new(),
-            run_date: Utc::now().date_naive(),
-        }
+        Request { query, from: None, to: None, cluster: None, params: Vec::new(), run_date: Utc::now().date_naive() }
     }
 
     /// The values of every parameter, the window and cluster given as `from`, `to`, `cluster`.
@@ -90,11 +83,7 @@ static RUNS: AtomicU64 = AtomicU64::new(0);
 
 fn run_id(query: &str) -> String {
     let n = RUNS.fetch_add(1, Ordering::Relaxed);
-    format!(
-        "{}-{query}-{:x}-{n}",
-        Utc::now().format("%Y%m%dT%H%M%S%.3fZ"),
-        std::process::id()
-    )
+    format!("{}-{query}-{:x}-{n}", Utc::now().format("%Y%m%dT%H%M%S%.3fZ"), std::process::id())
 }
 
 /// Runs the request in a fresh session over the warehouse (so views a query creates stay its
@@ -104,33 +93,17 @@ pub async fn run(warehouse: &Warehouse, request: &Request, record: Record) -> Re
     run_in(&ctx, warehouse, request, record).await
 }
 
-pub async fn run_in(
-    ctx: &SessionContext,
-    warehouse: &Warehouse,
-    request: &Request,
-    record: Record,
-) -> Result<Outcome> {
+pub async fn run_in(ctx: &SessionContext, warehouse: &Warehouse, request: &Request, record: Record) -> Result<Outcome> {
     let query = &request.query;
     let bound = query.bind(&request.values())?;
-    let statements = DFParser::parse_sql(&bound.sql)
-        .with_context(|| format!("{}: cannot parse", query.origin))?;
+    let statements = DFParser::parse_sql(&bound.sql).with_context(|| format!("{}: cannot parse", query.origin))?;
     let count = statements.len();
     let mut results = Vec::new();
     let mut last = Vec::new();
     for (index, statement) in statements.into_iter().enumerate() {
         let at = || format!("{}: statement {} of {count}", query.origin, index + 1);
-        let plan = ctx
-            .state()
-            .statement_to_plan(statement)
-            .await
-            .with_context(at)?;
-        let batches = ctx
-            .execute_logical_plan(plan)
-            .await
-            .with_context(at)?
-            .collect()
-            .await
-            .with_context(at)?;
+        let plan = ctx.state().statement_to_plan(statement).await.with_context(at)?;
+        let batches = ctx.execute_logical_plan(plan).await.with_context(at)?.collect().await.with_context(at)?;
         if index + 1 == count {
             last = batches.clone();
         }
@@ -140,11 +113,8 @@ pub async fn run_in(
     }
     let rows = last.iter().map(RecordBatch::num_rows).sum();
     let run_id = run_id(&query.name);
-    let parameters: serde_json::Map<String, serde_json::Value> = bound
-        .values
-        .iter()
-        .map(|(k, v)| (k.clone(), serde_json::Value::from(v.as_str())))
-        .collect();
+    let parameters: serde_json::Map<String, serde_json::Value> =
+        bound.values.iter().map(|(k, v)| (k.clone(), serde_json::Value::from(v.as_str()))).collect();
     let parameters = serde_json::Value::Object(parameters).to_string();
     let info = RunInfo {
         run_id: run_id.clone(),
@@ -160,8 +130,7 @@ pub async fn run_in(
     let mut verdict = Vec::new();
     match &query.output {
         Output::Verdict => {
-            verdict =
-                verdict_rows(&last, &default_cluster).with_context(|| query.origin.clone())?;
+            verdict = verdict_rows(&last, &default_cluster).with_context(|| query.origin.clone())?;
             let batch = results::diagnoses_batch(&info, &verdict)?;
             match record {
                 Record::Nothing => {}
@@ -178,25 +147,15 @@ pub async fn run_in(
         }
         Output::Table(table) if record != Record::Nothing => {
             let Some(schema) = last.first().map(RecordBatch::schema) else {
-                bail!(
-                    "{}: the last statement returned no result to save in {table}",
-                    query.origin
-                );
+                bail!("{}: the last statement returned no result to save in {table}", query.origin);
             };
-            let batch =
-                results::with_partition_values(&last, schema, &default_cluster, request.run_date)?;
-            let predicate =
-                results::partition_predicate(request.cluster.as_deref(), request.run_date);
+            let batch = results::with_partition_values(&last, schema, &default_cluster, request.run_date)?;
+            let predicate = results::partition_predicate(request.cluster.as_deref(), request.run_date);
             results::write(warehouse, table, batch, Some(predicate)).await?;
         }
         Output::Table(_) => {}
     }
-    Ok(Outcome {
-        run_id,
-        results,
-        verdict,
-        rows,
-    })
+    Ok(Outcome { run_id, results, verdict, rows })
 }
 
 /// The verdict columns of the last statement's rows; other columns become `detail`.
@@ -206,14 +165,9 @@ fn verdict_rows(batches: &[RecordBatch], default_cluster: &str) -> Result<Vec<Di
         let schema = batch.schema();
         let named = |name: &str| schema.index_of(name).ok().map(|i| batch.column(i).clone());
         let text = |name: &str| -> Result<Option<datafusion::arrow::array::ArrayRef>> {
-            named(name)
-                .map(|c| cast(&c, &DataType::Utf8))
-                .transpose()
-                .map_err(Into::into)
+            named(name).map(|c| cast(&c, &DataType::Utf8)).transpose().map_err(Into::into)
         };
-        let (Some(host), Some(score), Some(indicted)) =
-            (text("host")?, named("score"), named("indicted"))
-        else {
+        let (Some(host), Some(score), Some(indicted)) = (text("host")?, named("score"), named("indicted")) else {
             let columns: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
             bail!(
                 "a verdict query's last statement must return the columns host, score and indicted; it returned {}",
@@ -222,24 +176,16 @@ fn verdict_rows(batches: &[RecordBatch], default_cluster: &str) -> Result<Vec<Di
         };
         let score = cast(&score, &DataType::Float64).context("column score must be a number")?;
         let score = score.as_primitive::<Float64Type>();
-        let indicted =
-            cast(&indicted, &DataType::Boolean).context("column indicted must be a boolean")?;
+        let indicted = cast(&indicted, &DataType::Boolean).context("column indicted must be a boolean")?;
         let indicted = indicted.as_boolean();
         let (job, subject, cluster) = (text("job_id")?, text("subject")?, text("cluster")?);
         let known = ["host", "score", "indicted", "job_id", "subject", "cluster"];
-        let extra: Vec<usize> = (0..schema.fields().len())
-            .filter(|&i| !known.contains(&schema.field(i).name().as_str()))
-            .collect();
+        let extra: Vec<usize> =
+            (0..schema.fields().len()).filter(|&i| !known.contains(&schema.field(i).name().as_str())).collect();
         let value = |column: &Option<datafusion::arrow::array::ArrayRef>, row: usize| {
-            column
-                .as_ref()
-                .filter(|c| c.is_valid(row))
-                .map(|c| c.as_string::<i32>().value(row).to_string())
+            column.as_ref().filter(|c| c.is_valid(row)).map(|c| c.as_string::<i32>().value(row).to_string())
         };
-        let host_value = |row: usize| {
-            host.is_valid(row)
-                .then(|| host.as_string::<i32>().value(row).to_string())
-        };
+        let host_value = |row: usize| host.is_valid(row).then(|| host.as_string::<i32>().value(row).to_string());
         for row in 0..batch.num_rows() {
             let mut detail = serde_json::Map::new();
             for &i in &extra {
@@ -248,11 +194,7 @@ fn verdict_rows(batches: &[RecordBatch], default_cluster: &str) -> Result<Vec<Di
                     serde_json::Value::Null
                 } else {
                     let shown = array_value_to_string(column, row)?;
-                    shown
-                        .parse::<f64>()
-                        .ok()
-                        .and_then(serde_json::Number::from_f64)
-                        .map_or(shown.into(), Into::into)
+                    shown.parse::<f64>().ok().and_then(serde_json::Number::from_f64).map_or(shown.into(), Into::into)
                 };
                 detail.insert(schema.field(i).name().clone(), v);
             }
@@ -274,31 +216,15 @@ fn verdict_rows(batches: &[RecordBatch], default_cluster: &str) -> Result<Vec<Di
 pub fn summarize(query: &Query, verdict: &[Diagnosis]) -> String {
     let mut out = String::new();
     let indicted: Vec<&Diagnosis> = verdict.iter().filter(|d| d.indicted).collect();
-    let hosts: BTreeSet<(&str, &str)> = verdict
-        .iter()
-        .map(|d| (d.cluster.as_str(), d.host.as_deref().unwrap_or("?")))
-        .collect();
+    let hosts: BTreeSet<(&str, &str)> =
+        verdict.iter().map(|d| (d.cluster.as_str(), d.host.as_deref().unwrap_or("?"))).collect();
     if indicted.is_empty() {
-        let _ = writeln!(
-            out,
-            "{}: no host indicted among {} compared ({} verdict rows).",
-            query.name,
-            hosts.len(),
-            verdict.len()
-        );
+        let _ = writeln!(out, "{}: no host indicted among {} compared ({} verdict rows).", query.name, hosts.len(), verdict.len());
         return out;
     }
-    let culprits: BTreeSet<(&str, &str)> = indicted
-        .iter()
-        .map(|d| (d.cluster.as_str(), d.host.as_deref().unwrap_or("?")))
-        .collect();
-    let _ = writeln!(
-        out,
-        "{}: {} of {} hosts indicted.",
-        query.name,
-        culprits.len(),
-        hosts.len()
-    );
+    let culprits: BTreeSet<(&str, &str)> =
+        indicted.iter().map(|d| (d.cluster.as_str(), d.host.as_deref().unwrap_or("?"))).collect();
+    let _ = writeln!(out, "{}: {} of {} hosts indicted.", query.name, culprits.len(), hosts.len());
     for d in indicted.iter().take(20) {
         let mut about = Vec::new();
         if let Some(job) = &d.job_id {
@@ -313,23 +239,12 @@ pub fn summarize(query: &Query, verdict: &[Diagnosis]) -> String {
             "  INDICTED {} ({}{}): score {score}{}",
             d.host.as_deref().unwrap_or("?"),
             d.cluster,
-            if about.is_empty() {
-                String::new()
-            } else {
-                format!(", {}", about.join(", "))
-            },
-            d.detail
-                .as_deref()
-                .map(|j| format!("  {j}"))
-                .unwrap_or_default()
+            if about.is_empty() { String::new() } else { format!(", {}", about.join(", ")) },
+            d.detail.as_deref().map(|j| format!("  {j}")).unwrap_or_default()
         );
     }
     if indicted.len() > 20 {
-        let _ = writeln!(
-            out,
-            "  … and {} more indicted rows (SELECT * FROM diagnoses)",
-            indicted.len() - 20
-        );
+        let _ = writeln!(out, "  … and {} more indicted rows (SELECT * FROM diagnoses)", indicted.len() - 20);
     }
     out
 }

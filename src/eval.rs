@@ -57,36 +57,18 @@ impl Run {
 /// `{host, ip}`) and `faults` (each `{fault, host, …}`; empty for a fault-free run).
 pub fn read_truth(dir: &Path) -> Result<(String, String, BTreeSet<String>, BTreeSet<String>)> {
     let path = dir.join("truth.json");
-    let text = std::fs::read_to_string(&path)
-        .with_context(|| format!("cannot read {}", path.display()))?;
-    let truth: serde_json::Value =
-        serde_json::from_str(&text).with_context(|| format!("{}: not JSON", path.display()))?;
-    let list = |key: &str| {
-        truth
-            .get(key)
-            .and_then(|v| v.as_array())
-            .cloned()
-            .unwrap_or_default()
-    };
-    let text_of = |item: &serde_json::Value, key: &str| {
-        item.get(key).and_then(|v| v.as_str()).map(str::to_string)
-    };
+    let text = std::fs::read_to_string(&path).with_context(|| format!("cannot read {}", path.display()))?;
+    let truth: serde_json::Value = serde_json::from_str(&text).with_context(|| format!("{}: not JSON", path.display()))?;
+    let list = |key: &str| truth.get(key).and_then(|v| v.as_array()).cloned().unwrap_or_default();
+    let text_of = |item: &serde_json::Value, key: &str| item.get(key).and_then(|v| v.as_str()).map(str::to_string);
     let faults = list("faults");
     let faulty: BTreeSet<String> = faults.iter().filter_map(|f| text_of(f, "host")).collect();
-    let fault = faults
-        .first()
-        .map_or(Some("none".to_string()), |f| text_of(f, "fault"));
+    let fault = faults.first().map_or(Some("none".to_string()), |f| text_of(f, "fault"));
     let Some(fault) = fault.filter(|_| faulty.len() == faults.len()) else {
-        bail!(
-            "{}: every entry of `faults` needs `fault` and `host`",
-            path.display()
-        );
+        bail!("{}: every entry of `faults` needs `fault` and `host`", path.display());
     };
     let workload = text_of(&truth, "workload").unwrap_or_else(|| "unknown".into());
-    let nodes = list("hosts")
-        .iter()
-        .filter_map(|h| text_of(h, "host"))
-        .collect();
+    let nodes = list("hosts").iter().filter_map(|h| text_of(h, "host")).collect();
     Ok((fault, workload, faulty, nodes))
 }
 
@@ -107,28 +89,11 @@ pub fn find_runs(roots: &[PathBuf], tuning: bool) -> Result<Vec<Run>> {
         for dir in dirs {
             // Absolute, so that `ingests` names the files alike however the runs were given
             // (a kept warehouse recognises its runs by them).
-            let dir = std::fs::canonicalize(&dir)
-                .with_context(|| format!("cannot resolve {}", dir.display()))?;
+            let dir = std::fs::canonicalize(&dir).with_context(|| format!("cannot resolve {}", dir.display()))?;
             let (fault, workload, faulty, nodes) = read_truth(&dir)?;
-            let name = dir
-                .file_name()
-                .map(|n| n.to_string_lossy().into_owned())
-                .unwrap_or_else(|| "run".into());
-            let cluster = format!(
-                "{}{}-{}",
-                if tuning { "tune-" } else { "" },
-                name,
-                runs.len()
-            );
-            runs.push(Run {
-                dir,
-                cluster,
-                fault,
-                workload,
-                faulty,
-                nodes,
-                tuning,
-            });
+            let name = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "run".into());
+            let cluster = format!("{}{}-{}", if tuning { "tune-" } else { "" }, name, runs.len());
+            runs.push(Run { dir, cluster, fault, workload, faulty, nodes, tuning });
         }
     }
     Ok(runs)
@@ -204,43 +169,27 @@ fn indicted_by_cluster(verdict: &[Diagnosis]) -> HashMap<&str, BTreeSet<String>>
     let mut out: HashMap<&str, BTreeSet<String>> = HashMap::new();
     for d in verdict.iter().filter(|d| d.indicted && d.job_id.is_none()) {
         if let Some(host) = &d.host {
-            out.entry(d.cluster.as_str())
-                .or_default()
-                .insert(host.clone());
+            out.entry(d.cluster.as_str()).or_default().insert(host.clone());
         }
     }
     out
 }
 
-async fn verdict(
-    warehouse: &Warehouse,
-    query: &Query,
-    params: Vec<(String, String)>,
-) -> Result<Vec<Diagnosis>> {
+async fn verdict(warehouse: &Warehouse, query: &Query, params: Vec<(String, String)>) -> Result<Vec<Diagnosis>> {
     let mut request = Request::new(query.clone());
     request.params = params;
-    Ok(diagnose::run(warehouse, &request, Record::Nothing)
-        .await?
-        .verdict)
+    Ok(diagnose::run(warehouse, &request, Record::Nothing).await?.verdict)
 }
 
 /// The rows of a two-column query, both columns as text.
-async fn text_pairs(
-    ctx: &datafusion::prelude::SessionContext,
-    sql: &str,
-) -> Result<Vec<(String, String)>> {
+async fn text_pairs(ctx: &datafusion::prelude::SessionContext, sql: &str) -> Result<Vec<(String, String)>> {
     use datafusion::arrow::array::cast::AsArray;
     use datafusion::arrow::{compute::cast, datatypes::DataType};
     let mut pairs = Vec::new();
     for batch in ctx.sql(sql).await?.collect().await? {
-        let (a, b) = (
-            cast(batch.column(0), &DataType::Utf8)?,
-            cast(batch.column(1), &DataType::Utf8)?,
-        );
+        let (a, b) = (cast(batch.column(0), &DataType::Utf8)?, cast(batch.column(1), &DataType::Utf8)?);
         let (a, b) = (a.as_string::<i32>(), b.as_string::<i32>());
-        pairs.extend(
-            (0..batch.num_rows()).map(|row| (a.value(row).to_string(), b.value(row).to_string())),
-        );
+        pairs.extend((0..batch.num_rows()).map(|row| (a.value(row).to_string(), b.value(row).to_string())));
     }
     Ok(pairs)
 }
@@ -281,10 +230,7 @@ pub async fn eval(options: &Options, out: &mut dyn std::io::Write) -> Result<()>
     let kept = ingested_files(&options.warehouse).await?;
     let mut reused = 0;
     for run in &runs {
-        if kept
-            .get(&run.cluster)
-            .is_some_and(|files| files.iter().any(|f| Path::new(f).starts_with(&run.dir)))
-        {
+        if kept.get(&run.cluster).is_some_and(|files| files.iter().any(|f| Path::new(f).starts_with(&run.dir))) {
             reused += 1;
             continue;
         }
@@ -298,47 +244,26 @@ pub async fn eval(options: &Options, out: &mut dyn std::io::Write) -> Result<()>
             threads: std::thread::available_parallelism().map_or(2, usize::from),
             dry_run: false,
         };
-        ingest(&ingest_options)
-            .await
-            .with_context(|| format!("cannot ingest {}", run.dir.display()))?;
+        ingest(&ingest_options).await.with_context(|| format!("cannot ingest {}", run.dir.display()))?;
     }
     fill_nodes(&options.warehouse, &mut runs).await?;
-    writeln!(
-        out,
-        "{} runs scored, {} tuning runs",
-        runs.iter().filter(|r| !r.tuning).count(),
-        runs.iter().filter(|r| r.tuning).count()
-    )?;
+    writeln!(out, "{} runs scored, {} tuning runs", runs.iter().filter(|r| !r.tuning).count(), runs.iter().filter(|r| r.tuning).count())?;
     if reused > 0 {
-        writeln!(
-            out,
-            "{reused} runs were in the warehouse already (ingested from the same folders as the same clusters) and were not read again"
-        )?;
+        writeln!(out, "{reused} runs were in the warehouse already (ingested from the same folders as the same clusters) and were not read again")?;
     }
 
-    let fault_free_tuning: Vec<&str> = runs
-        .iter()
-        .filter(|r| r.tuning && r.fault_free())
-        .map(|r| r.cluster.as_str())
-        .collect();
-    let mut lines =
-        vec!["query,fault,workload,nodes,runs,param,value,tp,fp,fn,false_alarm".to_string()];
+    let fault_free_tuning: Vec<&str> =
+        runs.iter().filter(|r| r.tuning && r.fault_free()).map(|r| r.cluster.as_str()).collect();
+    let mut lines = vec!["query,fault,workload,nodes,runs,param,value,tp,fp,fn,false_alarm".to_string()];
     let mut report = String::new();
-    for name in options
-        .queries
-        .iter()
-        .filter(|q| SCORED.contains(&q.as_str()))
-    {
+    for name in options.queries.iter().filter(|q| SCORED.contains(&q.as_str())) {
         let query = Query::resolve(name, &options.queries_dir)?;
         if query.output != Output::Verdict {
             bail!("{name}: not a verdict query");
         }
         if name == "ganesha_bb" {
             if fault_free_tuning.is_empty() {
-                let _ = writeln!(
-                    report,
-                    "\nganesha_bb: skipped (its profiles are trained on fault-free tuning runs: give --tune)"
-                );
+                let _ = writeln!(report, "\nganesha_bb: skipped (its profiles are trained on fault-free tuning runs: give --tune)");
                 continue;
             }
             let mut train = Request::new(Query::resolve("ganesha_train", &options.queries_dir)?);
@@ -350,41 +275,22 @@ pub async fn eval(options: &Options, out: &mut dyn std::io::Write) -> Result<()>
             Some(tune) if runs.iter().any(|r| r.tuning) => tune.grid.clone(),
             _ => vec![String::new()],
         };
-        let param = query
-            .tune
-            .as_ref()
-            .map(|t| t.param.clone())
-            .unwrap_or_default();
+        let param = query.tune.as_ref().map(|t| t.param.clone()).unwrap_or_default();
         let mut by_value = Vec::new();
         for value in &grid {
-            let params = if value.is_empty() {
-                Vec::new()
-            } else {
-                vec![(param.clone(), value.clone())]
-            };
+            let params = if value.is_empty() { Vec::new() } else { vec![(param.clone(), value.clone())] };
             by_value.push(verdict(&options.warehouse, &query, params).await?);
         }
         let workloads: BTreeSet<&str> = runs.iter().map(|r| r.workload.as_str()).collect();
         let mut chosen_rows = Vec::new();
         let mut chosen_value: BTreeMap<&str, String> = BTreeMap::new();
         for workload in &workloads {
-            let tuning: Vec<&Run> = runs
-                .iter()
-                .filter(|r| r.tuning && r.workload == *workload)
-                .collect();
+            let tuning: Vec<&Run> = runs.iter().filter(|r| r.tuning && r.workload == *workload).collect();
             let best = choose(&tuning, &by_value, options.max_false_alarm);
             chosen_value.insert(workload, grid[best].clone());
-            let clusters: BTreeSet<&str> = runs
-                .iter()
-                .filter(|r| r.workload == *workload)
-                .map(|r| r.cluster.as_str())
-                .collect();
-            chosen_rows.extend(
-                by_value[best]
-                    .iter()
-                    .filter(|d| clusters.contains(d.cluster.as_str()))
-                    .cloned(),
-            );
+            let clusters: BTreeSet<&str> =
+                runs.iter().filter(|r| r.workload == *workload).map(|r| r.cluster.as_str()).collect();
+            chosen_rows.extend(by_value[best].iter().filter(|d| clusters.contains(d.cluster.as_str())).cloned());
         }
         // `combined` reads the chosen verdicts from `diagnoses`, as it would in production.
         let info = RunInfo {
@@ -397,53 +303,18 @@ pub async fn eval(options: &Options, out: &mut dyn std::io::Write) -> Result<()>
             run_date: Utc::now().date_naive(),
             ran_at: Utc::now(),
         };
-        results::write(
-            &options.warehouse,
-            DIAGNOSES,
-            results::diagnoses_batch(&info, &chosen_rows)?,
-            None,
-        )
-        .await?;
+        results::write(&options.warehouse, DIAGNOSES, results::diagnoses_batch(&info, &chosen_rows)?, None).await?;
 
         let indicted = indicted_by_cluster(&chosen_rows);
         let mut groups: BTreeMap<(String, String, usize), Score> = BTreeMap::new();
         for run in runs.iter().filter(|r| !r.tuning) {
-            let hosts = indicted
-                .get(run.cluster.as_str())
-                .cloned()
-                .unwrap_or_default();
-            groups
-                .entry((run.fault.clone(), run.workload.clone(), run.nodes.len()))
-                .or_default()
-                .add(run, &hosts);
+            let hosts = indicted.get(run.cluster.as_str()).cloned().unwrap_or_default();
+            groups.entry((run.fault.clone(), run.workload.clone(), run.nodes.len())).or_default().add(run, &hosts);
         }
-        let _ = writeln!(
-            report,
-            "\n{name}{}",
-            if param.is_empty() {
-                String::new()
-            } else {
-                format!(" (tuned: {param})")
-            }
-        );
-        let _ = writeln!(
-            report,
-            "{:<14} {:<10} {:>5} {:>4} {:>7} {:>6} {:>6} {:>6} {:>11}",
-            "fault",
-            "workload",
-            "nodes",
-            "runs",
-            param_label(&param),
-            "TP",
-            "FP",
-            "FN",
-            "false-alarm"
-        );
+        let _ = writeln!(report, "\n{name}{}", if param.is_empty() { String::new() } else { format!(" (tuned: {param})") });
+        let _ = writeln!(report, "{:<14} {:<10} {:>5} {:>4} {:>7} {:>6} {:>6} {:>6} {:>11}", "fault", "workload", "nodes", "runs", param_label(&param), "TP", "FP", "FN", "false-alarm");
         for ((fault, workload, nodes), score) in &groups {
-            let value = chosen_value
-                .get(workload.as_str())
-                .cloned()
-                .unwrap_or_default();
+            let value = chosen_value.get(workload.as_str()).cloned().unwrap_or_default();
             let shown = |v: Option<f64>| v.map_or("-".into(), |v| format!("{v:.2}"));
             let (tp, fp, fn_, alarm) = if fault == "none" {
                 (None, None, None, score.fp())
@@ -472,8 +343,7 @@ pub async fn eval(options: &Options, out: &mut dyn std::io::Write) -> Result<()>
         }
     }
     write!(out, "{report}")?;
-    std::fs::write(&options.csv, lines.join("\n") + "\n")
-        .with_context(|| format!("cannot write {}", options.csv.display()))?;
+    std::fs::write(&options.csv, lines.join("\n") + "\n").with_context(|| format!("cannot write {}", options.csv.display()))?;
     writeln!(out, "\nwritten: {}", options.csv.display())?;
     Ok(())
 }
@@ -492,37 +362,18 @@ fn choose(tuning: &[&Run], by_value: &[Vec<Diagnosis>], max_false_alarm: f64) ->
         let indicted = indicted_by_cluster(verdict);
         let (mut faulty, mut clean) = (Score::default(), Score::default());
         for run in tuning {
-            let hosts = indicted
-                .get(run.cluster.as_str())
-                .cloned()
-                .unwrap_or_default();
-            if run.fault_free() {
-                clean.add(run, &hosts)
-            } else {
-                faulty.add(run, &hosts)
-            }
+            let hosts = indicted.get(run.cluster.as_str()).cloned().unwrap_or_default();
+            if run.fault_free() { clean.add(run, &hosts) } else { faulty.add(run, &hosts) }
         }
         if clean.fp().is_some_and(|alarm| alarm > max_false_alarm) {
             continue;
         }
-        admissible.push((
-            index,
-            faulty.tp().unwrap_or(0.0) - faulty.fp().unwrap_or(0.0),
-        ));
+        admissible.push((index, faulty.tp().unwrap_or(0.0) - faulty.fp().unwrap_or(0.0)));
     }
-    let best = admissible
-        .iter()
-        .map(|&(_, merit)| merit)
-        .fold(f64::NEG_INFINITY, f64::max);
-    let tied: Vec<usize> = admissible
-        .iter()
-        .filter(|&&(_, merit)| merit >= best - 1e-9)
-        .map(|&(index, _)| index)
-        .collect();
+    let best = admissible.iter().map(|&(_, merit)| merit).fold(f64::NEG_INFINITY, f64::max);
+    let tied: Vec<usize> = admissible.iter().filter(|&&(_, merit)| merit >= best - 1e-9).map(|&(index, _)| index).collect();
     // No value keeps false alarms low enough: the strictest (last) one.
-    tied.get(tied.len() / 2)
-        .copied()
-        .unwrap_or(by_value.len().saturating_sub(1))
+    tied.get(tied.len() / 2).copied().unwrap_or(by_value.len().saturating_sub(1))
 }
 
 #[cfg(test)]
@@ -536,10 +387,7 @@ mod tests {
             fault: fault.into(),
             workload: "sort".into(),
             faulty: faulty.iter().map(|s| s.to_string()).collect(),
-            nodes: ["n1", "n2", "n3", "n4", "n5"]
-                .iter()
-                .map(|s| s.to_string())
-                .collect(),
+            nodes: ["n1", "n2", "n3", "n4", "n5"].iter().map(|s| s.to_string()).collect(),
             tuning,
         }
     }
@@ -547,22 +395,14 @@ mod tests {
     fn indict(cluster: &str, hosts: &[&str]) -> Vec<Diagnosis> {
         hosts
             .iter()
-            .map(|h| Diagnosis {
-                cluster: cluster.into(),
-                host: Some(h.to_string()),
-                indicted: true,
-                ..Diagnosis::default()
-            })
+            .map(|h| Diagnosis { cluster: cluster.into(), host: Some(h.to_string()), indicted: true, ..Diagnosis::default() })
             .collect()
     }
 
     #[test]
     fn rates_follow_ganesha_definitions() {
         let mut score = Score::default();
-        score.add(
-            &run("a", "CPUHog", &["n1"], false),
-            &["n1", "n2"].iter().map(|s| s.to_string()).collect(),
-        );
+        score.add(&run("a", "CPUHog", &["n1"], false), &["n1", "n2"].iter().map(|s| s.to_string()).collect());
         score.add(&run("b", "CPUHog", &["n3"], false), &BTreeSet::new());
         assert_eq!((score.tp(), score.fp()), (Some(0.5), Some(1.0 / 8.0)));
     }
@@ -575,33 +415,16 @@ mod tests {
         // Value 0 is sensitive (a false alarm on the clean tuning run), value 1 finds the hog
         // cleanly, value 2 finds nothing. What the scored run says must not matter.
         let by_value = vec![
-            [
-                indict("t-clean", &["n4"]),
-                indict("t-hog", &["n1"]),
-                indict("s-hog", &["n2"]),
-            ]
-            .concat(),
+            [indict("t-clean", &["n4"]), indict("t-hog", &["n1"]), indict("s-hog", &["n2"])].concat(),
             [indict("t-hog", &["n1"]), indict("s-hog", &["n5"])].concat(),
             indict("s-hog", &["n2"]),
         ];
         assert_eq!(choose(&[&clean, &faulty], &by_value, 0.02), 1);
-        assert_eq!(
-            choose(&[&clean, &faulty], &by_value, 0.5),
-            1,
-            "of two that tie, the stricter"
-        );
+        assert_eq!(choose(&[&clean, &faulty], &by_value, 0.5), 1, "of two that tie, the stricter");
         let plateau = vec![indict("t-hog", &["n1"]); 3];
-        assert_eq!(
-            choose(&[&clean, &faulty], &plateau, 0.02),
-            1,
-            "of three that tie, the middle one"
-        );
+        assert_eq!(choose(&[&clean, &faulty], &plateau, 0.02), 1, "of three that tie, the middle one");
         let _ = scored;
-        assert_eq!(
-            choose(&[], &by_value, 0.02),
-            0,
-            "no tuning runs: the first value"
-        );
+        assert_eq!(choose(&[], &by_value, 0.02), 0, "no tuning runs: the first value");
     }
 
     #[test]
@@ -609,26 +432,16 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let hosts = r#""hosts": [{"host": "r01n01", "ip": "10.1.1.10"}, {"host": "r01n02", "ip": "10.1.1.11"}]"#;
         let write = |faults: &str| {
-            let text = format!(
-                r#"{{"seed": 7, "workload": "sort", "nodes": 2, {hosts}, "faults": [{faults}]}}"#
-            );
+            let text = format!(r#"{{"seed": 7, "workload": "sort", "nodes": 2, {hosts}, "faults": [{faults}]}}"#);
             std::fs::write(dir.path().join("truth.json"), text).unwrap();
         };
-        write(
-            r#"{"fault": "CPUHog", "host": "r01n02", "ip": "10.1.1.11", "start": "2008-08-23T17:00:00Z"}"#,
-        );
+        write(r#"{"fault": "CPUHog", "host": "r01n02", "ip": "10.1.1.11", "start": "2008-08-23T17:00:00Z"}"#);
         let (fault, workload, faulty, nodes) = read_truth(dir.path()).unwrap();
         assert_eq!((fault.as_str(), workload.as_str()), ("CPUHog", "sort"));
-        assert_eq!(
-            (faulty.into_iter().collect::<Vec<_>>(), nodes.len()),
-            (vec!["r01n02".to_string()], 2)
-        );
+        assert_eq!((faulty.into_iter().collect::<Vec<_>>(), nodes.len()), (vec!["r01n02".to_string()], 2));
         write("");
         assert_eq!(read_truth(dir.path()).unwrap().0, "none");
         write(r#"{"fault": "DiskHog"}"#);
-        assert!(
-            format!("{:#}", read_truth(dir.path()).unwrap_err())
-                .contains("needs `fault` and `host`")
-        );
+        assert!(format!("{:#}", read_truth(dir.path()).unwrap_err()).contains("needs `fault` and `host`"));
     }
 }

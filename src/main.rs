@@ -12,19 +12,10 @@ use kahuna::warehouse::Warehouse;
 use kahuna::{catalog, report};
 
 #[derive(Parser)]
-#[command(
-    name = "kahuna",
-    version,
-    about = "Hadoop cluster history as Delta Lake tables, diagnosed in SQL"
-)]
+#[command(name = "kahuna", version, about = "Hadoop cluster history as Delta Lake tables, diagnosed in SQL")]
 struct Cli {
     /// The warehouse folder (one Delta table per subfolder).
-    #[arg(
-        long,
-        global = true,
-        env = "KAHUNA_WAREHOUSE",
-        default_value = "warehouse"
-    )]
+    #[arg(long, global = true, env = "KAHUNA_WAREHOUSE", default_value = "warehouse")]
     warehouse: PathBuf,
     #[command(subcommand)]
     command: Command,
@@ -105,10 +96,7 @@ impl IngestArgs {
     fn options(self, paths: Vec<PathBuf>, warehouse: &std::path::Path) -> Result<IngestOptions> {
         let zone = match self.tz.as_deref() {
             None | Some("UTC") => None,
-            Some(name) => Some(
-                name.parse()
-                    .map_err(|e| anyhow::anyhow!("--tz {name}: {e}"))?,
-            ),
+            Some(name) => Some(name.parse().map_err(|e| anyhow::anyhow!("--tz {name}: {e}"))?),
         };
         let daemon = self.daemon.as_deref().map(parse_daemon_flag).transpose()?;
         Ok(IngestOptions {
@@ -116,15 +104,9 @@ impl IngestArgs {
             cluster: self.cluster,
             warehouse: Warehouse::new(warehouse),
             zone,
-            hints: Hints {
-                host: self.host,
-                daemon,
-                iface: self.iface,
-            },
+            hints: Hints { host: self.host, daemon, iface: self.iface },
             progress: true,
-            threads: self
-                .threads
-                .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, usize::from)),
+            threads: self.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(2, usize::from)),
             dry_run: self.dry_run,
         })
     }
@@ -158,18 +140,13 @@ async fn run(cli: Cli) -> Result<()> {
             let summary = ingest(&args.options(paths, &cli.warehouse)?).await?;
             print!("{}", report::render(&summary));
         }
-        Command::Sql {
-            command,
-            file,
-            format,
-        } => {
+        Command::Sql { command, file, format } => {
             let ctx = catalog::session(&Warehouse::new(&cli.warehouse)).await?;
             let script = match (command, file) {
                 (Some(sql), _) => Some(sql),
-                (None, Some(path)) => Some(
-                    std::fs::read_to_string(&path)
-                        .with_context(|| format!("cannot read {}", path.display()))?,
-                ),
+                (None, Some(path)) => {
+                    Some(std::fs::read_to_string(&path).with_context(|| format!("cannot read {}", path.display()))?)
+                }
                 (None, None) => None,
             };
             match script {
@@ -179,23 +156,12 @@ async fn run(cli: Cli) -> Result<()> {
         }
         Command::Optimize { retention_hours } => {
             let warehouse = Warehouse::new(&cli.warehouse);
-            for line in warehouse
-                .optimize(Duration::from_secs(retention_hours * 3600))
-                .await?
-            {
+            for line in warehouse.optimize(Duration::from_secs(retention_hours * 3600)).await? {
                 println!("{line}");
             }
         }
         Command::Demo { data } => {
-            let args = IngestArgs {
-                cluster: "demo".into(),
-                tz: None,
-                host: None,
-                daemon: None,
-                iface: None,
-                threads: None,
-                dry_run: false,
-            };
+            let args = IngestArgs { cluster: "demo".into(), tz: None, host: None, daemon: None, iface: None, threads: None, dry_run: false };
             let summary = ingest(&args.options(vec![data], &cli.warehouse)?).await?;
             print!("{}", report::render(&summary));
             let ctx = catalog::session(&Warehouse::new(&cli.warehouse)).await?;

@@ -50,10 +50,6 @@ pub fn render(summary: &Summary) -> String {
             let _ = writeln!(out, "{}: {error}", report.status);
         }
     }
-    let _ = writeln!(
-        out,
-        "read {mb:.1} MB in {secs:.2} s ({:.1} MB/s)",
-        mb / secs
-    );
+    let _ = writeln!(out, "read {mb:.1} MB in {secs:.2} s ({:.1} MB/s)", mb / secs);
     out
 }

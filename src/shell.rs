@@ -21,12 +21,7 @@ pub enum Format {
 }
 
 /// Runs every statement of `sql`, printing each result; the first error ends it.
-pub async fn run_script(
-    ctx: &SessionContext,
-    sql: &str,
-    format: Format,
-    out: &mut dyn Write,
-) -> Result<()> {
+pub async fn run_script(ctx: &SessionContext, sql: &str, format: Format, out: &mut dyn Write) -> Result<()> {
     let statements = DFParser::parse_sql(sql)?;
     for statement in statements {
         let started = Instant::now();
@@ -35,11 +30,7 @@ pub async fn run_script(
         print_batches(&batches, format, out)?;
         if format == Format::Table {
             let rows: usize = batches.iter().map(RecordBatch::num_rows).sum();
-            eprintln!(
-                "{rows} row{} in {:.3} s",
-                if rows == 1 { "" } else { "s" },
-                started.elapsed().as_secs_f64()
-            );
+            eprintln!("{rows} row{} in {:.3} s", if rows == 1 { "" } else { "s" }, started.elapsed().as_secs_f64());
         }
     }
     Ok(())
@@ -49,9 +40,7 @@ pub fn print_batches(batches: &[RecordBatch], format: Format, out: &mut dyn Writ
     match format {
         Format::Table => writeln!(out, "{}", pretty_format_batches(batches)?)?,
         Format::Csv => {
-            let mut writer = datafusion::arrow::csv::WriterBuilder::new()
-                .with_header(true)
-                .build(&mut *out);
+            let mut writer = datafusion::arrow::csv::WriterBuilder::new().with_header(true).build(&mut *out);
             for batch in batches {
                 writer.write(batch)?;
             }
@@ -62,15 +51,9 @@ pub fn print_batches(batches: &[RecordBatch], format: Format, out: &mut dyn Writ
             writer.finish()?;
         }
         Format::Parquet => {
-            let Some(first) = batches.first() else {
-                return Ok(());
-            };
+            let Some(first) = batches.first() else { return Ok(()) };
             let mut buffer = Vec::new();
-            let mut writer = datafusion::parquet::arrow::ArrowWriter::try_new(
-                &mut buffer,
-                first.schema(),
-                None,
-            )?;
+            let mut writer = datafusion::parquet::arrow::ArrowWriter::try_new(&mut buffer, first.schema(), None)?;
             for batch in batches {
                 writer.write(batch)?;
             }
@@ -89,34 +72,24 @@ async fn list_tables(ctx: &SessionContext) -> Result<()> {
     for batch in &names {
         let column = datafusion::arrow::array::cast::as_string_array(batch.column(0));
         for name in column.iter().flatten() {
-            listing.push_str(&format!(
-                " UNION ALL SELECT '{name}', count(*) FROM \"{name}\""
-            ));
+            listing.push_str(&format!(" UNION ALL SELECT '{name}', count(*) FROM \"{name}\""));
         }
     }
-    let sql =
-        format!("SELECT column1 AS \"table\", column2 AS \"rows\" FROM ({listing}) ORDER BY 1");
+    let sql = format!("SELECT column1 AS \"table\", column2 AS \"rows\" FROM ({listing}) ORDER BY 1");
     run_script(ctx, &sql, Format::Table, &mut std::io::stdout()).await
 }
 
 /// The interactive shell.
 pub async fn interactive(ctx: &SessionContext, format: Format) -> Result<()> {
     let mut editor = rustyline::DefaultEditor::new().context("cannot start the line editor")?;
-    let history: Option<PathBuf> =
-        std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".kahuna_history"));
+    let history: Option<PathBuf> = std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".kahuna_history"));
     if let Some(path) = &history {
         let _ = editor.load_history(path);
     }
-    println!(
-        "kahuna sql: statements end with `;`. \\d or .tables lists tables, \\d NAME describes one, \\q quits."
-    );
+    println!("kahuna sql: statements end with `;`. \\d or .tables lists tables, \\d NAME describes one, \\q quits.");
     let mut statement = String::new();
     loop {
-        let prompt = if statement.is_empty() {
-            "kahuna> "
-        } else {
-            "   ...> "
-        };
+        let prompt = if statement.is_empty() { "kahuna> " } else { "   ...> " };
         let line = match editor.readline(prompt) {
             Ok(line) => line,
             Err(rustyline::error::ReadlineError::Interrupted) => {
@@ -132,15 +105,9 @@ pub async fn interactive(ctx: &SessionContext, format: Format) -> Result<()> {
             match trimmed.split_whitespace().collect::<Vec<_>>().as_slice() {
                 ["\\q"] | [".quit"] | [".exit"] => break,
                 ["\\d"] | [".tables"] => report(list_tables(ctx).await),
-                ["\\d", name] | [".schema", name] => report(
-                    run_script(
-                        ctx,
-                        &format!("DESCRIBE \"{name}\""),
-                        Format::Table,
-                        &mut std::io::stdout(),
-                    )
-                    .await,
-                ),
+                ["\\d", name] | [".schema", name] => {
+                    report(run_script(ctx, &format!("DESCRIBE \"{name}\""), Format::Table, &mut std::io::stdout()).await)
+                }
                 _ => eprintln!("unknown command {trimmed}: \\d, \\d NAME, .tables, \\q"),
             }
             continue;

@@ -12,10 +12,7 @@ struct Lcg(u64);
 
 impl Lcg {
     fn next(&mut self) -> u64 {
-        self.0 = self
-            .0
-            .wrapping_mul(6_364_136_223_846_793_005)
-            .wrapping_add(1_442_695_040_888_963_407);
+        self.0 = self.0.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
         self.0 >> 33
     }
 
@@ -32,12 +29,7 @@ fn stamp(ms: i64) -> String {
 
 /// Writes one TaskTracker and one DataNode log per host, each about `bytes_per_file` long;
 /// returns the paths written.
-pub fn write_cluster_logs(
-    dir: &Path,
-    hosts: usize,
-    bytes_per_file: u64,
-    seed: u64,
-) -> io::Result<Vec<PathBuf>> {
+pub fn write_cluster_logs(dir: &Path, hosts: usize, bytes_per_file: u64, seed: u64) -> io::Result<Vec<PathBuf>> {
     let mut paths = Vec::new();
     for host in 0..hosts {
         let name = format!("node{host}");
@@ -61,16 +53,8 @@ fn write_tasktracker(path: &Path, host: usize, bytes: u64, seed: u64) -> io::Res
     while out.written < bytes {
         task += 1;
         let kind = if task.is_multiple_of(5) { "r" } else { "m" };
-        let attempt = format!(
-            "attempt_200808231712_{:04}_{kind}_{:06}_0",
-            1 + task / 1000,
-            task * 7 + host as u64
-        );
-        writeln!(
-            out,
-            "{} INFO {logger}: LaunchTaskAction: {attempt}",
-            stamp(now)
-        )?;
+        let attempt = format!("attempt_200808231712_{:04}_{kind}_{:06}_0", 1 + task / 1000, task * 7 + host as u64);
+        writeln!(out, "{} INFO {logger}: LaunchTaskAction: {attempt}", stamp(now))?;
         for step in 1..=8u64 {
             now += 200 + rng.below(800) as i64;
             writeln!(
@@ -98,23 +82,11 @@ fn write_datanode(path: &Path, host: usize, bytes: u64, seed: u64) -> io::Result
         let block = rng.next() as i64 * if rng.below(2) == 0 { 1 } else { -1 } * 7919;
         let writer = format!("10.0.0.{}", rng.below(250) + 1);
         let port = 40_000 + rng.below(20_000);
-        writeln!(
-            out,
-            "{} INFO {logger}: Receiving block blk_{block} src: /{writer}:{port} dest: /{me}:50010",
-            stamp(now)
-        )?;
+        writeln!(out, "{} INFO {logger}: Receiving block blk_{block} src: /{writer}:{port} dest: /{me}:50010", stamp(now))?;
         now += 300 + rng.below(900) as i64;
-        writeln!(
-            out,
-            "{} INFO {logger}: Received block blk_{block} of size 67108864 from /{writer}",
-            stamp(now)
-        )?;
+        writeln!(out, "{} INFO {logger}: Received block blk_{block} of size 67108864 from /{writer}", stamp(now))?;
         now += rng.below(50) as i64;
-        writeln!(
-            out,
-            "{} INFO {logger}: {me}:50010 Served block blk_{block} to /{writer}",
-            stamp(now)
-        )?;
+        writeln!(out, "{} INFO {logger}: {me}:50010 Served block blk_{block} to /{writer}", stamp(now))?;
         now += rng.below(50) as i64;
         writeln!(
             out,
@@ -134,10 +106,7 @@ struct CountingWriter {
 
 impl CountingWriter {
     fn new(path: &Path) -> io::Result<Self> {
-        Ok(CountingWriter {
-            inner: BufWriter::with_capacity(1 << 20, File::create(path)?),
-            written: 0,
-        })
+        Ok(CountingWriter { inner: BufWriter::with_capacity(1 << 20, File::create(path)?), written: 0 })
     }
 
     fn finish(mut self) -> io::Result<()> {

@@ -13,57 +13,32 @@ const M: &str = "attempt_200808231712_0001_m_000001_0";
 async fn damaged_files_are_refused_or_rejected_line_by_line() {
     let input = tempfile::tempdir().unwrap();
     let dir = input.path();
-    std::fs::write(
-        dir.join("hadoop-u-datanode-h1.log"),
-        b"\x7fELF\x02\x01\x01\0\0\0\0binary",
-    )
-    .unwrap();
+    std::fs::write(dir.join("hadoop-u-datanode-h1.log"), b"\x7fELF\x02\x01\x01\0\0\0\0binary").unwrap();
     std::fs::write(dir.join("hadoop-u-datanode-h4.log"), b"").unwrap();
     let mut mixed = Vec::new();
     mixed.extend_from_slice(b"\tat orphan.Continuation(X.java:1)\n");
-    mixed.extend_from_slice(
-        format!("2008-08-23 17:12:32,466 INFO a.TaskTracker: LaunchTaskAction: {M}\r\n").as_bytes(),
-    );
+    mixed.extend_from_slice(format!("2008-08-23 17:12:32,466 INFO a.TaskTracker: LaunchTaskAction: {M}\r\n").as_bytes());
     mixed.extend_from_slice(b"2008-08-23 17:12:31,000 INFO a.TaskTracker: a line from the past\n");
     mixed.extend_from_slice(b"2008-08-23 17:12:33,000 INFO a.TaskTracker: caf\xff\xfe\n");
     mixed.extend_from_slice(&vec![b'x'; 1 << 20]);
     mixed.push(b'\n');
     mixed.extend_from_slice(b"2008-13-01 00:00:00,000 INFO a.B: the thirteenth month\n");
     mixed.extend_from_slice(b"\n");
-    mixed.extend_from_slice(
-        format!("2008-08-23 17:12:40,000 INFO a.TaskTracker: Task {M} is done.\n").as_bytes(),
-    );
+    mixed.extend_from_slice(format!("2008-08-23 17:12:40,000 INFO a.TaskTracker: Task {M} is done.\n").as_bytes());
     std::fs::write(dir.join("hadoop-u-tasktracker-h2.log"), &mixed).unwrap();
     let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
     for i in 0..5000 {
-        writeln!(
-            gz,
-            "2008-08-23 17:{:02}:{:02},000 INFO dfs.DataNode: line {i}",
-            i / 60 % 60,
-            i % 60
-        )
-        .unwrap();
+        writeln!(gz, "2008-08-23 17:{:02}:{:02},000 INFO dfs.DataNode: line {i}", i / 60 % 60, i % 60).unwrap();
     }
     let whole = gz.finish().unwrap();
-    std::fs::write(
-        dir.join("hadoop-u-datanode-h3.log.gz"),
-        &whole[..whole.len() / 2],
-    )
-    .unwrap();
+    std::fs::write(dir.join("hadoop-u-datanode-h3.log.gz"), &whole[..whole.len() / 2]).unwrap();
 
     let wh = tempfile::tempdir().unwrap();
     let summary = ingest_into(vec![dir.to_path_buf()], wh.path(), None).await;
     assert_eq!(summary.files_with_status("refused"), 2);
     assert_eq!(summary.files_with_status("ingested"), 2);
-    let refused = rows(
-        wh.path(),
-        "SELECT file, error FROM ingests WHERE status = 'refused' ORDER BY file",
-    )
-    .await;
-    assert!(
-        refused[0][1].contains("binary file (NUL byte at offset 7)"),
-        "{refused:?}"
-    );
+    let refused = rows(wh.path(), "SELECT file, error FROM ingests WHERE status = 'refused' ORDER BY file").await;
+    assert!(refused[0][1].contains("binary file (NUL byte at offset 7)"), "{refused:?}");
     assert!(refused[1][1].ends_with("empty file"), "{refused:?}");
 
     let mixed_counts = rows(
@@ -88,14 +63,7 @@ async fn damaged_files_are_refused_or_rejected_line_by_line() {
     ];
     assert_eq!(reasons, owned(&expect));
     // The map still pairs across the damage: 17:12:32.466 → 17:12:40.000.
-    assert_eq!(
-        scalar(
-            wh.path(),
-            "SELECT duration_ms FROM states WHERE state = 'Map'"
-        )
-        .await,
-        "7534.0"
-    );
+    assert_eq!(scalar(wh.path(), "SELECT duration_ms FROM states WHERE state = 'Map'").await, "7534.0");
 
     // The truncated gzip: what decompressed is kept, the cut is one reject, counts add up.
     let gz = rows(
@@ -124,33 +92,18 @@ async fn a_growing_file_is_read_from_where_the_last_ingest_stopped() {
     ingest_into(vec![log.clone()], wh.path(), None).await;
     // Two more lines and half of a third, still being written.
     let mut file = std::fs::OpenOptions::new().append(true).open(&log).unwrap();
-    write!(
-        file,
-        "{}{}2008-08-23 17:12:06,000 INFO a.Task",
-        line(4),
-        line(5)
-    )
-    .unwrap();
+    write!(file, "{}{}2008-08-23 17:12:06,000 INFO a.Task", line(4), line(5)).unwrap();
     let second = ingest_into(vec![log.clone()], wh.path(), None).await;
     assert_eq!(second.total(|r| r.lines_read), 2);
     writeln!(file, "Tracker: tick 6").unwrap();
     let third = ingest_into(vec![log.clone()], wh.path(), None).await;
     assert_eq!(third.total(|r| r.lines_read), 1);
     let lines = rows(wh.path(), "SELECT line, message FROM logs ORDER BY line").await;
-    let expect: Vec<Vec<String>> = (1..=6)
-        .map(|i| vec![i.to_string(), format!("tick {i}")])
-        .collect();
+    let expect: Vec<Vec<String>> = (1..=6).map(|i| vec![i.to_string(), format!("tick {i}")]).collect();
     assert_eq!(lines, expect);
-    let ranges = rows(
-        wh.path(),
-        "SELECT offset_start, offset_end FROM ingests ORDER BY offset_start",
-    )
-    .await;
+    let ranges = rows(wh.path(), "SELECT offset_start, offset_end FROM ingests ORDER BY offset_start").await;
     // Each line is 51 bytes: `printf '2008-08-23 17:12:01,000 INFO a.TaskTracker: tick 1\n' | wc -c`.
-    assert_eq!(
-        ranges,
-        vec![vec!["0", "153"], vec!["153", "255"], vec!["255", "306"]]
-    );
+    assert_eq!(ranges, vec![vec!["0", "153"], vec!["153", "255"], vec!["255", "306"]]);
 
     // Rotation renames the file; its content is known and adds nothing.
     let rotated = input.path().join("hadoop-u-tasktracker-h1.log.2008-08-23");

@@ -8,12 +8,7 @@ use std::process::{Command, Output, Stdio};
 use common::{data_dir, scalar};
 
 fn kahuna(warehouse: &std::path::Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_kahuna"))
-        .arg("--warehouse")
-        .arg(warehouse)
-        .args(args)
-        .output()
-        .unwrap()
+    Command::new(env!("CARGO_BIN_EXE_kahuna")).arg("--warehouse").arg(warehouse).args(args).output().unwrap()
 }
 
 fn text(bytes: &[u8]) -> String {
@@ -24,61 +19,29 @@ fn text(bytes: &[u8]) -> String {
 fn ingest_prints_a_summary_and_sql_answers_in_every_format() {
     let wh = tempfile::tempdir().unwrap();
     let data = data_dir();
-    let out = kahuna(
-        wh.path(),
-        &["ingest", data.to_str().unwrap(), "--cluster", "c1"],
-    );
+    let out = kahuna(wh.path(), &["ingest", data.to_str().unwrap(), "--cluster", "c1"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let summary = text(&out.stdout);
-    assert!(
-        summary.contains("files: 9 ingested, 0 unchanged, 0 refused, 0 failed"),
-        "{summary}"
-    );
-    assert!(
-        summary.contains("lines: 52 read = 51 parsed + 0 rejected + 1 skipped"),
-        "{summary}"
-    );
-    assert!(
-        summary.contains("ReduceCopy                      6"),
-        "{summary}"
-    );
+    assert!(summary.contains("files: 9 ingested, 0 unchanged, 0 refused, 0 failed"), "{summary}");
+    assert!(summary.contains("lines: 52 read = 51 parsed + 0 rejected + 1 skipped"), "{summary}");
+    assert!(summary.contains("ReduceCopy                      6"), "{summary}");
 
     let sql = "SELECT state, count(*) AS n FROM states WHERE cluster = 'c1' AND date = DATE '2008-08-23' AND state LIKE 'Reduce%' GROUP BY state ORDER BY state";
     let csv = kahuna(wh.path(), &["sql", "--format", "csv", "-c", sql]);
-    assert_eq!(
-        text(&csv.stdout),
-        "state,n\nReduce,3\nReduceCopy,6\nReduceMergeCopy,1\n"
-    );
+    assert_eq!(text(&csv.stdout), "state,n\nReduce,3\nReduceCopy,6\nReduceMergeCopy,1\n");
     let json = kahuna(wh.path(), &["sql", "--format", "json", "-c", sql]);
-    assert_eq!(
-        text(&json.stdout).lines().next(),
-        Some(r#"{"state":"Reduce","n":3}"#)
-    );
+    assert_eq!(text(&json.stdout).lines().next(), Some(r#"{"state":"Reduce","n":3}"#));
     let parquet = kahuna(wh.path(), &["sql", "--format", "parquet", "-c", sql]);
     assert!(parquet.stdout.starts_with(b"PAR1") && parquet.stdout.ends_with(b"PAR1"));
 
     // `WHERE date = …` reads the files of that partition only.
-    let plan = kahuna(
-        wh.path(),
-        &[
-            "sql",
-            "-c",
-            "EXPLAIN SELECT message FROM logs WHERE date = DATE '2008-11-09'",
-        ],
-    );
+    let plan = kahuna(wh.path(), &["sql", "-c", "EXPLAIN SELECT message FROM logs WHERE date = DATE '2008-11-09'"]);
     let plan = text(&plan.stdout);
-    assert!(
-        plan.contains("date=2008-11-09/") && !plan.contains("date=2008-08-23/"),
-        "{plan}"
-    );
+    assert!(plan.contains("date=2008-11-09/") && !plan.contains("date=2008-08-23/"), "{plan}");
 
     let missing = kahuna(wh.path(), &["sql", "-c", "SELECT * FROM nosuch"]);
     assert!(!missing.status.success());
-    assert!(
-        text(&missing.stderr).contains("nosuch"),
-        "{}",
-        text(&missing.stderr)
-    );
+    assert!(text(&missing.stderr).contains("nosuch"), "{}", text(&missing.stderr));
 }
 
 #[test]
@@ -96,22 +59,14 @@ fn the_interactive_shell_lists_tables_and_goes_on_after_errors() {
         .spawn()
         .unwrap();
     let script = "\\d\nSELECT count(*)\n  AS events FROM logs;\nSELECT nocolumn FROM logs;\nSELECT 40 + 2 AS answer;\n";
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(script.as_bytes())
-        .unwrap();
+    child.stdin.take().unwrap().write_all(script.as_bytes()).unwrap();
     let out = child.wait_with_output().unwrap();
     let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
     for table in ["ingests", "logs", "rejects", "states"] {
         assert!(stdout.contains(&format!("| {table}")), "{stdout}");
     }
     assert!(stdout.contains("| 49 "), "the multi-line count: {stdout}");
-    assert!(
-        stderr.contains("nocolumn"),
-        "the error names the column: {stderr}"
-    );
+    assert!(stderr.contains("nocolumn"), "the error names the column: {stderr}");
     assert!(stdout.contains("| 42 "), "the shell went on: {stdout}");
     assert!(stderr.contains("row in"), "statements are timed: {stderr}");
 }
@@ -129,10 +84,7 @@ async fn optimize_compacts_without_changing_a_row() {
     let out = kahuna(wh.path(), &["optimize", "--retention-hours", "0"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let report = text(&out.stdout);
-    assert!(
-        report.contains("logs: 6 files compacted into 1"),
-        "{report}"
-    );
+    assert!(report.contains("logs: 6 files compacted into 1"), "{report}");
     assert_eq!(scalar(wh.path(), "SELECT count(*) FROM logs").await, before);
     // Events of the six top-level files: 4 + 7 + 2 DataNode lines, and TaskTracker logs of
     // 9 lines with one blank (8), 8 lines with a two-line stack trace (6), and 4.

@@ -8,19 +8,14 @@ use common::{ingest_into, owned, rows, sample, scalar};
 
 #[tokio::test]
 async fn loghub_hdfs_write_and_read_blocks() {
-    let Some(path) = sample("hdfs/HDFS_2k.log") else {
-        return;
-    };
+    let Some(path) = sample("hdfs/HDFS_2k.log") else { return };
     let wh = tempfile::tempdir().unwrap();
     let summary = ingest_into(vec![path], wh.path(), None).await;
     // `wc -l`: 2000 CRLF lines, every one a timestamped event.
     assert_eq!(summary.total(|r| r.lines_read), 2000);
     assert_eq!(summary.total(|r| r.events), 2000);
     assert_eq!(summary.total(|r| r.lines_rejected), 0);
-    assert_eq!(
-        scalar(wh.path(), "SELECT merged FROM ingests").await,
-        "true"
-    );
+    assert_eq!(scalar(wh.path(), "SELECT merged FROM ingests").await, "true");
     // tr -d '\r' < HDFS_2k.log > h.log
     // grep -c 'Receiving block' h.log                                   → 292 starts
     // grep -c 'Received block .* of size [0-9]* from' h.log             → 292 ends (PacketResponder)
@@ -44,13 +39,7 @@ async fn loghub_hdfs_write_and_read_blocks() {
         "SELECT outcome, count(*), count(DISTINCT host) > 1 FROM states WHERE state = 'ReadBlock' GROUP BY outcome ORDER BY outcome",
     )
     .await;
-    assert_eq!(
-        reads,
-        vec![
-            vec!["FAILED", "80", "true"],
-            vec!["SUCCEEDED", "80", "true"]
-        ]
-    );
+    assert_eq!(reads, vec![vec!["FAILED", "80", "true"], vec!["SUCCEEDED", "80", "true"]]);
     // A start's host is the DataNode in `dest:`: the first Receiving line names 10.251.30.6.
     let first = scalar(
         wh.path(),
@@ -62,9 +51,7 @@ async fn loghub_hdfs_write_and_read_blocks() {
 
 #[tokio::test]
 async fn every_clienttrace_line_is_one_state() {
-    let Some(path) = sample("clienttrace/ClientTrace.log") else {
-        return;
-    };
+    let Some(path) = sample("clienttrace/ClientTrace.log") else { return };
     let wh = tempfile::tempdir().unwrap();
     // The file's name says no host: the operator names it.
     let summary = ingest_into(vec![path], wh.path(), Some("localhost")).await;

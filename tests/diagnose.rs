@@ -11,12 +11,7 @@ use std::process::{Command, Output};
 use common::{rows, scalar};
 
 fn kahuna(warehouse: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_kahuna"))
-        .arg("--warehouse")
-        .arg(warehouse)
-        .args(args)
-        .output()
-        .unwrap()
+    Command::new(env!("CARGO_BIN_EXE_kahuna")).arg("--warehouse").arg(warehouse).args(args).output().unwrap()
 }
 
 fn text(bytes: &[u8]) -> String {
@@ -29,15 +24,8 @@ const SLOW: &str = "node3";
 /// Ten Maps per host, one after the other, of 9, 9.5, 10, 10.5 and 11 s (twice), on every
 /// host alike, except on the slow host, where each takes three times as long.
 fn write_logs(dir: &Path) {
-    let start = chrono::NaiveDate::from_ymd_opt(2008, 8, 23)
-        .unwrap()
-        .and_hms_opt(17, 0, 0)
-        .unwrap();
-    let stamp = |ms: i64| {
-        (start + chrono::Duration::milliseconds(ms))
-            .format("%Y-%m-%d %H:%M:%S,%3f")
-            .to_string()
-    };
+    let start = chrono::NaiveDate::from_ymd_opt(2008, 8, 23).unwrap().and_hms_opt(17, 0, 0).unwrap();
+    let stamp = |ms: i64| (start + chrono::Duration::milliseconds(ms)).format("%Y-%m-%d %H:%M:%S,%3f").to_string();
     let logger = "org.apache.hadoop.mapred.TaskTracker";
     for (h, host) in HOSTS.iter().enumerate() {
         let mut log = String::new();
@@ -48,20 +36,10 @@ fn write_logs(dir: &Path) {
                 ms *= 3;
             }
             let begin = i * 40_000;
-            log.push_str(&format!(
-                "{} INFO {logger}: LaunchTaskAction: {attempt}\n",
-                stamp(begin)
-            ));
-            log.push_str(&format!(
-                "{} INFO {logger}: Task {attempt} is done.\n",
-                stamp(begin + ms)
-            ));
+            log.push_str(&format!("{} INFO {logger}: LaunchTaskAction: {attempt}\n", stamp(begin)));
+            log.push_str(&format!("{} INFO {logger}: Task {attempt} is done.\n", stamp(begin + ms)));
         }
-        std::fs::write(
-            dir.join(format!("hadoop-hadoop-tasktracker-{host}.log")),
-            log,
-        )
-        .unwrap();
+        std::fs::write(dir.join(format!("hadoop-hadoop-tasktracker-{host}.log")), log).unwrap();
     }
 }
 
@@ -70,49 +48,20 @@ async fn kahuna_wb_indicts_the_slow_host_and_reruns_replace_their_partition() {
     let logs = tempfile::tempdir().unwrap();
     let wh = tempfile::tempdir().unwrap();
     write_logs(logs.path());
-    let out = kahuna(
-        wh.path(),
-        &["ingest", logs.path().to_str().unwrap(), "--cluster", "c1"],
-    );
+    let out = kahuna(wh.path(), &["ingest", logs.path().to_str().unwrap(), "--cluster", "c1"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
 
-    let out = kahuna(
-        wh.path(),
-        &[
-            "diagnose",
-            "kahuna_wb",
-            "--cluster",
-            "c1",
-            "--param",
-            "states=Map",
-        ],
-    );
+    let out = kahuna(wh.path(), &["diagnose", "kahuna_wb", "--cluster", "c1", "--param", "states=Map"]);
     let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
     assert!(out.status.success(), "{stderr}");
-    assert!(
-        stdout.contains("kahuna_wb: 1 of 5 hosts indicted."),
-        "{stdout}"
-    );
-    assert!(
-        stdout.contains("INDICTED node3 (c1, host): score 1.000"),
-        "{stdout}"
-    );
-    assert!(
-        stdout.contains("INDICTED node3 (c1, job job_200808231712_0001, Map): score 1.000"),
-        "{stdout}"
-    );
-    assert!(
-        stderr.contains("10 rows, recorded in diagnoses"),
-        "{stderr}"
-    );
+    assert!(stdout.contains("kahuna_wb: 1 of 5 hosts indicted."), "{stdout}");
+    assert!(stdout.contains("INDICTED node3 (c1, host): score 1.000"), "{stdout}");
+    assert!(stdout.contains("INDICTED node3 (c1, job job_200808231712_0001, Map): score 1.000"), "{stdout}");
+    assert!(stderr.contains("10 rows, recorded in diagnoses"), "{stderr}");
 
     // The slow host differs from all four peers; each healthy host only from the slow one. Per
     // host, node3 is indicted in the one job that indicts anyone.
-    let verdict = rows(
-        wh.path(),
-        "SELECT host, subject, score, indicted FROM diagnoses ORDER BY subject, host",
-    )
-    .await;
+    let verdict = rows(wh.path(), "SELECT host, subject, score, indicted FROM diagnoses ORDER BY subject, host").await;
     let verdict: Vec<String> = verdict.iter().map(|r| r.join(" ")).collect();
     assert_eq!(
         verdict,
@@ -130,35 +79,17 @@ async fn kahuna_wb_indicts_the_slow_host_and_reruns_replace_their_partition() {
         ]
     );
     let params = scalar(wh.path(), "SELECT DISTINCT parameters FROM diagnoses").await;
-    assert!(
-        params.contains(r#""states":"Map""#) && params.contains(r#""threshold":"0.5""#),
-        "{params}"
-    );
+    assert!(params.contains(r#""states":"Map""#) && params.contains(r#""threshold":"0.5""#), "{params}");
 
     // A backfill of the day, twice: the day's partition is replaced, not doubled, and the
     // ledger has both runs.
     for _ in 0..2 {
         let out = kahuna(
             wh.path(),
-            &[
-                "backfill",
-                "kahuna_wb",
-                "--from",
-                "2008-08-23",
-                "--to",
-                "2008-08-23",
-                "--cluster",
-                "c1",
-                "--param",
-                "states=Map",
-            ],
+            &["backfill", "kahuna_wb", "--from", "2008-08-23", "--to", "2008-08-23", "--cluster", "c1", "--param", "states=Map"],
         );
         assert!(out.status.success(), "{}", text(&out.stderr));
-        assert!(
-            text(&out.stdout).contains("kahuna_wb for 2008-08-23: 10 rows"),
-            "{}",
-            text(&out.stdout)
-        );
+        assert!(text(&out.stdout).contains("kahuna_wb for 2008-08-23: 10 rows"), "{}", text(&out.stdout));
     }
     let per_date = rows(
         wh.path(),
@@ -167,86 +98,29 @@ async fn kahuna_wb_indicts_the_slow_host_and_reruns_replace_their_partition() {
     )
     .await;
     let today = chrono::Utc::now().date_naive().to_string();
-    assert_eq!(
-        per_date,
-        vec![
-            vec![
-                "2008-08-23".to_string(),
-                "10".into(),
-                "1".into(),
-                "2".into()
-            ],
-            vec![today, "10".into(), "1".into(), "2".into()]
-        ]
-    );
-    let ledger = rows(
-        wh.path(),
-        "SELECT job, CAST(date AS VARCHAR), trigger, attempt, status, rows FROM schedule_runs",
-    )
-    .await;
+    assert_eq!(per_date, vec![vec!["2008-08-23".to_string(), "10".into(), "1".into(), "2".into()], vec![today, "10".into(), "1".into(), "2".into()]]);
+    let ledger = rows(wh.path(), "SELECT job, CAST(date AS VARCHAR), trigger, attempt, status, rows FROM schedule_runs").await;
     assert_eq!(ledger.len(), 2);
-    assert_eq!(
-        ledger[0],
-        vec![
-            "kahuna_wb",
-            "2008-08-23",
-            "backfill",
-            "1",
-            "succeeded",
-            "10"
-        ]
-    );
+    assert_eq!(ledger[0], vec!["kahuna_wb", "2008-08-23", "backfill", "1", "succeeded", "10"]);
 
     // A bad parameter is refused with its name, and nothing is written.
-    let out = kahuna(
-        wh.path(),
-        &["diagnose", "kahuna_wb", "--param", "threshold=high"],
-    );
+    let out = kahuna(wh.path(), &["diagnose", "kahuna_wb", "--param", "threshold=high"]);
     assert!(!out.status.success());
-    assert!(
-        text(&out.stderr).contains("parameter threshold: expected a number, got `high`"),
-        "{}",
-        text(&out.stderr)
-    );
+    assert!(text(&out.stderr).contains("parameter threshold: expected a number, got `high`"), "{}", text(&out.stderr));
 }
 
 #[tokio::test]
 async fn edge_tables_are_saved_per_run_date() {
     let wh = tempfile::tempdir().unwrap();
-    let out = kahuna(
-        wh.path(),
-        &[
-            "ingest",
-            common::data_dir().to_str().unwrap(),
-            "--cluster",
-            "c1",
-        ],
-    );
+    let out = kahuna(wh.path(), &["ingest", common::data_dir().to_str().unwrap(), "--cluster", "c1"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     for _ in 0..2 {
-        let out = kahuna(
-            wh.path(),
-            &[
-                "diagnose",
-                "controlflow",
-                "--cluster",
-                "c1",
-                "--from",
-                "2008-08-23",
-            ],
-        );
+        let out = kahuna(wh.path(), &["diagnose", "controlflow", "--cluster", "c1", "--from", "2008-08-23"]);
         assert!(out.status.success(), "{}", text(&out.stderr));
     }
-    let edges = rows(
-        wh.path(),
-        "SELECT src, dst, copies FROM controlflow_edges ORDER BY copies DESC, src, dst",
-    )
-    .await;
+    let edges = rows(wh.path(), "SELECT src, dst, copies FROM controlflow_edges ORDER BY copies DESC, src, dst").await;
     let total: i64 = edges.iter().map(|r| r[2].parse::<i64>().unwrap()).sum();
-    assert_eq!(
-        total, 6,
-        "the six ReduceCopy states of data/, once although run twice: {edges:?}"
-    );
+    assert_eq!(total, 6, "the six ReduceCopy states of data/, once although run twice: {edges:?}");
 
     // The block-operation graph: its two statements (DataNode addresses, then edges) each run,
     // and data/'s nine block operations (all dates) are each one edge's block, also when run twice.
@@ -256,24 +130,13 @@ async fn edge_tables_are_saved_per_run_date() {
     }
     let states = "SELECT count(*) FROM states WHERE daemon = 'datanode' AND state IN ('ReadBlock', 'WriteBlock', 'WriteBlock_Replicated')";
     assert_eq!(scalar(wh.path(), states).await, "9");
-    assert_eq!(
-        scalar(
-            wh.path(),
-            "SELECT CAST(sum(blocks) AS VARCHAR) FROM dataflow_edges WHERE op <> 'mirror'"
-        )
-        .await,
-        "9"
-    );
+    assert_eq!(scalar(wh.path(), "SELECT CAST(sum(blocks) AS VARCHAR) FROM dataflow_edges WHERE op <> 'mirror'").await, "9");
     // Every node of data/ by name, node2 too, which only served blocks (its address comes
     // from `10.0.0.2:50010 Served block`), read by hand from data/logs/*datanode*: node1 read
     // and wrote a block locally, node2 served one to itself and one to node3 (10.0.0.3),
     // node3 served one locally (clienttrace), node1 wrote to node3 (clienttrace) and node2 to
     // node1. The merged Loghub-style file names its hosts by address.
-    let edges = rows(
-        wh.path(),
-        "SELECT src, dst, op, CAST(blocks AS VARCHAR) FROM dataflow_edges ORDER BY op, src, dst",
-    )
-    .await;
+    let edges = rows(wh.path(), "SELECT src, dst, op, CAST(blocks AS VARCHAR) FROM dataflow_edges ORDER BY op, src, dst").await;
     let edges: Vec<String> = edges.iter().map(|r| r.join(" ")).collect();
     assert_eq!(
         edges,
@@ -294,21 +157,8 @@ async fn edge_tables_are_saved_per_run_date() {
 /// `kahuna simulate` of Sort on 8 nodes for 12 minutes, with sadc and job history.
 fn simulate(out: &Path, fault: Option<&str>, seed: u64) {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_kahuna"));
-    cmd.args([
-        "simulate",
-        "--nodes",
-        "8",
-        "--workload",
-        "sort",
-        "--duration",
-        "12m",
-        "--threads",
-        "2",
-    ]);
-    cmd.arg("--seed")
-        .arg(seed.to_string())
-        .arg("--out")
-        .arg(out);
+    cmd.args(["simulate", "--nodes", "8", "--workload", "sort", "--duration", "12m", "--threads", "2"]);
+    cmd.arg("--seed").arg(seed.to_string()).arg("--out").arg(out);
     if let Some(fault) = fault {
         cmd.args(["--fault", fault]);
     }
@@ -317,19 +167,7 @@ fn simulate(out: &Path, fault: Option<&str>, seed: u64) {
 }
 
 fn ingest(wh: &Path, cluster: &str, paths: &[PathBuf]) {
-    let out = kahuna(
-        wh,
-        &[
-            &["ingest"],
-            paths
-                .iter()
-                .map(|p| p.to_str().unwrap())
-                .collect::<Vec<_>>()
-                .as_slice(),
-            &["--cluster", cluster],
-        ]
-        .concat(),
-    );
+    let out = kahuna(wh, &[&["ingest"], paths.iter().map(|p| p.to_str().unwrap()).collect::<Vec<_>>().as_slice(), &["--cluster", cluster]].concat());
     assert!(out.status.success(), "{}", text(&out.stderr));
 }
 
@@ -345,11 +183,7 @@ async fn indicted(wh: &Path, query: &str, cluster: &str) -> Vec<String> {
         "SELECT DISTINCT host FROM diagnoses WHERE query = '{query}' AND cluster = '{cluster}' AND indicted AND job_id IS NULL \
          AND run_id = (SELECT max(run_id) FROM diagnoses WHERE query = '{query}' AND cluster = '{cluster}') ORDER BY host"
     );
-    rows(wh, &sql)
-        .await
-        .into_iter()
-        .map(|r| r[0].clone())
-        .collect()
+    rows(wh, &sql).await.into_iter().map(|r| r[0].clone()).collect()
 }
 
 /// Every diagnosis on simulated runs: a fault-free one (Ganesha's training window) and one with
@@ -363,75 +197,29 @@ async fn every_diagnosis_finds_a_simulated_cpu_hog_and_counts_each_map_once() {
     simulate(&clean, None, 2);
     simulate(&hog, Some("CPUHog@r01n03"), 1);
     let parts = |run: &Path, names: &[&str]| names.iter().map(|n| run.join(n)).collect::<Vec<_>>();
-    ingest(
-        wh.path(),
-        "clean",
-        &parts(&clean, &["logs", "sadc", "history"]),
-    );
+    ingest(wh.path(), "clean", &parts(&clean, &["logs", "sadc", "history"]));
     ingest(wh.path(), "hog", &parts(&hog, &["logs", "sadc", "history"]));
     ingest(wh.path(), "hog-logs", &parts(&hog, &["logs", "sadc"]));
     ingest(wh.path(), "hog-history", &parts(&hog, &["history"]));
     let maps = rows(wh.path(), "SELECT daemon, count(*) FROM states WHERE cluster = 'hog' AND state = 'Map' GROUP BY daemon ORDER BY daemon").await;
-    assert_eq!(
-        maps.len(),
-        2,
-        "the hog's Maps are there twice, from the TaskTrackers and the history: {maps:?}"
-    );
+    assert_eq!(maps.len(), 2, "the hog's Maps are there twice, from the TaskTrackers and the history: {maps:?}");
     assert_eq!(maps[0][1], maps[1][1]);
 
     // Ganesha: profiles of the fault-free run, then the hog's vectors against them.
     diagnose(wh.path(), &["ganesha_train", "--cluster", "clean"]);
-    let model = rows(
-        wh.path(),
-        "SELECT k, samples, hosts FROM ganesha_models WHERE cluster = 'clean'",
-    )
-    .await;
-    assert_eq!(
-        model,
-        vec![vec!["7".to_string(), (8 * 12 * 60).to_string(), "8".into()]]
-    );
-    diagnose(
-        wh.path(),
-        &[
-            "ganesha_bb",
-            "--cluster",
-            "hog",
-            "--param",
-            "model_cluster=clean",
-        ],
-    );
+    let model = rows(wh.path(), "SELECT k, samples, hosts FROM ganesha_models WHERE cluster = 'clean'").await;
+    assert_eq!(model, vec![vec!["7".to_string(), (8 * 12 * 60).to_string(), "8".into()]]);
+    diagnose(wh.path(), &["ganesha_bb", "--cluster", "hog", "--param", "model_cluster=clean"]);
     assert_eq!(indicted(wh.path(), "ganesha_bb", "hog").await, ["r01n03"]);
-    diagnose(
-        wh.path(),
-        &[
-            "ganesha_bb",
-            "--cluster",
-            "clean",
-            "--param",
-            "model_cluster=clean",
-        ],
-    );
+    diagnose(wh.path(), &["ganesha_bb", "--cluster", "clean", "--param", "model_cluster=clean"]);
     assert!(indicted(wh.path(), "ganesha_bb", "clean").await.is_empty());
 
     // Kahuna-WB: the hog is the per-host verdict; with the history beside the logs the rows
     // are those of the logs alone, and the history alone gives the same Map comparisons.
     let stdout = diagnose(wh.path(), &["kahuna_wb", "--cluster", "hog"]);
-    assert_eq!(
-        indicted(wh.path(), "kahuna_wb", "hog").await,
-        ["r01n03"],
-        "{stdout}"
-    );
+    assert_eq!(indicted(wh.path(), "kahuna_wb", "hog").await, ["r01n03"], "{stdout}");
     diagnose(wh.path(), &["kahuna_wb", "--cluster", "hog-logs"]);
-    diagnose(
-        wh.path(),
-        &[
-            "kahuna_wb",
-            "--cluster",
-            "hog-history",
-            "--param",
-            "states=Map,Reduce",
-        ],
-    );
+    diagnose(wh.path(), &["kahuna_wb", "--cluster", "hog-history", "--param", "states=Map,Reduce"]);
     diagnose(wh.path(), &["kahuna_wb", "--cluster", "clean"]);
     assert!(indicted(wh.path(), "kahuna_wb", "clean").await.is_empty());
     // (Medians are t-digest estimates, which depend on the order rows arrive in: compare the
@@ -440,13 +228,7 @@ async fn every_diagnosis_finds_a_simulated_cpu_hog_and_counts_each_map_once() {
         rows.into_iter()
             .map(|r| {
                 let detail: serde_json::Value = serde_json::from_str(&r[4]).unwrap();
-                (
-                    r[0].clone(),
-                    r[1].clone(),
-                    r[2].clone(),
-                    r[3].clone(),
-                    detail["states"].as_f64().unwrap() as i64,
-                )
+                (r[0].clone(), r[1].clone(), r[2].clone(), r[3].clone(), detail["states"].as_f64().unwrap() as i64)
             })
             .collect()
     };
@@ -460,69 +242,32 @@ async fn every_diagnosis_finds_a_simulated_cpu_hog_and_counts_each_map_once() {
     let all = "'Map','Reduce','ReduceCopy','ReduceMergeCopy','ReadBlock','WriteBlock'";
     let both = states_of(rows(wh.path(), &per_job("hog", all)).await);
     let logs = states_of(rows(wh.path(), &per_job("hog-logs", all)).await);
-    assert!(
-        both.len() > 50 && both == logs,
-        "{} rows with the history, {} without",
-        both.len(),
-        logs.len()
-    );
+    assert!(both.len() > 50 && both == logs, "{} rows with the history, {} without", both.len(), logs.len());
     // (The history's times are its own, a few milliseconds off the logs': compare the states.)
-    let counts = |rows: Vec<(String, String, String, String, i64)>| {
-        rows.into_iter()
-            .map(|(j, h, s, _, n)| (j, h, s, n))
-            .collect::<Vec<_>>()
-    };
-    let from_logs = counts(states_of(
-        rows(wh.path(), &per_job("hog", "'Map','Reduce'")).await,
-    ));
-    let from_history = counts(states_of(
-        rows(wh.path(), &per_job("hog-history", "'Map','Reduce'")).await,
-    ));
-    assert!(
-        !from_logs.is_empty() && from_logs == from_history,
-        "{from_logs:?}\n{from_history:?}"
-    );
+    let counts = |rows: Vec<(String, String, String, String, i64)>| rows.into_iter().map(|(j, h, s, _, n)| (j, h, s, n)).collect::<Vec<_>>();
+    let from_logs = counts(states_of(rows(wh.path(), &per_job("hog", "'Map','Reduce'")).await));
+    let from_history = counts(states_of(rows(wh.path(), &per_job("hog-history", "'Map','Reduce'")).await));
+    assert!(!from_logs.is_empty() && from_logs == from_history, "{from_logs:?}\n{from_history:?}");
 
     // The Pearson study: each Map once, whichever sources were ingested.
     for cluster in ["hog", "hog-logs", "hog-history"] {
         diagnose(wh.path(), &["peer_correlation", "--cluster", cluster]);
     }
     let study = |cluster: &str| {
-        format!(
-            "SELECT job_id, outcome, hosts, similar_hosts, round(mean_abs_r, 6) FROM peer_correlation_jobs WHERE cluster = '{cluster}' ORDER BY job_id"
-        )
+        format!("SELECT job_id, outcome, hosts, similar_hosts, round(mean_abs_r, 6) FROM peer_correlation_jobs WHERE cluster = '{cluster}' ORDER BY job_id")
     };
-    let (both, logs) = (
-        rows(wh.path(), &study("hog")).await,
-        rows(wh.path(), &study("hog-logs")).await,
-    );
+    let (both, logs) = (rows(wh.path(), &study("hog")).await, rows(wh.path(), &study("hog-logs")).await);
     assert!(!both.is_empty(), "a row per job");
-    let without_outcome = |rows: &[Vec<String>]| {
-        rows.iter()
-            .map(|r| [&r[..1], &r[2..]].concat())
-            .collect::<Vec<_>>()
-    };
+    let without_outcome = |rows: &[Vec<String>]| rows.iter().map(|r| [&r[..1], &r[2..]].concat()).collect::<Vec<_>>();
     assert_eq!(without_outcome(&both), without_outcome(&logs));
-    assert!(
-        both.iter().all(|r| r[2] == "8"),
-        "every job ran Maps on all 8 hosts: {both:?}"
-    );
+    assert!(both.iter().all(|r| r[2] == "8"), "every job ran Maps on all 8 hosts: {both:?}");
     let history = rows(wh.path(), &study("hog-history")).await;
-    assert_eq!(
-        history.iter().map(|r| r[2].clone()).collect::<Vec<_>>(),
-        both.iter().map(|r| r[2].clone()).collect::<Vec<_>>()
-    );
+    assert_eq!(history.iter().map(|r| r[2].clone()).collect::<Vec<_>>(), both.iter().map(|r| r[2].clone()).collect::<Vec<_>>());
 
     // SALSA, then the combined verdict from the newest runs of all of them.
     diagnose(wh.path(), &["salsa_fingerpoint", "--cluster", "hog"]);
-    assert_eq!(
-        indicted(wh.path(), "salsa_fingerpoint", "hog").await,
-        ["r01n03"]
-    );
+    assert_eq!(indicted(wh.path(), "salsa_fingerpoint", "hog").await, ["r01n03"]);
     let stdout = diagnose(wh.path(), &["combined", "--cluster", "hog"]);
-    assert!(
-        stdout.contains("combined: 1 of 8 hosts indicted."),
-        "{stdout}"
-    );
+    assert!(stdout.contains("combined: 1 of 8 hosts indicted."), "{stdout}");
     assert_eq!(indicted(wh.path(), "combined", "hog").await, ["r01n03"]);
 }

@@ -11,10 +11,7 @@ use std::process::{Command, Output};
 use common::scalar;
 
 fn kahuna(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_kahuna"))
-        .args(args)
-        .output()
-        .unwrap()
+    Command::new(env!("CARGO_BIN_EXE_kahuna")).args(args).output().unwrap()
 }
 
 fn text(bytes: &[u8]) -> String {
@@ -23,19 +20,9 @@ fn text(bytes: &[u8]) -> String {
 
 fn simulate_suite(out: &Path, seed: u64) {
     let suite = out.with_extension("json");
-    let json = format!(
-        r#"{{"workloads": ["sort"], "faults": ["none", "CPUHog"], "nodes": [6], "repetitions": 1, "duration": "8m", "seed": {seed}}}"#
-    );
+    let json = format!(r#"{{"workloads": ["sort"], "faults": ["none", "CPUHog"], "nodes": [6], "repetitions": 1, "duration": "8m", "seed": {seed}}}"#);
     std::fs::write(&suite, json).unwrap();
-    let sim = kahuna(&[
-        "simulate",
-        "--suite",
-        suite.to_str().unwrap(),
-        "--out",
-        out.to_str().unwrap(),
-        "--threads",
-        "2",
-    ]);
+    let sim = kahuna(&["simulate", "--suite", suite.to_str().unwrap(), "--out", out.to_str().unwrap(), "--threads", "2"]);
     assert!(sim.status.success(), "{}", text(&sim.stderr));
 }
 
@@ -43,21 +30,12 @@ fn simulate_suite(out: &Path, seed: u64) {
 fn scores(csv: &Path) -> Vec<(String, String, String, String, String)> {
     let body = std::fs::read_to_string(csv).unwrap();
     let mut lines = body.lines();
-    assert_eq!(
-        lines.next(),
-        Some("query,fault,workload,nodes,runs,param,value,tp,fp,fn,false_alarm")
-    );
+    assert_eq!(lines.next(), Some("query,fault,workload,nodes,runs,param,value,tp,fp,fn,false_alarm"));
     lines
         .map(|line| {
             let f: Vec<&str> = line.split(',').collect();
             assert_eq!(f.len(), 11, "{line}");
-            (
-                f[0].into(),
-                f[1].into(),
-                f[7].into(),
-                f[8].into(),
-                f[10].into(),
-            )
+            (f[0].into(), f[1].into(), f[7].into(), f[8].into(), f[10].into())
         })
         .collect()
 }
@@ -65,65 +43,28 @@ fn scores(csv: &Path) -> Vec<(String, String, String, String, String)> {
 #[tokio::test]
 async fn a_cpu_hog_on_six_nodes_is_found_without_false_positives() {
     let dir = tempfile::tempdir().unwrap();
-    let (scored, tune, wh) = (
-        dir.path().join("scored"),
-        dir.path().join("tune"),
-        dir.path().join("wh"),
-    );
+    let (scored, tune, wh) = (dir.path().join("scored"), dir.path().join("tune"), dir.path().join("wh"));
     simulate_suite(&scored, 1);
     simulate_suite(&tune, 101);
     let csv = dir.path().join("eval.csv");
-    let args = [
-        "eval",
-        scored.to_str().unwrap(),
-        "--tune",
-        tune.to_str().unwrap(),
-        "--keep",
-        wh.to_str().unwrap(),
-    ];
+    let args = ["eval", scored.to_str().unwrap(), "--tune", tune.to_str().unwrap(), "--keep", wh.to_str().unwrap()];
     let out = kahuna(&[&args[..], &["--csv", csv.to_str().unwrap()]].concat());
     assert!(out.status.success(), "{}", text(&out.stderr));
-    assert!(
-        text(&out.stdout).contains("2 runs scored, 2 tuning runs"),
-        "{}",
-        text(&out.stdout)
-    );
+    assert!(text(&out.stdout).contains("2 runs scored, 2 tuning runs"), "{}", text(&out.stdout));
 
     let mut expected = Vec::new();
     for query in ["kahuna_wb", "salsa_fingerpoint", "ganesha_bb", "combined"] {
-        expected.push((
-            query.to_string(),
-            "CPUHog".to_string(),
-            "1.0000".to_string(),
-            "0.0000".to_string(),
-            String::new(),
-        ));
-        expected.push((
-            query.to_string(),
-            "none".to_string(),
-            String::new(),
-            String::new(),
-            "0.0000".to_string(),
-        ));
+        expected.push((query.to_string(), "CPUHog".to_string(), "1.0000".to_string(), "0.0000".to_string(), String::new()));
+        expected.push((query.to_string(), "none".to_string(), String::new(), String::new(), "0.0000".to_string()));
     }
     assert_eq!(scores(&csv), expected, "{}", text(&out.stdout));
 
     // Again with the warehouse kept: the four runs are there already and are not read again.
     let files = scalar(&wh, "SELECT count(*) FROM ingests").await;
     let again = dir.path().join("again.csv");
-    let out = kahuna(
-        &[
-            &args[..],
-            &["--queries", "kahuna_wb", "--csv", again.to_str().unwrap()],
-        ]
-        .concat(),
-    );
+    let out = kahuna(&[&args[..], &["--queries", "kahuna_wb", "--csv", again.to_str().unwrap()]].concat());
     assert!(out.status.success(), "{}", text(&out.stderr));
-    assert!(
-        text(&out.stdout).contains("4 runs were in the warehouse already"),
-        "{}",
-        text(&out.stdout)
-    );
+    assert!(text(&out.stdout).contains("4 runs were in the warehouse already"), "{}", text(&out.stdout));
     assert_eq!(scalar(&wh, "SELECT count(*) FROM ingests").await, files);
     assert_eq!(scores(&again), expected[..2].to_vec());
 }

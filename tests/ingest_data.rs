@@ -26,15 +26,8 @@ async fn every_line_is_accounted_for() {
     .await;
     assert_eq!(sums, vec![vec!["52", "52", "49", "9"]]);
     assert_eq!(scalar(wh.path(), "SELECT count(*) FROM logs").await, "49");
-    let stack = scalar(
-        wh.path(),
-        "SELECT message FROM logs WHERE message LIKE '%Child Error%'",
-    )
-    .await;
-    assert!(
-        stack.ends_with("at org.apache.hadoop.mapred.TaskRunner.run(TaskRunner.java:418)"),
-        "{stack}"
-    );
+    let stack = scalar(wh.path(), "SELECT message FROM logs WHERE message LIKE '%Child Error%'").await;
+    assert!(stack.ends_with("at org.apache.hadoop.mapred.TaskRunner.run(TaskRunner.java:418)"), "{stack}");
 }
 
 #[tokio::test]
@@ -79,12 +72,7 @@ async fn states_by_kind_host_and_duration() {
     ];
     let expect: Vec<Vec<String>> = expect
         .iter()
-        .map(|r| {
-            r.iter()
-                .map(|s| s.to_string())
-                .chain(["job_200808231712_0001".to_string()])
-                .collect()
-        })
+        .map(|r| r.iter().map(|s| s.to_string()).chain(["job_200808231712_0001".to_string()]).collect())
         .collect();
     assert_eq!(tasks, expect);
 
@@ -101,16 +89,9 @@ async fn states_by_kind_host_and_duration() {
         ["node3", &format!("{j}_m_000000_0"), "node1", "800.0"],
         ["node3", &format!("{j}_m_000001_0"), "node1", ""],
     ];
+    assert_eq!(copies, expect.map(|r| r.map(|s| s.to_string()).to_vec()).to_vec());
     assert_eq!(
-        copies,
-        expect.map(|r| r.map(|s| s.to_string()).to_vec()).to_vec()
-    );
-    assert_eq!(
-        scalar(
-            wh.path(),
-            "SELECT duration_ms FROM states WHERE state = 'ReduceMergeCopy'"
-        )
-        .await,
+        scalar(wh.path(), "SELECT duration_ms FROM states WHERE state = 'ReduceMergeCopy'").await,
         "22000.0"
     );
 }
@@ -126,111 +107,24 @@ async fn data_flow_states_carry_both_hosts() {
     )
     .await;
     let expect = [
-        [
-            "MapCopy",
-            "node3",
-            "",
-            "10.0.0.1",
-            "250.0",
-            "1048576",
-            "clienttrace",
-        ],
+        ["MapCopy", "node3", "", "10.0.0.1", "250.0", "1048576", "clienttrace"],
         // node1 logs `Served block` at INFO: the end alone.
-        [
-            "ReadBlock",
-            "node1",
-            "blk_-1608999687919862906",
-            "10.0.0.1",
-            "",
-            "",
-            "log",
-        ],
+        ["ReadBlock", "node1", "blk_-1608999687919862906", "10.0.0.1", "", "", "log"],
         // node2 logs at DEBUG: connection counts 1, 2 at 33.000 and 33.100 start the two reads.
-        [
-            "ReadBlock",
-            "node2",
-            "blk_1111111111111111111",
-            "10.0.0.2",
-            "1000.0",
-            "",
-            "log",
-        ],
-        [
-            "ReadBlock",
-            "node2",
-            "blk_2222222222222222222",
-            "10.0.0.3",
-            "1500.0",
-            "",
-            "log",
-        ],
-        [
-            "ReadBlock",
-            "node3",
-            "blk_7128370237687728475",
-            "10.0.0.3",
-            "1500.0",
-            "67108864",
-            "clienttrace",
-        ],
-        [
-            "WriteBlock",
-            "10.250.10.6",
-            "blk_-1608999687919862906",
-            "10.250.10.6",
-            "",
-            "",
-            "log",
-        ],
-        [
-            "WriteBlock",
-            "10.250.19.102",
-            "blk_-1608999687919862906",
-            "10.250.19.102",
-            "1000.0",
-            "91178",
-            "log",
-        ],
-        [
-            "WriteBlock",
-            "node1",
-            "blk_-1608999687919862906",
-            "10.0.0.2",
-            "1250.0",
-            "67108864",
-            "log",
-        ],
-        [
-            "WriteBlock",
-            "node1",
-            "blk_4332711451661776648",
-            "10.0.0.1",
-            "",
-            "",
-            "log",
-        ],
-        [
-            "WriteBlock",
-            "node3",
-            "blk_4332711451661776648",
-            "10.0.0.1",
-            "400.0",
-            "2097152",
-            "clienttrace",
-        ],
+        ["ReadBlock", "node2", "blk_1111111111111111111", "10.0.0.2", "1000.0", "", "log"],
+        ["ReadBlock", "node2", "blk_2222222222222222222", "10.0.0.3", "1500.0", "", "log"],
+        ["ReadBlock", "node3", "blk_7128370237687728475", "10.0.0.3", "1500.0", "67108864", "clienttrace"],
+        ["WriteBlock", "10.250.10.6", "blk_-1608999687919862906", "10.250.10.6", "", "", "log"],
+        ["WriteBlock", "10.250.19.102", "blk_-1608999687919862906", "10.250.19.102", "1000.0", "91178", "log"],
+        ["WriteBlock", "node1", "blk_-1608999687919862906", "10.0.0.2", "1250.0", "67108864", "log"],
+        ["WriteBlock", "node1", "blk_4332711451661776648", "10.0.0.1", "", "", "log"],
+        ["WriteBlock", "node3", "blk_4332711451661776648", "10.0.0.1", "400.0", "2097152", "clienttrace"],
     ];
     assert_eq!(blocks, owned(&expect));
     // The merged file's NameNode line has no host of its own.
-    let namenode = rows(
-        wh.path(),
-        "SELECT daemon, host IS NULL FROM logs WHERE logger = 'dfs.FSNamesystem'",
-    )
-    .await;
+    let namenode = rows(wh.path(), "SELECT daemon, host IS NULL FROM logs WHERE logger = 'dfs.FSNamesystem'").await;
     assert_eq!(namenode, vec![vec!["namenode", "true"]]);
-    assert_eq!(
-        scalar(wh.path(), "SELECT count(*) FROM ingests WHERE merged").await,
-        "1"
-    );
+    assert_eq!(scalar(wh.path(), "SELECT count(*) FROM ingests WHERE merged").await, "1");
 }
 
 #[tokio::test]
@@ -255,9 +149,7 @@ async fn a_state_across_a_log_rotation_is_paired_and_nameless_files_are_refused(
     let m = "attempt_200808231712_0001_m_000007_0";
     // log4j's daily rotation: yesterday's file carries the date, today's the bare name.
     std::fs::write(
-        input
-            .path()
-            .join("hadoop-hadoop-tasktracker-node9.log.2008-08-23"),
+        input.path().join("hadoop-hadoop-tasktracker-node9.log.2008-08-23"),
         format!("2008-08-23 23:59:58,000 INFO {tt}: LaunchTaskAction: {m}\n"),
     )
     .unwrap();
@@ -268,28 +160,13 @@ async fn a_state_across_a_log_rotation_is_paired_and_nameless_files_are_refused(
     .unwrap();
     let nameless = input.path().join("logs");
     std::fs::create_dir(&nameless).unwrap();
-    std::fs::write(
-        nameless.join("tasktracker.log"),
-        format!("2008-08-24 00:00:03,500 INFO {tt}: hello\n"),
-    )
-    .unwrap();
+    std::fs::write(nameless.join("tasktracker.log"), format!("2008-08-24 00:00:03,500 INFO {tt}: hello\n")).unwrap();
     let wh = tempfile::tempdir().unwrap();
     ingest_into(vec![input.path().to_path_buf()], wh.path(), None).await;
-    let map = rows(
-        wh.path(),
-        "SELECT host, duration_ms, date, end_line, file LIKE '%node9.log' FROM states",
-    )
-    .await;
+    let map = rows(wh.path(), "SELECT host, duration_ms, date, end_line, file LIKE '%node9.log' FROM states").await;
     // 23:59:58.000 → 00:00:03.500 the next day; the row's partition is its start's date.
-    assert_eq!(
-        map,
-        vec![vec!["node9", "5500.0", "2008-08-23", "1", "true"]]
-    );
-    let refused = scalar(
-        wh.path(),
-        "SELECT error FROM ingests WHERE status = 'refused'",
-    )
-    .await;
+    assert_eq!(map, vec![vec!["node9", "5500.0", "2008-08-23", "1", "true"]]);
+    let refused = scalar(wh.path(), "SELECT error FROM ingests WHERE status = 'refused'").await;
     assert!(
         refused.ends_with("cannot tell which host wrote it: name it hadoop-<user>-<daemon>-<host>.log, put it in a folder named after the host, or pass --host"),
         "{refused}"

@@ -14,10 +14,7 @@ fn data_history() -> PathBuf {
 }
 
 fn table(expect: &[&[&str]]) -> Vec<Vec<String>> {
-    expect
-        .iter()
-        .map(|r| r.iter().map(|s| s.to_string()).collect())
-        .collect()
+    expect.iter().map(|r| r.iter().map(|s| s.to_string()).collect()).collect()
 }
 
 #[tokio::test]
@@ -26,11 +23,7 @@ async fn the_history_of_the_logged_job_agrees_with_its_logs() {
     let summary = ingest_into(vec![data_history(), data_dir()], wh.path(), None).await;
     assert_eq!(summary.total(|r| r.lines_rejected), 0);
     // 29 lines, 27 records: the failed map's ERROR runs over 3 lines.
-    let history = rows(
-        wh.path(),
-        "SELECT lines_read, lines_parsed, events, states FROM ingests WHERE layout = 'job history'",
-    )
-    .await;
+    let history = rows(wh.path(), "SELECT lines_read, lines_parsed, events, states FROM ingests WHERE layout = 'job history'").await;
     assert_eq!(history, table(&[&["29", "29", "27", "8"]]));
     let job = rows(
         wh.path(),
@@ -39,28 +32,12 @@ async fn the_history_of_the_logged_job_agrees_with_its_logs() {
     )
     .await;
     let expect: &[&str] = &[
-        "job_200808231712_0001",
-        "hadoop",
-        "wordcount",
-        "",
-        "2008-08-23T17:12:30Z",
-        "2008-08-23T17:12:31Z",
-        "2008-08-23T17:13:25Z",
-        "SUCCEEDED",
-        "4",
-        "2",
-        "4",
-        "2",
-        "1",
-        "0",
+        "job_200808231712_0001", "hadoop", "wordcount", "", "2008-08-23T17:12:30Z", "2008-08-23T17:12:31Z",
+        "2008-08-23T17:13:25Z", "SUCCEEDED", "4", "2", "4", "2", "1", "0",
     ];
     assert_eq!(job, table(&[expect]));
     // 5 map attempts (m_000003 twice), 3 reduce attempts (r_000001 twice), a setup and a cleanup.
-    let attempts = rows(
-        wh.path(),
-        "SELECT type, status, count(*) FROM attempts GROUP BY type, status ORDER BY type, status",
-    )
-    .await;
+    let attempts = rows(wh.path(), "SELECT type, status, count(*) FROM attempts GROUP BY type, status ORDER BY type, status").await;
     let expect: &[&[&str]] = &[
         &["CLEANUP", "SUCCEEDED", "1"],
         &["MAP", "FAILED", "1"],
@@ -70,11 +47,7 @@ async fn the_history_of_the_logged_job_agrees_with_its_logs() {
         &["SETUP", "SUCCEEDED", "1"],
     ];
     assert_eq!(attempts, table(expect));
-    let error = scalar(
-        wh.path(),
-        "SELECT error FROM attempts WHERE status = 'FAILED'",
-    )
-    .await;
+    let error = scalar(wh.path(), "SELECT error FROM attempts WHERE status = 'FAILED'").await;
     assert_eq!(
         error,
         "java.io.IOException: Task process exit with nonzero status of 1.\n\tat org.apache.hadoop.mapred.TaskRunner.run(TaskRunner.java:418)\n"
@@ -84,15 +57,7 @@ async fn the_history_of_the_logged_job_agrees_with_its_logs() {
         "SELECT host, rack, shuffle_finish_ts, sort_finish_ts FROM attempts WHERE attempt_id = 'attempt_200808231712_0001_r_000000_0'",
     )
     .await;
-    assert_eq!(
-        reduce,
-        table(&[&[
-            "node1",
-            "/default-rack",
-            "2008-08-23T17:13:10Z",
-            "2008-08-23T17:13:11Z"
-        ]])
-    );
+    assert_eq!(reduce, table(&[&["node1", "/default-rack", "2008-08-23T17:13:10Z", "2008-08-23T17:13:11Z"]]));
     // Every Map and Reduce attempt the TaskTrackers logged starts on the same host at the same
     // time in the history; where the logs saw an end, the history has the same one.
     let agree = rows(
@@ -108,9 +73,7 @@ async fn the_history_of_the_logged_job_agrees_with_its_logs() {
 
 #[tokio::test]
 async fn every_sample_job_with_its_attempts() {
-    let (Some(text), Some(jhist)) = (sample("jobhistory/text"), sample("jobhistory/jhist")) else {
-        return;
-    };
+    let (Some(text), Some(jhist)) = (sample("jobhistory/text"), sample("jobhistory/jhist")) else { return };
     let wh = tempfile::tempdir().unwrap();
     let summary = ingest_into(vec![text, jhist], wh.path(), None).await;
     assert_eq!(summary.files_with_status("ingested"), 11);
@@ -123,48 +86,16 @@ async fn every_sample_job_with_its_attempts() {
     )
     .await;
     let expect: &[&[&str]] = &[
-        &[
-            "Hadoop18JobHistoryLog.txt",
-            "job_200903042324_10816",
-            "SUCCEEDED",
-        ],
+        &["Hadoop18JobHistoryLog.txt", "job_200903042324_10816", "SUCCEEDED"],
         &["JobHistory.log", "job_200909120624_0005", "SUCCEEDED"],
         &["TestJobLog.txt", "job_200903062215_0577", "SUCCEEDED"],
-        &[
-            "sample-job-tracker-logs.gz",
-            "job_200904211745_0001",
-            "KILLED",
-        ],
-        &[
-            "sample-job-tracker-logs.gz",
-            "job_200904211745_0002",
-            "SUCCEEDED",
-        ],
-        &[
-            "sample-job-tracker-logs.gz",
-            "job_200904211745_0003",
-            "SUCCEEDED",
-        ],
-        &[
-            "sample-job-tracker-logs.gz",
-            "job_200904211745_0004",
-            "SUCCEEDED",
-        ],
-        &[
-            "v20-single-input-log.gz",
-            "job_200904211745_0002",
-            "SUCCEEDED",
-        ],
-        &[
-            "job_0.23.9-FAILED.jhist",
-            "job_1399356417814_19732",
-            "FAILED",
-        ],
-        &[
-            "job_1329348432655_0001-10.jhist",
-            "job_1329348432655_0001",
-            "SUCCEEDED",
-        ],
+        &["sample-job-tracker-logs.gz", "job_200904211745_0001", "KILLED"],
+        &["sample-job-tracker-logs.gz", "job_200904211745_0002", "SUCCEEDED"],
+        &["sample-job-tracker-logs.gz", "job_200904211745_0003", "SUCCEEDED"],
+        &["sample-job-tracker-logs.gz", "job_200904211745_0004", "SUCCEEDED"],
+        &["v20-single-input-log.gz", "job_200904211745_0002", "SUCCEEDED"],
+        &["job_0.23.9-FAILED.jhist", "job_1399356417814_19732", "FAILED"],
+        &["job_1329348432655_0001-10.jhist", "job_1329348432655_0001", "SUCCEEDED"],
         &[
             "job_1329348432655_0001-1329348443227-user-Sleep+job-1329348468601-10-1-SUCCEEDED-default.jhist",
             "job_1329348432655_0001",
@@ -175,11 +106,7 @@ async fn every_sample_job_with_its_attempts() {
             "job_1393307629410_0001",
             "FAILED",
         ],
-        &[
-            "job_2.0.3-alpha-FAILED.jhist",
-            "job_1400206191003_0001",
-            "FAILED",
-        ],
+        &["job_2.0.3-alpha-FAILED.jhist", "job_1400206191003_0001", "FAILED"],
         &["job_2.4.0-FAILED.jhist", "job_1400204860297_0001", "FAILED"],
     ];
     let mut expect = table(expect);
@@ -215,24 +142,9 @@ async fn every_sample_job_with_its_attempts() {
         &["job_0.23.9-FAILED.jhist", "MAP", "FAILED", "7"],
         &["job_0.23.9-FAILED.jhist", "MAP", "KILLED", "1"],
         &["job_1329348432655_0001-10.jhist", "MAP", "SUCCEEDED", "10"],
-        &[
-            "job_1329348432655_0001-10.jhist",
-            "REDUCE",
-            "SUCCEEDED",
-            "1",
-        ],
-        &[
-            "job_1329348432655_0001-1329348443227-user-Sleep+job-1329348468601-10-1-SUCCEEDED-default.jhist",
-            "MAP",
-            "SUCCEEDED",
-            "10",
-        ],
-        &[
-            "job_1329348432655_0001-1329348443227-user-Sleep+job-1329348468601-10-1-SUCCEEDED-default.jhist",
-            "REDUCE",
-            "SUCCEEDED",
-            "2",
-        ],
+        &["job_1329348432655_0001-10.jhist", "REDUCE", "SUCCEEDED", "1"],
+        &["job_1329348432655_0001-1329348443227-user-Sleep+job-1329348468601-10-1-SUCCEEDED-default.jhist", "MAP", "SUCCEEDED", "10"],
+        &["job_1329348432655_0001-1329348443227-user-Sleep+job-1329348468601-10-1-SUCCEEDED-default.jhist", "REDUCE", "SUCCEEDED", "2"],
         &[
             "job_1393307629410_0001-1393307687476-user-Sleep+job-1393307723835-0-0-FAILED-default-1393307693920.jhist",
             "MAP",
@@ -257,16 +169,8 @@ async fn every_sample_job_with_its_attempts() {
     assert_eq!(attempts, table(expect));
     // Map and Reduce attempts, and only they, are states of the history.
     assert_eq!(
-        scalar(
-            wh.path(),
-            "SELECT count(*) FROM states WHERE daemon = 'history'"
-        )
-        .await,
-        scalar(
-            wh.path(),
-            "SELECT count(*) FROM attempts WHERE type IN ('MAP', 'REDUCE')"
-        )
-        .await
+        scalar(wh.path(), "SELECT count(*) FROM states WHERE daemon = 'history'").await,
+        scalar(wh.path(), "SELECT count(*) FROM attempts WHERE type IN ('MAP', 'REDUCE')").await
     );
 
     // grep -o 'TASK_ATTEMPT_ID="attempt_200909120624_0005_r_000000_0"[^.]*' JobHistory.log, then
@@ -279,11 +183,7 @@ async fn every_sample_job_with_its_attempts() {
     )
     .await;
     let expect: &[&str] = &[
-        "host1",
-        "/default-rack",
-        "2009-09-12T14:14:51.644Z",
-        "2009-09-12T14:16:19.297Z",
-        "2009-09-12T14:16:20.042Z",
+        "host1", "/default-rack", "2009-09-12T14:14:51.644Z", "2009-09-12T14:16:19.297Z", "2009-09-12T14:16:20.042Z",
         "2009-09-12T14:16:25.415Z",
     ];
     assert_eq!(reduce, table(&[expect]));
@@ -295,15 +195,7 @@ async fn every_sample_job_with_its_attempts() {
          WHERE attempt_id = 'attempt_1329348432655_0001_r_000000_0'",
     )
     .await;
-    assert_eq!(
-        jhist,
-        table(&[&[
-            "localhost",
-            "2012-02-15T23:27:44.995Z",
-            "2012-02-15T23:27:48.462Z",
-            "2012-02-15T23:27:48.600Z"
-        ]])
-    );
+    assert_eq!(jhist, table(&[&["localhost", "2012-02-15T23:27:44.995Z", "2012-02-15T23:27:48.462Z", "2012-02-15T23:27:48.600Z"]]));
     // TestJobLog.txt's failed attempt names its host without a rack, its error over 13 lines.
     let failed = rows(
         wh.path(),
@@ -311,10 +203,7 @@ async fn every_sample_job_with_its_attempts() {
          FROM attempts WHERE attempt_id = 'attempt_200904060626_2141_m_000108_1'",
     )
     .await;
-    assert_eq!(
-        failed,
-        table(&[&["test24.chukwa-example.com", "true", "true", "12"]])
-    );
+    assert_eq!(failed, table(&[&["test24.chukwa-example.com", "true", "true", "12"]]));
 }
 
 #[tokio::test]
@@ -333,15 +222,8 @@ async fn damaged_history_is_rejected_record_by_record() {
     std::fs::write(input.path().join("job_2_0001.jhist"), jhist).unwrap();
     let wh = tempfile::tempdir().unwrap();
     let summary = ingest_into(vec![input.path().to_path_buf()], wh.path(), None).await;
-    assert_eq!(
-        summary.total(|r| r.lines_read),
-        summary.total(|r| r.lines_parsed + r.lines_rejected + r.lines_skipped)
-    );
-    let reasons = rows(
-        wh.path(),
-        "SELECT regexp_replace(file, '.*/', ''), line, reason FROM rejects ORDER BY file, line",
-    )
-    .await;
+    assert_eq!(summary.total(|r| r.lines_read), summary.total(|r| r.lines_parsed + r.lines_rejected + r.lines_skipped));
+    let reasons = rows(wh.path(), "SELECT regexp_replace(file, '.*/', ''), line, reason FROM rejects ORDER BY file, line").await;
     let reasons: Vec<String> = reasons.iter().map(|r| r.join(" | ")).collect();
     let expect = [
         "history.txt | 3 | MapAttempt record without TASK_ATTEMPT_ID",
@@ -350,28 +232,11 @@ async fn damaged_history_is_rejected_record_by_record() {
         "history.txt | 7 | record cut short by the end of the file (a quote never closed)",
     ];
     assert_eq!(reasons[..4], expect.map(String::from)[..]);
-    assert!(
-        reasons[4].starts_with("job_2_0001.jhist | 4 | not JSON: "),
-        "{reasons:?}"
-    );
+    assert!(reasons[4].starts_with("job_2_0001.jhist | 4 | not JSON: "), "{reasons:?}");
     assert_eq!(reasons.len(), 5);
-    let jobs = rows(
-        wh.path(),
-        "SELECT job_id, user, outcome, finish_ts FROM jobs ORDER BY job_id",
-    )
-    .await;
-    assert_eq!(
-        jobs,
-        table(&[
-            &["job_1_0001", "u", "", ""],
-            &["job_2_0001", "", "SUCCEEDED", "1970-01-01T00:00:00.009Z"]
-        ])
-    );
+    let jobs = rows(wh.path(), "SELECT job_id, user, outcome, finish_ts FROM jobs ORDER BY job_id").await;
+    assert_eq!(jobs, table(&[&["job_1_0001", "u", "", ""], &["job_2_0001", "", "SUCCEEDED", "1970-01-01T00:00:00.009Z"]]));
     // The attempt's start survives; its end was in the broken record.
-    let attempt = rows(
-        wh.path(),
-        "SELECT attempt_id, status, finish_ts FROM attempts",
-    )
-    .await;
+    let attempt = rows(wh.path(), "SELECT attempt_id, status, finish_ts FROM attempts").await;
     assert_eq!(attempt, table(&[&["attempt_1_0001_m_000000_0", "", ""]]));
 }

@@ -18,11 +18,7 @@ const NOTHING: [&str; 6] = ["0", "0", "0", "0", "", ""];
 /// Commits in a table's log beyond its creation.
 fn commits(warehouse: &Path, table: &str) -> usize {
     std::fs::read_dir(warehouse.join(table).join("_delta_log"))
-        .map(|d| {
-            d.flatten()
-                .filter(|e| e.file_name().to_string_lossy().ends_with(".json"))
-                .count()
-        })
+        .map(|d| d.flatten().filter(|e| e.file_name().to_string_lossy().ends_with(".json")).count())
         .unwrap_or(0)
         .saturating_sub(1)
 }
@@ -33,13 +29,7 @@ async fn crashed_ingests_leave_nothing_and_the_rerun_completes_them() {
     kahuna::synthetic::write_cluster_logs(input.path(), 4, 4 << 20, 7).unwrap();
     let ingest = |warehouse: &Path| {
         let mut command = Command::new(env!("CARGO_BIN_EXE_kahuna"));
-        command
-            .arg("--warehouse")
-            .arg(warehouse)
-            .arg("ingest")
-            .arg(input.path())
-            .arg("--cluster")
-            .arg("c1");
+        command.arg("--warehouse").arg(warehouse).arg("ingest").arg(input.path()).arg("--cluster").arg("c1");
         command
     };
     let reference = tempfile::tempdir().unwrap();
@@ -53,32 +43,14 @@ async fn crashed_ingests_leave_nothing_and_the_rerun_completes_them() {
     std::thread::sleep(Duration::from_millis(300));
     child.kill().unwrap();
     let status = child.wait().unwrap();
-    assert!(
-        !status.success(),
-        "the ingest ended before it could be killed"
-    );
-    assert_eq!(
-        rows(crashed.path(), CONTENT).await,
-        vec![NOTHING.map(String::from).to_vec()]
-    );
+    assert!(!status.success(), "the ingest ended before it could be killed");
+    assert_eq!(rows(crashed.path(), CONTENT).await, vec![NOTHING.map(String::from).to_vec()]);
 
     // Killed between commits: `logs` and `states` hold the rows, yet readers see none of them.
-    let status = ingest(crashed.path())
-        .env("KAHUNA_CRASH_AFTER_COMMIT", "states")
-        .status()
-        .unwrap();
+    let status = ingest(crashed.path()).env("KAHUNA_CRASH_AFTER_COMMIT", "states").status().unwrap();
     assert!(!status.success());
-    assert_eq!(
-        (
-            commits(crashed.path(), "logs"),
-            commits(crashed.path(), "ingests")
-        ),
-        (1, 0)
-    );
-    assert_eq!(
-        rows(crashed.path(), CONTENT).await,
-        vec![NOTHING.map(String::from).to_vec()]
-    );
+    assert_eq!((commits(crashed.path(), "logs"), commits(crashed.path(), "ingests")), (1, 0));
+    assert_eq!(rows(crashed.path(), CONTENT).await, vec![NOTHING.map(String::from).to_vec()]);
 
     assert!(ingest(crashed.path()).status().unwrap().success());
     assert_eq!(rows(crashed.path(), CONTENT).await, expected);

@@ -13,14 +13,7 @@ use kahuna::simulate::history::{HistoryConfig, run_history};
 use kahuna::simulate::workload::Workload;
 use kahuna::simulate::{Config, DEFAULT_EPOCH_MS, Version, run};
 
-fn config(
-    out: &Path,
-    nodes: usize,
-    workload: Workload,
-    fault: Option<&str>,
-    minutes: f64,
-    version: Version,
-) -> Config {
+fn config(out: &Path, nodes: usize, workload: Workload, fault: Option<&str>, minutes: f64, version: Version) -> Config {
     Config {
         nodes,
         workload,
@@ -43,31 +36,15 @@ fn tree(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
         .into_iter()
         .filter_map(Result::ok)
         .filter(|e| e.file_type().is_file())
-        .map(|e| {
-            (
-                e.path().strip_prefix(dir).unwrap().to_path_buf(),
-                std::fs::read(e.path()).unwrap(),
-            )
-        })
+        .map(|e| (e.path().strip_prefix(dir).unwrap().to_path_buf(), std::fs::read(e.path()).unwrap()))
         .collect()
 }
 
 #[test]
 fn the_same_seed_writes_the_same_bytes() {
     for (version, gzip) in [(Version::V018, false), (Version::V020, true)] {
-        let (a, b, c) = (
-            tempfile::tempdir().unwrap(),
-            tempfile::tempdir().unwrap(),
-            tempfile::tempdir().unwrap(),
-        );
-        let mut cfg = config(
-            a.path(),
-            5,
-            Workload::Gridmix,
-            Some("PacketLoss50@r01n02:1m"),
-            6.0,
-            version,
-        );
+        let (a, b, c) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let mut cfg = config(a.path(), 5, Workload::Gridmix, Some("PacketLoss50@r01n02:1m"), 6.0, version);
         cfg.gzip = gzip;
         run(&cfg).unwrap();
         cfg.out = b.path().to_path_buf();
@@ -75,59 +52,31 @@ fn the_same_seed_writes_the_same_bytes() {
         run(&cfg).unwrap();
         let (first, second) = (tree(a.path()), tree(b.path()));
         assert!(first.len() > 30, "{} files", first.len());
-        assert_eq!(
-            first.keys().collect::<Vec<_>>(),
-            second.keys().collect::<Vec<_>>()
-        );
+        assert_eq!(first.keys().collect::<Vec<_>>(), second.keys().collect::<Vec<_>>());
         for (path, bytes) in &first {
             assert!(bytes == &second[path], "{} differs", path.display());
         }
         cfg.out = c.path().to_path_buf();
         cfg.seed = 8;
         run(&cfg).unwrap();
-        assert_ne!(
-            tree(c.path()).get(Path::new("truth.json")),
-            first.get(Path::new("truth.json"))
-        );
+        assert_ne!(tree(c.path()).get(Path::new("truth.json")), first.get(Path::new("truth.json")));
     }
 }
 
 #[tokio::test]
 async fn every_file_ingests_without_a_reject() {
-    for (version, fault) in [
-        (Version::V018, "HANG-1036@r01n01"),
-        (Version::V020, "HANG-1152@r01n02"),
-        (Version::V018, "DiskFull@r01n03"),
-    ] {
+    for (version, fault) in [(Version::V018, "HANG-1036@r01n01"), (Version::V020, "HANG-1152@r01n02"), (Version::V018, "DiskFull@r01n03")] {
         let out = tempfile::tempdir().unwrap();
         let wh = tempfile::tempdir().unwrap();
-        let outcome = run(&config(
-            out.path(),
-            4,
-            Workload::Sort,
-            Some(fault),
-            15.0,
-            version,
-        ))
-        .unwrap();
+        let outcome = run(&config(out.path(), 4, Workload::Sort, Some(fault), 15.0, version)).unwrap();
         let summary = ingest_into(vec![out.path().to_path_buf()], wh.path(), None).await;
         let logs = tree(&out.path().join("logs")).len();
-        assert_eq!(
-            summary.total(|r| r.lines_rejected),
-            0,
-            "{fault}: {:?}",
-            summary.rejects_by_reason()
-        );
+        assert_eq!(summary.total(|r| r.lines_rejected), 0, "{fault}: {:?}", summary.rejects_by_reason());
         assert_eq!(summary.files_with_status("failed"), 0);
         // Log files at least; sadc and job history too where ingestion reads them.
         assert!(summary.files_with_status("ingested") >= logs, "{fault}");
         // Every line written is read, stack traces and start-up banners included.
-        let lines: u64 = summary
-            .reports
-            .iter()
-            .filter(|r| r.display.contains("/logs/"))
-            .map(|r| r.lines_read)
-            .sum();
+        let lines: u64 = summary.reports.iter().filter(|r| r.display.contains("/logs/")).map(|r| r.lines_read).sum();
         assert_eq!(lines, outcome.lines.total(), "{fault}");
     }
 }
@@ -135,74 +84,39 @@ async fn every_file_ingests_without_a_reject() {
 /// Mean Map duration (ms) per host.
 async fn map_means(wh: &Path) -> BTreeMap<String, f64> {
     let sql = "SELECT host, avg(duration_ms) FROM states WHERE state = 'Map' AND outcome = 'SUCCEEDED' GROUP BY host";
-    rows(wh, sql)
-        .await
-        .into_iter()
-        .map(|r| (r[0].clone(), r[1].parse().unwrap()))
-        .collect()
+    rows(wh, sql).await.into_iter().map(|r| (r[0].clone(), r[1].parse().unwrap())).collect()
 }
 
 #[tokio::test]
 async fn a_cpu_hog_slows_its_own_maps_and_only_those() {
     let out = tempfile::tempdir().unwrap();
     let wh = tempfile::tempdir().unwrap();
-    run(&config(
-        out.path(),
-        10,
-        Workload::Sort,
-        Some("CPUHog@r01n03"),
-        12.0,
-        Version::V018,
-    ))
-    .unwrap();
+    run(&config(out.path(), 10, Workload::Sort, Some("CPUHog@r01n03"), 12.0, Version::V018)).unwrap();
     ingest_into(vec![out.path().join("logs")], wh.path(), None).await;
     let mut means = map_means(wh.path()).await;
     let hog = means.remove("r01n03").unwrap();
     assert_eq!(means.len(), 9);
-    let (lo, hi) = means
-        .values()
-        .fold((f64::MAX, 0f64), |(lo, hi), m| (lo.min(*m), hi.max(*m)));
+    let (lo, hi) = means.values().fold((f64::MAX, 0f64), |(lo, hi), m| (lo.min(*m), hi.max(*m)));
     // Fault-free peers within 10% of each other (seed 7: 8.6%, from how many reduces each
     // happened to run beside its maps); the hog's node 30% slower than the slowest (seed 7: 57%).
     assert!(hi / lo < 1.10, "peers {lo}..{hi}");
     assert!(hog / hi > 1.3, "hog {hog} vs peers up to {hi}");
-    let peer_count = rows(
-        wh.path(),
-        "SELECT count(*) FROM states WHERE state = 'Map' GROUP BY host ORDER BY 1",
-    )
-    .await;
-    assert!(
-        peer_count.first().unwrap()[0].parse::<u32>().unwrap()
-            < peer_count.last().unwrap()[0].parse::<u32>().unwrap()
-    );
+    let peer_count = rows(wh.path(), "SELECT count(*) FROM states WHERE state = 'Map' GROUP BY host ORDER BY 1").await;
+    assert!(peer_count.first().unwrap()[0].parse::<u32>().unwrap() < peer_count.last().unwrap()[0].parse::<u32>().unwrap());
 }
 
 /// What truth.json says the injected hang struck: the attempt, and when it stopped.
 fn struck(out: &Path) -> (String, i64) {
-    let truth: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(out.join("truth.json")).unwrap()).unwrap();
+    let truth: serde_json::Value = serde_json::from_slice(&std::fs::read(out.join("truth.json")).unwrap()).unwrap();
     let struck = &truth["faults"][0]["struck"];
-    (
-        struck["attempt"]
-            .as_str()
-            .expect("a struck attempt")
-            .to_string(),
-        struck["at_ms"].as_i64().unwrap(),
-    )
+    (struck["attempt"].as_str().expect("a struck attempt").to_string(), struck["at_ms"].as_i64().unwrap())
 }
 
 /// Simulates `fault` on five nodes sorting (no sadc) and ingests logs and job history.
 async fn hang_run(fault: &str, minutes: f64) -> (tempfile::TempDir, tempfile::TempDir) {
     let out = tempfile::tempdir().unwrap();
     let wh = tempfile::tempdir().unwrap();
-    let mut cfg = config(
-        out.path(),
-        5,
-        Workload::Sort,
-        Some(fault),
-        minutes,
-        Version::V018,
-    );
+    let mut cfg = config(out.path(), 5, Workload::Sort, Some(fault), minutes, Version::V018);
     cfg.sadc = false;
     run(&cfg).unwrap();
     ingest_into(vec![out.path().to_path_buf()], wh.path(), None).await;
@@ -222,11 +136,7 @@ async fn hang_1036_stalls_a_map_until_its_speculative_twin_wins() {
     // in) gets a backup elsewhere once it is a minute old and behind, and the JobTracker kills
     // it when the backup wins, before the 600 s task timeout.
     let hung = one(rows(wh.path(), &format!("SELECT host, outcome, duration_ms FROM states WHERE daemon = 'tasktracker' AND task_id = '{attempt}'")).await);
-    assert_eq!(
-        (hung[0].as_str(), hung[1].as_str()),
-        ("r01n04", "KILLED"),
-        "{hung:?}"
-    );
+    assert_eq!((hung[0].as_str(), hung[1].as_str()), ("r01n04", "KILLED"), "{hung:?}");
     let lived: f64 = hung[2].parse().unwrap();
     assert!((60_000.0..600_000.0).contains(&lived), "{lived}");
     let task = attempt.trim_end_matches("_0");
@@ -237,18 +147,8 @@ async fn hang_1036_stalls_a_map_until_its_speculative_twin_wins() {
     assert_eq!(scalar(wh.path(), unfinished).await, "1");
     // The job history has it as Hadoop writes it: the twin `_1` SUCCESS (read as SUCCEEDED), the loser KILLED.
     let history = rows(wh.path(), &format!("SELECT attempt_id, host, status FROM attempts WHERE attempt_id LIKE '{task}_%' ORDER BY attempt_id")).await;
-    assert_eq!(
-        history,
-        vec![
-            vec![attempt.clone(), "r01n04".into(), "KILLED".into()],
-            vec![twin[0].clone(), twin[1].clone(), "SUCCEEDED".into()]
-        ]
-    );
-    let tasktracker = std::fs::read_to_string(
-        out.path()
-            .join("logs/r01n04/hadoop-hadoop-tasktracker-r01n04.log"),
-    )
-    .unwrap();
+    assert_eq!(history, vec![vec![attempt.clone(), "r01n04".into(), "KILLED".into()], vec![twin[0].clone(), twin[1].clone(), "SUCCEEDED".into()]]);
+    let tasktracker = std::fs::read_to_string(out.path().join("logs/r01n04/hadoop-hadoop-tasktracker-r01n04.log")).unwrap();
     assert!(tasktracker.contains(&format!("Received KillTaskAction for task: {attempt}\n")));
 }
 
@@ -259,36 +159,14 @@ async fn hang_1152_and_hang_2080_hang_reduces_as_their_bugs_did() {
     let (out, wh) = hang_run("HANG-1152@r01n02", 15.0).await;
     let (attempt, at_1152) = struck(out.path());
     assert!(attempt.contains("_r_"), "{attempt}");
-    let copies = |outcome: &str| {
-        format!(
-            "SELECT count(*), count(DISTINCT peer_task_id) FROM states WHERE state = 'ReduceCopy' AND task_id = '{attempt}' AND outcome = '{outcome}'"
-        )
-    };
-    assert_eq!(
-        one(rows(wh.path(), &copies("FAILED")).await),
-        vec!["3", "1"],
-        "three tries of one output, all failed"
-    );
-    assert_eq!(
-        one(rows(wh.path(), &copies("SUCCEEDED")).await)[0],
-        "39",
-        "every other of the 40 outputs copied"
-    );
-    let open_merges = format!(
-        "SELECT count(*) FROM states WHERE state = 'ReduceMergeCopy' AND task_id = '{attempt}' AND end_ts IS NULL"
-    );
+    let copies = |outcome: &str| format!("SELECT count(*), count(DISTINCT peer_task_id) FROM states WHERE state = 'ReduceCopy' AND task_id = '{attempt}' AND outcome = '{outcome}'");
+    assert_eq!(one(rows(wh.path(), &copies("FAILED")).await), vec!["3", "1"], "three tries of one output, all failed");
+    assert_eq!(one(rows(wh.path(), &copies("SUCCEEDED")).await)[0], "39", "every other of the 40 outputs copied");
+    let open_merges = format!("SELECT count(*) FROM states WHERE state = 'ReduceMergeCopy' AND task_id = '{attempt}' AND end_ts IS NULL");
     assert_eq!(scalar(wh.path(), &open_merges).await, "0");
-    let syslog = std::fs::read_to_string(
-        out.path()
-            .join(format!("logs/r01n02/userlogs/{attempt}/syslog")),
-    )
-    .unwrap();
+    let syslog = std::fs::read_to_string(out.path().join(format!("logs/r01n02/userlogs/{attempt}/syslog"))).unwrap();
     assert!(syslog.contains("no such file after rename"), "{syslog}");
-    let ended = |attempt: &str| {
-        format!(
-            "SELECT host, outcome FROM states WHERE daemon = 'tasktracker' AND state = 'Reduce' AND task_id = '{attempt}'"
-        )
-    };
+    let ended = |attempt: &str| format!("SELECT host, outcome FROM states WHERE daemon = 'tasktracker' AND state = 'Reduce' AND task_id = '{attempt}'");
     let hung = one(rows(wh.path(), &ended(&attempt)).await);
     assert!(hung[0] == "r01n02" && hung[1] != "SUCCEEDED", "{hung:?}");
 
@@ -297,40 +175,19 @@ async fn hang_1152_and_hang_2080_hang_reduces_as_their_bugs_did() {
     let (out, wh) = hang_run("HANG-2080@r01n02", 15.0).await;
     let (attempt, at_2080) = struck(out.path());
     assert!(attempt.contains("_r_"), "{attempt}");
-    let copies = |outcome: &str| {
-        format!(
-            "SELECT count(*) FROM states WHERE state = 'ReduceCopy' AND task_id = '{attempt}' AND outcome = '{outcome}'"
-        )
-    };
+    let copies = |outcome: &str| format!("SELECT count(*) FROM states WHERE state = 'ReduceCopy' AND task_id = '{attempt}' AND outcome = '{outcome}'");
     assert_eq!(scalar(wh.path(), &copies("FAILED")).await, "0");
-    let copied: u32 = scalar(wh.path(), &copies("SUCCEEDED"))
-        .await
-        .parse()
-        .unwrap();
-    assert!(
-        (10..20).contains(&copied),
-        "stalled at its first merge, after 10 of 40 outputs: {copied}"
-    );
-    let open_merges = format!(
-        "SELECT count(*) FROM states WHERE state = 'ReduceMergeCopy' AND task_id = '{attempt}' AND end_ts IS NULL"
-    );
+    let copied: u32 = scalar(wh.path(), &copies("SUCCEEDED")).await.parse().unwrap();
+    assert!((10..20).contains(&copied), "stalled at its first merge, after 10 of 40 outputs: {copied}");
+    let open_merges = format!("SELECT count(*) FROM states WHERE state = 'ReduceMergeCopy' AND task_id = '{attempt}' AND end_ts IS NULL");
     assert_eq!(scalar(wh.path(), &open_merges).await, "1");
     let hung = one(rows(wh.path(), &ended(&attempt)).await);
     assert!(hung[0] == "r01n02" && hung[1] != "SUCCEEDED", "{hung:?}");
     // Mid-shuffle, well before 1152's end of the copy phase.
-    assert!(
-        at_2080 + 30_000 < at_1152,
-        "2080 at {at_2080}, 1152 at {at_1152}"
-    );
+    assert!(at_2080 + 30_000 < at_1152, "2080 at {at_2080}, 1152 at {at_1152}");
     // Either way the task was done by another attempt, on another node.
     let task = attempt.trim_end_matches("_0");
-    let done = rows(
-        wh.path(),
-        &format!(
-            "SELECT host FROM attempts WHERE attempt_id LIKE '{task}_%' AND status = 'SUCCEEDED'"
-        ),
-    )
-    .await;
+    let done = rows(wh.path(), &format!("SELECT host FROM attempts WHERE attempt_id LIKE '{task}_%' AND status = 'SUCCEEDED'")).await;
     assert!(done.len() == 1 && done[0][0] != "r01n02", "{done:?}");
 }
 
@@ -338,15 +195,7 @@ async fn hang_1152_and_hang_2080_hang_reduces_as_their_bugs_did() {
 async fn packet_loss_50_slows_the_peers_transfers_too() {
     let out = tempfile::tempdir().unwrap();
     let wh = tempfile::tempdir().unwrap();
-    run(&config(
-        out.path(),
-        6,
-        Workload::Sort,
-        Some("PacketLoss50@r01n02"),
-        15.0,
-        Version::V018,
-    ))
-    .unwrap();
+    run(&config(out.path(), 6, Workload::Sort, Some("PacketLoss50@r01n02"), 15.0, Version::V018)).unwrap();
     ingest_into(vec![out.path().join("logs")], wh.path(), None).await;
     let copies = rows(
         wh.path(),
@@ -359,64 +208,31 @@ async fn packet_loss_50_slows_the_peers_transfers_too() {
     let clean: f64 = copies[0][1].parse().unwrap();
     let lossy: f64 = copies[1][1].parse().unwrap();
     // Healthy copies from peers take ~0.1 s; from the lossy node, seconds (0.6 MB/s, RTOs).
-    assert!(
-        lossy > 10.0 * clean,
-        "from the lossy node {lossy} ms, from the others {clean} ms"
-    );
+    assert!(lossy > 10.0 * clean, "from the lossy node {lossy} ms, from the others {clean} ms");
     let failed = rows(wh.path(), "SELECT count(*) FROM states WHERE state = 'ReduceCopy' AND outcome = 'FAILED' AND peer_host <> 'r01n02' AND host <> 'r01n02'").await;
-    assert_eq!(
-        failed[0][0], "0",
-        "only transfers touching the lossy node time out"
-    );
+    assert_eq!(failed[0][0], "0", "only transfers touching the lossy node time out");
 }
 
 #[test]
 fn m45_history_at_a_thousandth_matches_table_i() {
     let out = tempfile::tempdir().unwrap();
-    let cfg = HistoryConfig {
-        months: 5.0,
-        scale: 0.001,
-        seed: 1,
-        out: out.path().to_path_buf(),
-        version: Version::V018,
-        gzip: false,
-        logs: true,
-        threads: 2,
-        progress: false,
-    };
+    let cfg = HistoryConfig { months: 5.0, scale: 0.001, seed: 1, out: out.path().to_path_buf(), version: Version::V018, gzip: false, logs: true, threads: 2, progress: false };
     let summary = run_history(&cfg).unwrap();
     assert_eq!(summary["experiments"], 13);
-    for (key, table_i) in [
-        ("jobs_per_experiment", 3.84),
-        ("nodes_per_experiment", 21.42),
-        ("minutes_per_experiment", 19.74),
-    ] {
+    for (key, table_i) in [("jobs_per_experiment", 3.84), ("nodes_per_experiment", 21.42), ("minutes_per_experiment", 19.74)] {
         let mean = summary[key]["mean"].as_f64().unwrap();
-        assert!(
-            (mean / table_i - 1.0).abs() < 0.2,
-            "{key}: {mean} against Table I's {table_i}"
-        );
+        assert!((mean / table_i - 1.0).abs() < 0.2, "{key}: {mean} against Table I's {table_i}");
     }
-    let truth: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(out.path().join("truth.json")).unwrap()).unwrap();
+    let truth: serde_json::Value = serde_json::from_slice(&std::fs::read(out.path().join("truth.json")).unwrap()).unwrap();
     let experiments = truth["experiments"].as_array().unwrap();
     assert_eq!(experiments.len(), 13);
-    assert!(
-        experiments
-            .iter()
-            .all(|e| e["start"].as_str().unwrap().starts_with("2008-0"))
-    );
+    assert!(experiments.iter().all(|e| e["start"].as_str().unwrap().starts_with("2008-0")));
     assert!(out.path().join("e00000/logs").is_dir());
 
     // Without the daemon logs, the same history, byte for byte, and the same experiments in
     // the truth (whose count of log lines is then 0).
     let bare = tempfile::tempdir().unwrap();
-    run_history(&HistoryConfig {
-        out: bare.path().to_path_buf(),
-        logs: false,
-        ..cfg
-    })
-    .unwrap();
+    run_history(&HistoryConfig { out: bare.path().to_path_buf(), logs: false, ..cfg }).unwrap();
     assert!(!bare.path().join("e00000/logs").exists());
     let files = |root: &std::path::Path| -> Vec<(std::path::PathBuf, Vec<u8>)> {
         let mut found: Vec<_> = walkdir::WalkDir::new(root)
@@ -424,12 +240,7 @@ fn m45_history_at_a_thousandth_matches_table_i() {
             .map(|e| e.unwrap())
             .filter(|e| e.file_type().is_file() && e.file_name() != "truth.json")
             .filter(|e| !e.path().components().any(|c| c.as_os_str() == "logs"))
-            .map(|e| {
-                (
-                    e.path().strip_prefix(root).unwrap().to_path_buf(),
-                    std::fs::read(e.path()).unwrap(),
-                )
-            })
+            .map(|e| (e.path().strip_prefix(root).unwrap().to_path_buf(), std::fs::read(e.path()).unwrap()))
             .collect();
         found.sort();
         found

@@ -37,10 +37,7 @@ async fn the_projects_exports_give_one_row_per_host_and_second() {
     assert_eq!(summary.files_with_status("ingested"), 3);
     assert_eq!(summary.total(|r| r.lines_read), 164);
     assert_eq!(summary.total(|r| r.lines_parsed), 164);
-    assert_eq!(
-        summary.total(|r| r.lines_rejected) + summary.total(|r| r.lines_skipped),
-        0
-    );
+    assert_eq!(summary.total(|r| r.lines_rejected) + summary.total(|r| r.lines_skipped), 0);
     // 10 seconds (17:12:30–39) on 3 hosts, and node3's LINUX-RESTART at 17:12:29.
     let counts = rows(
         wh.path(),
@@ -48,40 +45,15 @@ async fn the_projects_exports_give_one_row_per_host_and_second() {
     )
     .await;
     let expect = [
-        [
-            "node1",
-            "10",
-            "0",
-            "2008-08-23T17:12:30Z",
-            "2008-08-23T17:12:39Z",
-        ],
-        [
-            "node2",
-            "10",
-            "0",
-            "2008-08-23T17:12:30Z",
-            "2008-08-23T17:12:39Z",
-        ],
-        [
-            "node3",
-            "11",
-            "1",
-            "2008-08-23T17:12:29Z",
-            "2008-08-23T17:12:39Z",
-        ],
+        ["node1", "10", "0", "2008-08-23T17:12:30Z", "2008-08-23T17:12:39Z"],
+        ["node2", "10", "0", "2008-08-23T17:12:30Z", "2008-08-23T17:12:39Z"],
+        ["node3", "11", "1", "2008-08-23T17:12:29Z", "2008-08-23T17:12:39Z"],
     ];
     assert_eq!(counts, owned(&expect));
     // node1 at 17:12:35, by hand from node1.sadf-d.csv (`grep '17:12:35' node1.sadf-d.csv`):
     // eth0's rxkB/s, not lo's, makes rx_kb_s.
-    let vector = rows(
-        wh.path(),
-        &format!("SELECT {VECTOR} FROM sadc WHERE host = 'node1' AND ts = '2008-08-23T17:12:35Z'"),
-    )
-    .await;
-    let expect = [
-        "45.0", "5.0", "1.0", "1150.0", "1.0", "155.0", "1.5", "550.0", "250.0", "1024.0",
-        "2048.0", "305.0", "2048.0", "4096.0",
-    ];
+    let vector = rows(wh.path(), &format!("SELECT {VECTOR} FROM sadc WHERE host = 'node1' AND ts = '2008-08-23T17:12:35Z'")).await;
+    let expect = ["45.0", "5.0", "1.0", "1150.0", "1.0", "155.0", "1.5", "550.0", "250.0", "1024.0", "2048.0", "305.0", "2048.0", "4096.0"];
     assert_eq!(vector, vec![expect.map(String::from).to_vec()]);
     // awk -F';' '$4 == "eth0" {rx += $7} END {print rx}' node1.sadf-d.csv → 5450, and the same
     // for the other hosts; node2's %iowait runs 20..29 (mean 24.5).
@@ -90,17 +62,10 @@ async fn the_projects_exports_give_one_row_per_host_and_second() {
         "SELECT host, sum(rx_kb_s), round(avg(cpu_iowait_pct), 2) FROM sadc WHERE NOT restart GROUP BY host ORDER BY host",
     )
     .await;
-    let expect = [
-        ["node1", "5450.0", "1.0"],
-        ["node2", "5450.0", "24.5"],
-        ["node3", "5450.0", "0.5"],
-    ];
+    let expect = [["node1", "5450.0", "1.0"], ["node2", "5450.0", "24.5"], ["node3", "5450.0", "0.5"]];
     assert_eq!(per_host, owned(&expect));
     // Figures per sample: CPU 6, pcsw 2, paging 4, io 5, queue 6, 2 interfaces × 4 = 31; 30 samples.
-    assert_eq!(
-        scalar(wh.path(), "SELECT count(*) FROM sar_metrics").await,
-        "930"
-    );
+    assert_eq!(scalar(wh.path(), "SELECT count(*) FROM sar_metrics").await, "930");
     let lo = rows(
         wh.path(),
         "SELECT activity, device, metric, value FROM sar_metrics
@@ -108,10 +73,7 @@ async fn the_projects_exports_give_one_row_per_host_and_second() {
          ORDER BY metric",
     )
     .await;
-    let expect = [
-        ["cpu-load", "all", "%user", "10.0"],
-        ["net-dev", "lo", "rxkB/s", "100.0"],
-    ];
+    let expect = [["cpu-load", "all", "%user", "10.0"], ["net-dev", "lo", "rxkB/s", "100.0"]];
     assert_eq!(lo, owned(&expect));
 
     // Ingesting again adds nothing.
@@ -123,11 +85,7 @@ async fn the_projects_exports_give_one_row_per_host_and_second() {
 #[tokio::test]
 async fn iface_and_host_flags_name_the_nic_and_the_host() {
     let wh = tempfile::tempdir().unwrap();
-    let mut opts = options(
-        vec![data_sysstat().join("node1.sadf-d.csv")],
-        wh.path(),
-        Some("r12n01"),
-    );
+    let mut opts = options(vec![data_sysstat().join("node1.sadf-d.csv")], wh.path(), Some("r12n01"));
     opts.hints.iface = Some("lo".into());
     ingest(&opts).await.unwrap();
     // lo's rxkB/s is 100.00 in every row of the file.
@@ -137,9 +95,7 @@ async fn iface_and_host_flags_name_the_nic_and_the_host() {
 
 #[tokio::test]
 async fn the_three_exports_and_the_binary_capture_give_the_same_sadc_rows() {
-    let Some(exports) = sample("sysstat/sadf") else {
-        return;
-    };
+    let Some(exports) = sample("sysstat/sadf") else { return };
     let mut paths = vec![exports];
     let binary = sample("sysstat/binary/local-12.6.1.sa");
     if let Some(sa) = binary.clone().filter(|_| have_sadf()) {
@@ -157,27 +113,13 @@ async fn the_three_exports_and_the_binary_capture_give_the_same_sadc_rows() {
         &format!("SELECT count(*), min(n), max(n) FROM (SELECT host, ts, restart, interval_s, {VECTOR}, count(*) AS n FROM sadc GROUP BY ALL)"),
     )
     .await;
-    assert_eq!(
-        distinct,
-        vec![vec![
-            "59".to_string(),
-            routes.to_string(),
-            routes.to_string()
-        ]]
-    );
+    assert_eq!(distinct, vec![vec!["59".to_string(), routes.to_string(), routes.to_string()]]);
     // awk -F';' 'NF==10 && $4=="-1" {u+=$5; s+=$7} END {printf "%.2f %.2f\n", u, s}' local.sadf-d.csv
     let sums = rows(wh.path(), "SELECT DISTINCT round(sum(cpu_user_pct), 2), round(sum(cpu_system_pct), 2) FROM sadc GROUP BY file").await;
     assert_eq!(sums, vec![vec!["2494.44", "255.31"]]);
     // grep '10:09:00' local.sadf-d.csv (the 4 interfaces carry no traffic in this capture).
-    let vector = rows(
-        wh.path(),
-        &format!("SELECT DISTINCT {VECTOR} FROM sadc WHERE ts = '2026-11-21T10:09:00Z'"),
-    )
-    .await;
-    let expect = [
-        "13.2", "8.63", "2.03", "989.0", "1.0", "98.0", "1.06", "0.0", "0.0", "15700.0", "20.0",
-        "27709.0", "31400.0", "40.0",
-    ];
+    let vector = rows(wh.path(), &format!("SELECT DISTINCT {VECTOR} FROM sadc WHERE ts = '2026-11-21T10:09:00Z'")).await;
+    let expect = ["13.2", "8.63", "2.03", "989.0", "1.0", "98.0", "1.06", "0.0", "0.0", "15700.0", "20.0", "27709.0", "31400.0", "40.0"];
     assert_eq!(vector, vec![expect.map(String::from).to_vec()]);
     // sar_metrics holds the same figures, under the same names, from every route.
     let figures = rows(
@@ -188,33 +130,20 @@ async fn the_three_exports_and_the_binary_capture_give_the_same_sadc_rows() {
     // 6 CPU + 2 pcsw + 9 paging + 7 io + 6 queue + 4 interfaces × 8 = 62 figures a second.
     assert_eq!(figures, vec![vec!["62".to_string(), routes.to_string()]]);
     // JSON: lines 1–12 (before the first record) and 1075–1080 (after the last) are structure.
-    let json = rows(
-        wh.path(),
-        "SELECT lines_read, lines_parsed, lines_skipped FROM ingests WHERE layout = 'sadf -j'",
-    )
-    .await;
+    let json = rows(wh.path(), "SELECT lines_read, lines_parsed, lines_skipped FROM ingests WHERE layout = 'sadf -j'").await;
     assert_eq!(json, vec![vec!["1080", "1062", "18"]]);
 }
 
 #[tokio::test]
 async fn sa_files_of_three_format_generations() {
-    let Some(dir) = sample("sysstat/binary") else {
-        return;
-    };
+    let Some(dir) = sample("sysstat/binary") else { return };
     if !have_sadf() {
         return;
     }
     let wh = tempfile::tempdir().unwrap();
-    let files = ["data-9.1.6", "data-11.6.5", "data-12.0.0"]
-        .map(|f| dir.join(f))
-        .to_vec();
+    let files = ["data-9.1.6", "data-11.6.5", "data-12.0.0"].map(|f| dir.join(f)).to_vec();
     let summary = ingest_into(files.clone(), wh.path(), None).await;
-    assert_eq!(
-        summary.files_with_status("ingested"),
-        3,
-        "{:?}",
-        summary.reports.iter().map(|r| &r.error).collect::<Vec<_>>()
-    );
+    assert_eq!(summary.files_with_status("ingested"), 3, "{:?}", summary.reports.iter().map(|r| &r.error).collect::<Vec<_>>());
     // sadf -c data-9.1.6 > a.sa; sadf -d a.sa -- -u -w -q  (and the same for 11.6.5; 12.0.0 is read
     // as it is): one restart and one sample each.
     let got = rows(
@@ -223,44 +152,12 @@ async fn sa_files_of_three_format_generations() {
     )
     .await;
     let expect = [
-        [
-            "kluane.home",
-            "2017-01-21T08:16:11Z",
-            "true",
-            "",
-            "",
-            "",
-            "",
-        ],
-        [
-            "kluane.home",
-            "2017-01-21T08:17:02Z",
-            "false",
-            "1",
-            "0.13",
-            "923.0",
-            "594.0",
-        ],
+        ["kluane.home", "2017-01-21T08:16:11Z", "true", "", "", "", ""],
+        ["kluane.home", "2017-01-21T08:17:02Z", "false", "1", "0.13", "923.0", "594.0"],
         ["linux.home", "2018-08-29T09:33:38Z", "true", "", "", "", ""],
-        [
-            "linux.home",
-            "2018-08-29T09:34:34Z",
-            "false",
-            "46",
-            "0.47",
-            "16003.44",
-            "911.0",
-        ],
+        ["linux.home", "2018-08-29T09:34:34Z", "false", "46", "0.47", "16003.44", "911.0"],
         ["linux.home", "2019-06-30T05:39:21Z", "true", "", "", "", ""],
-        [
-            "linux.home",
-            "2019-06-30T05:39:34Z",
-            "false",
-            "1",
-            "0.37",
-            "11727.0",
-            "826.0",
-        ],
+        ["linux.home", "2019-06-30T05:39:34Z", "false", "1", "0.37", "11727.0", "826.0"],
     ];
     assert_eq!(got, owned(&expect));
     // The binary file grows no more: it is not read again.
@@ -309,16 +206,9 @@ async fn damaged_exports_are_rejected_line_by_line_and_bad_sa_files_refused() {
     if have_sadf() {
         expect.push(["sa23", "refused", "0", "0", "0", "0", "0"]);
     }
-    let expect: Vec<Vec<String>> = expect
-        .iter()
-        .map(|r| r.map(String::from).to_vec())
-        .collect();
+    let expect: Vec<Vec<String>> = expect.iter().map(|r| r.map(String::from).to_vec()).collect();
     assert_eq!(by_file[..expect.len()], expect[..]);
-    let reasons = rows(
-        wh.path(),
-        "SELECT regexp_replace(file, '.*/', ''), line, reason FROM rejects ORDER BY file, line",
-    )
-    .await;
+    let reasons = rows(wh.path(), "SELECT regexp_replace(file, '.*/', ''), line, reason FROM rejects ORDER BY file, line").await;
     let reasons: Vec<String> = reasons.iter().map(|r| r.join(" | ")).collect();
     let expect = [
         "h1.csv | 1 | sample before any `# hostname;interval;timestamp;…` header",
@@ -332,26 +222,13 @@ async fn damaged_exports_are_rejected_line_by_line_and_bad_sa_files_refused() {
         "h2.json | 13 | record broken by the JSON syntax error at line 14",
     ];
     assert_eq!(reasons[..expect.len()], expect.map(String::from)[..]);
-    assert!(
-        reasons[expect.len()].starts_with("h2.json | 14 | JSON: "),
-        "{reasons:?}"
-    );
+    assert!(reasons[expect.len()].starts_with("h2.json | 14 | JSON: "), "{reasons:?}");
     if have_sadf() {
-        let refusal = scalar(
-            wh.path(),
-            "SELECT error FROM ingests WHERE status = 'refused'",
-        )
-        .await;
-        assert!(
-            refusal.contains("sa23: sadf cannot read it: Invalid system activity file"),
-            "{refusal}"
-        );
+        let refusal = scalar(wh.path(), "SELECT error FROM ingests WHERE status = 'refused'").await;
+        assert!(refusal.contains("sa23: sadf cannot read it: Invalid system activity file"), "{refusal}");
     }
     assert_eq!(scalar(wh.path(), "SELECT count(*) FROM sadc").await, "2");
-    assert_eq!(
-        summary.total(|r| r.lines_read),
-        summary.total(|r| r.lines_parsed + r.lines_rejected + r.lines_skipped)
-    );
+    assert_eq!(summary.total(|r| r.lines_read), summary.total(|r| r.lines_parsed + r.lines_rejected + r.lines_skipped));
 }
 
 /// `sadf -d` of a file with a restart prints the groups once per stretch between restarts,
@@ -365,10 +242,7 @@ async fn restarts_and_concatenated_exports_keep_samples_whole() {
     let stretch = |seconds: &[&str], user: f64| {
         let mut text = format!("{cpu}\n");
         for (k, s) in seconds.iter().enumerate() {
-            text += &format!(
-                "h1;1;2008-08-{s} UTC;-1;{:.2};0.00;1.00;0.00;0.00;50.00\n",
-                user + k as f64
-            );
+            text += &format!("h1;1;2008-08-{s} UTC;-1;{:.2};0.00;1.00;0.00;0.00;50.00\n", user + k as f64);
         }
         text += &format!("{pcsw}\n");
         for (k, s) in seconds.iter().enumerate() {
@@ -385,11 +259,7 @@ async fn restarts_and_concatenated_exports_keep_samples_whole() {
     let wh = tempfile::tempdir().unwrap();
     let summary = ingest_into(vec![input.path().to_path_buf()], wh.path(), None).await;
     assert_eq!(summary.total(|r| r.lines_rejected), 0);
-    let got = rows(
-        wh.path(),
-        "SELECT ts, restart, cpu_user_pct, cswch_s FROM sadc ORDER BY ts, restart",
-    )
-    .await;
+    let got = rows(wh.path(), "SELECT ts, restart, cpu_user_pct, cswch_s FROM sadc ORDER BY ts, restart").await;
     let expect = [
         ["2008-08-23T17:12:30Z", "false", "10.0", "100.0"],
         ["2008-08-23T17:12:31Z", "false", "11.0", "101.0"],
@@ -402,15 +272,8 @@ async fn restarts_and_concatenated_exports_keep_samples_whole() {
     ];
     assert_eq!(got, owned(&expect));
     // 6 CPU and 2 pcsw figures a sample, each in the partition of its own day.
-    let figures = rows(
-        wh.path(),
-        "SELECT date, count(*) FROM sar_metrics GROUP BY date ORDER BY date",
-    )
-    .await;
-    assert_eq!(
-        figures,
-        vec![vec!["2008-08-23", "40"], vec!["2008-08-24", "16"]]
-    );
+    let figures = rows(wh.path(), "SELECT date, count(*) FROM sar_metrics GROUP BY date ORDER BY date").await;
+    assert_eq!(figures, vec![vec!["2008-08-23", "40"], vec!["2008-08-24", "16"]]);
 }
 
 /// `text` without the whitespace between JSON tokens: a minified export, one line.
@@ -437,9 +300,7 @@ fn minify(text: &str) -> String {
 
 #[tokio::test]
 async fn a_minified_sadf_j_export_gives_what_the_pretty_one_gives() {
-    let Some(pretty) = sample("sysstat/sadf/local.sadf-j.json") else {
-        return;
-    };
+    let Some(pretty) = sample("sysstat/sadf/local.sadf-j.json") else { return };
     let input = tempfile::tempdir().unwrap();
     let minified = minify(&std::fs::read_to_string(&pretty).unwrap()) + "\n";
     // Longer than a line may be (64 KiB): read as one document.
@@ -455,14 +316,8 @@ async fn a_minified_sadf_j_export_gives_what_the_pretty_one_gives() {
          FROM ingests ORDER BY file",
     )
     .await;
-    assert_eq!(
-        accounts[0],
-        ["local.min.json", "1", "1", "0", "0", "59", ""]
-    );
-    assert_eq!(
-        accounts[1][..6],
-        ["local.sadf-j.json", "1080", "1062", "0", "18", "59"]
-    );
+    assert_eq!(accounts[0], ["local.min.json", "1", "1", "0", "0", "59", ""]);
+    assert_eq!(accounts[1][..6], ["local.sadf-j.json", "1080", "1062", "0", "18", "59"]);
     // Each distinct sadc row and sar_metrics figure is there once per file.
     let distinct = rows(
         wh.path(),
@@ -475,16 +330,12 @@ async fn a_minified_sadf_j_export_gives_what_the_pretty_one_gives() {
         "SELECT count(*), count(DISTINCT concat(activity, device, metric, ts, value)) FROM sar_metrics",
     )
     .await;
-    assert_eq!(
-        figures,
-        vec![vec![(2 * 62 * 59).to_string(), (62 * 59).to_string()]]
-    );
+    assert_eq!(figures, vec![vec![(2 * 62 * 59).to_string(), (62 * 59).to_string()]]);
 }
 
 /// A minified `sadf -j` document of `records` one-second samples from 10:00:00, and a restart.
 fn minified_export(records: usize) -> (String, Vec<usize>) {
-    let mut text =
-        String::from(r#"{"sysstat":{"hosts":[{"nodename":"j1","sysname":"Linux","statistics":["#);
+    let mut text = String::from(r#"{"sysstat":{"hosts":[{"nodename":"j1","sysname":"Linux","statistics":["#);
     let mut ends = Vec::new();
     for i in 0..records {
         let (m, s) = (i / 60, i % 60);
@@ -523,11 +374,7 @@ async fn minified_exports_stream_whole_gzipped_or_cut_short() {
         "SELECT regexp_replace(file, '.*/', ''), lines_read, lines_parsed, lines_rejected, events FROM ingests ORDER BY file",
     )
     .await;
-    let expect = [
-        ["cut.json", "1", "0", "1", "250"],
-        ["whole.json", "1", "1", "0", "401"],
-        ["whole.json.gz", "1", "1", "0", "401"],
-    ];
+    let expect = [["cut.json", "1", "0", "1", "250"], ["whole.json", "1", "1", "0", "401"], ["whole.json.gz", "1", "1", "0", "401"]];
     assert_eq!(accounts, owned(&expect));
     // Per file: 400 samples and the restart; eth0's rxkB/s is i + 0.5 (sum 80000), lo's is left
     // out; cswch/s is 100 + i (sum 119800). 16 figures a sample.
@@ -543,20 +390,10 @@ async fn minified_exports_stream_whole_gzipped_or_cut_short() {
         ["whole.json.gz", "401", "1", "80000.0", "119800.0"],
     ];
     assert_eq!(per_file, owned(&expect));
-    assert_eq!(
-        scalar(wh.path(), "SELECT count(*) FROM sar_metrics").await,
-        (16 * (400 + 400 + 250)).to_string()
-    );
+    assert_eq!(scalar(wh.path(), "SELECT count(*) FROM sar_metrics").await, (16 * (400 + 400 + 250)).to_string());
     // The cut line is rejected with serde_json's words; the file's error says what was kept.
     let reason = scalar(wh.path(), "SELECT reason FROM rejects").await;
     assert!(reason.starts_with("JSON: EOF while parsing"), "{reason}");
-    let error = scalar(
-        wh.path(),
-        "SELECT error FROM ingests WHERE file LIKE '%cut.json'",
-    )
-    .await;
-    assert!(
-        error.ends_with("the 250 records before it were read"),
-        "{error}"
-    );
+    let error = scalar(wh.path(), "SELECT error FROM ingests WHERE file LIKE '%cut.json'").await;
+    assert!(error.ends_with("the 250 records before it were read"), "{error}");
 }

@@ -16,10 +16,7 @@ pub fn peak_rss_mb() -> f64 {
 /// CPU time this process has used so far, all threads, in seconds. Per-core rates divide by
 /// it rather than by wall time, so that other processes on a shared machine do not count.
 pub fn process_cpu_seconds() -> f64 {
-    let mut now = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
+    let mut now = libc::timespec { tv_sec: 0, tv_nsec: 0 };
     // SAFETY: `now` is a valid, writable timespec; the clock id is a constant Linux defines.
     let status = unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut now) };
     assert_eq!(status, 0, "clock_gettime(CLOCK_PROCESS_CPUTIME_ID) failed");
@@ -37,11 +34,7 @@ pub fn median(mut xs: Vec<f64>) -> f64 {
 }
 
 /// Ingests `input` into a fresh warehouse; the seconds it took and the run's summary.
-pub async fn timed_ingest(
-    input: &std::path::Path,
-    threads: usize,
-    dry_run: bool,
-) -> (f64, kahuna::ingest::Summary) {
+pub async fn timed_ingest(input: &std::path::Path, threads: usize, dry_run: bool) -> (f64, kahuna::ingest::Summary) {
     let warehouse = tempfile::tempdir().expect("temp dir");
     let options = kahuna::ingest::IngestOptions {
         paths: vec![input.to_path_buf()],

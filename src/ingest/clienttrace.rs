@@ -17,61 +17,32 @@ pub fn recognize(msg: &str) -> Option<Token> {
     let src = host_of_address(field_after(msg, "src:")?).to_string();
     let dest = host_of_address(field_after(msg, "dest:")?).to_string();
     let bytes = field_after(msg, "bytes:").and_then(|b| b.parse().ok());
-    let client_task = field_after(msg, "cliID:")
-        .and_then(find_attempt)
-        .map(|(a, _)| a.to_string());
-    let duration_ms = field_after(msg, "duration:")
-        .and_then(|d| d.parse::<f64>().ok())
-        .map(|ns| ns / 1e6);
+    let client_task = field_after(msg, "cliID:").and_then(find_attempt).map(|(a, _)| a.to_string());
+    let duration_ms = field_after(msg, "duration:").and_then(|d| d.parse::<f64>().ok()).map(|ns| ns / 1e6);
     let block_id = find_block(msg).map(str::to_string);
     let mut closes = None;
     let (kind, detail) = match op {
         "HDFS_READ" => (
             StateKind::ReadBlock,
-            Detail {
-                task_id: client_task,
-                block_id,
-                peer_host: Some(dest),
-                bytes,
-                ..Detail::default()
-            },
+            Detail { task_id: client_task, block_id, peer_host: Some(dest), bytes, ..Detail::default() },
         ),
         "HDFS_WRITE" => {
             closes = Some(write_key(block_id.as_deref(), &src));
             (
                 StateKind::WriteBlock,
-                Detail {
-                    task_id: client_task,
-                    block_id,
-                    peer_host: Some(src),
-                    bytes,
-                    ..Detail::default()
-                },
+                Detail { task_id: client_task, block_id, peer_host: Some(src), bytes, ..Detail::default() },
             )
         }
         "MAPRED_SHUFFLE" => {
-            let reduce = field_after(msg, "reduceID:")
-                .and_then(find_attempt)
-                .map(|(a, _)| a.to_string());
+            let reduce = field_after(msg, "reduceID:").and_then(find_attempt).map(|(a, _)| a.to_string());
             (
                 StateKind::MapCopy,
-                Detail {
-                    task_id: client_task,
-                    peer_task_id: reduce,
-                    peer_host: Some(dest),
-                    bytes,
-                    ..Detail::default()
-                },
+                Detail { task_id: client_task, peer_task_id: reduce, peer_host: Some(dest), bytes, ..Detail::default() },
             )
         }
         _ => return None,
     };
-    Some(Token::Complete {
-        kind,
-        duration_ms,
-        detail,
-        closes,
-    })
+    Some(Token::Complete { kind, duration_ms, detail, closes })
 }
 
 #[cfg(test)]
@@ -81,48 +52,17 @@ mod tests {
     #[test]
     fn the_three_operations() {
         let read = "src: /127.0.0.1:50012, dest: /127.0.0.1:53107, bytes: 10620380, op: HDFS_READ, cliID: DFSClient_attempt_200909120624_0005_m_000000_0, srvID: DS-199263106-127.0.1.1-50012-1242830204189, blockid: blk_-4693506771893277444_1763, duration: 0";
-        let Some(Token::Complete {
-            kind,
-            duration_ms,
-            detail,
-            ..
-        }) = recognize(read)
-        else {
-            panic!()
-        };
+        let Some(Token::Complete { kind, duration_ms, detail, .. }) = recognize(read) else { panic!() };
         assert_eq!((kind, duration_ms), (StateKind::ReadBlock, Some(0.0)));
         assert_eq!(detail.block_id.as_deref(), Some("blk_-4693506771893277444"));
-        assert_eq!(
-            detail.task_id.as_deref(),
-            Some("attempt_200909120624_0005_m_000000_0")
-        );
-        assert_eq!(
-            (detail.peer_host.as_deref(), detail.bytes),
-            (Some("127.0.0.1"), Some(10620380))
-        );
+        assert_eq!(detail.task_id.as_deref(), Some("attempt_200909120624_0005_m_000000_0"));
+        assert_eq!((detail.peer_host.as_deref(), detail.bytes), (Some("127.0.0.1"), Some(10620380)));
         let shuffle = "src: 127.0.1.1:50062, dest: 127.0.1.1:36461, bytes: 1368349, op: MAPRED_SHUFFLE, cliID: attempt_200909120624_0005_m_000000_0, reduceID: attempt_200909120624_0005_r_000000_0, duration: 277277094";
-        let Some(Token::Complete {
-            kind,
-            duration_ms,
-            detail,
-            ..
-        }) = recognize(shuffle)
-        else {
-            panic!()
-        };
+        let Some(Token::Complete { kind, duration_ms, detail, .. }) = recognize(shuffle) else { panic!() };
         assert_eq!((kind, duration_ms), (StateKind::MapCopy, Some(277.277094)));
-        assert_eq!(
-            detail.peer_task_id.as_deref(),
-            Some("attempt_200909120624_0005_r_000000_0")
-        );
+        assert_eq!(detail.peer_task_id.as_deref(), Some("attempt_200909120624_0005_r_000000_0"));
         let write = "src: /127.0.0.1:40121, dest: /127.0.0.1:50012, bytes: 13353733, op: HDFS_WRITE, cliID: DFSClient_attempt_200909120624_0005_r_000000_0, srvID: DS-1, blockid: blk_4332711451661776648_1778, duration: 1099062112";
-        assert!(matches!(
-            recognize(write),
-            Some(Token::Complete {
-                kind: StateKind::WriteBlock,
-                ..
-            })
-        ));
+        assert!(matches!(recognize(write), Some(Token::Complete { kind: StateKind::WriteBlock, .. })));
         assert_eq!(recognize("src: x, op: HDFS_DELETE"), None);
         assert_eq!(recognize("Served block blk_1 to /x"), None);
     }

@@ -6,10 +6,7 @@ use super::ids::{field_after, find_block, host_of_address};
 use super::states::{Detail, Outcome, StateKind, Token};
 
 fn block_detail(msg: &str) -> Detail {
-    Detail {
-        block_id: find_block(msg).map(str::to_string),
-        ..Detail::default()
-    }
+    Detail { block_id: find_block(msg).map(str::to_string), ..Detail::default() }
 }
 
 /// A write is known by its block and its writer: the three DataNodes of a pipeline each log
@@ -30,11 +27,7 @@ pub fn recognize(msg: &str) -> Option<Token> {
         let mut detail = block_detail(rest);
         let key = write_key(detail.block_id.as_deref(), &writer);
         detail.peer_host = Some(writer);
-        return Some(Token::Start {
-            kind: StateKind::WriteBlock,
-            key,
-            detail,
-        });
+        return Some(Token::Start { kind: StateKind::WriteBlock, key, detail });
     }
     if let Some(rest) = body.strip_prefix("Received block ") {
         let mut detail = block_detail(rest);
@@ -53,30 +46,16 @@ pub fn recognize(msg: &str) -> Option<Token> {
         detail.bytes = size_after(rest);
         let key = write_key(detail.block_id.as_deref(), &writer);
         detail.peer_host = Some(writer);
-        return Some(Token::End {
-            kind,
-            key,
-            outcome: Outcome::Succeeded,
-            detail,
-        });
+        return Some(Token::End { kind, key, outcome: Outcome::Succeeded, detail });
     }
-    let served = body
-        .strip_prefix("Served block ")
-        .map(|rest| (rest, Outcome::Succeeded));
-    let failed = body
-        .strip_prefix("Got exception while serving ")
-        .map(|rest| (rest, Outcome::Failed));
+    let served = body.strip_prefix("Served block ").map(|rest| (rest, Outcome::Succeeded));
+    let failed = body.strip_prefix("Got exception while serving ").map(|rest| (rest, Outcome::Failed));
     if let Some((rest, outcome)) = served.or(failed) {
         let mut detail = block_detail(rest);
         let reader = host_of_address(rest.rsplit_once(" to ")?.1.trim()).to_string();
         let key = format!("read:{}:{reader}", detail.block_id.as_deref().unwrap_or(""));
         detail.peer_host = Some(reader);
-        return Some(Token::End {
-            kind: StateKind::ReadBlock,
-            key,
-            outcome,
-            detail,
-        });
+        return Some(Token::End { kind: StateKind::ReadBlock, key, outcome, detail });
     }
     if let Some(count) = body.strip_prefix("Number of active connections is: ") {
         return count.trim().parse().ok().map(Token::Connections);
@@ -100,10 +79,7 @@ fn leading_address(msg: &str) -> Option<usize> {
     if ip_len < 7 || b.get(ip_len) != Some(&b':') {
         return None;
     }
-    let port_len = b[ip_len + 1..]
-        .iter()
-        .position(|c| !c.is_ascii_digit())
-        .unwrap_or(b.len() - ip_len - 1);
+    let port_len = b[ip_len + 1..].iter().position(|c| !c.is_ascii_digit()).unwrap_or(b.len() - ip_len - 1);
     (port_len > 0).then_some(ip_len + 1 + port_len)
 }
 
@@ -126,80 +102,35 @@ mod tests {
     #[test]
     fn writes_pair_on_block_and_writer() {
         let start = recognize("Receiving block blk_-5623176793330377570 src: /10.251.75.228:53725 dest: /10.251.75.228:50010").unwrap();
-        let Token::Start { kind, key, detail } = start else {
-            panic!()
-        };
+        let Token::Start { kind, key, detail } = start else { panic!() };
         assert_eq!(kind, StateKind::WriteBlock);
         assert_eq!(key, "write:blk_-5623176793330377570:10.251.75.228");
         assert_eq!(detail.peer_host.as_deref(), Some("10.251.75.228"));
-        let end = recognize(
-            "Received block blk_-5623176793330377570 of size 67108864 from /10.251.75.228",
-        )
-        .unwrap();
-        let Token::End {
-            kind,
-            key: end_key,
-            detail,
-            ..
-        } = end
-        else {
-            panic!()
-        };
+        let end = recognize("Received block blk_-5623176793330377570 of size 67108864 from /10.251.75.228").unwrap();
+        let Token::End { kind, key: end_key, detail, .. } = end else { panic!() };
         assert_eq!((kind, end_key), (StateKind::WriteBlock, key));
         assert_eq!(detail.bytes, Some(67108864));
-        let from_datanode =
-            recognize("Received block blk_1 src: /10.0.0.2:4000 dest: /10.0.0.3:50010 of size 42")
-                .unwrap();
-        assert!(
-            matches!(from_datanode, Token::End { ref key, detail: Detail { bytes: Some(42), .. }, .. } if key == "write:blk_1:10.0.0.2")
-        );
+        let from_datanode = recognize("Received block blk_1 src: /10.0.0.2:4000 dest: /10.0.0.3:50010 of size 42").unwrap();
+        assert!(matches!(from_datanode, Token::End { ref key, detail: Detail { bytes: Some(42), .. }, .. } if key == "write:blk_1:10.0.0.2"));
         let replicated = recognize("Received block blk_8410448073201003521 from /172.19.145.131 and mirrored to /172.19.145.139:50010").unwrap();
-        let Token::End { kind, detail, .. } = replicated else {
-            panic!()
-        };
+        let Token::End { kind, detail, .. } = replicated else { panic!() };
         assert_eq!(kind, StateKind::WriteBlockReplicated);
-        assert_eq!(
-            (detail.peer_host.as_deref(), detail.mirror_host.as_deref()),
-            (Some("172.19.145.131"), Some("172.19.145.139"))
-        );
+        assert_eq!((detail.peer_host.as_deref(), detail.mirror_host.as_deref()), (Some("172.19.145.131"), Some("172.19.145.139")));
     }
 
     #[test]
     fn reads_and_own_addresses() {
         let msg = "10.251.194.213:50010 Served block blk_-7724713468912166542 to /10.251.203.80";
-        let Token::End {
-            kind,
-            outcome,
-            detail,
-            ..
-        } = recognize(msg).unwrap()
-        else {
-            panic!()
-        };
+        let Token::End { kind, outcome, detail, .. } = recognize(msg).unwrap() else { panic!() };
         assert_eq!((kind, outcome), (StateKind::ReadBlock, Outcome::Succeeded));
         assert_eq!(detail.peer_host.as_deref(), Some("10.251.203.80"));
         assert_eq!(own_host(msg), Some("10.251.194.213"));
         let failed = "10.251.30.85:50010:Got exception while serving blk_-2918118818249673980 to /10.251.90.64:";
-        assert!(matches!(
-            recognize(failed),
-            Some(Token::End {
-                outcome: Outcome::Failed,
-                ..
-            })
-        ));
+        assert!(matches!(recognize(failed), Some(Token::End { outcome: Outcome::Failed, .. })));
         assert_eq!(own_host(failed), Some("10.251.30.85"));
-        assert_eq!(
-            own_host("Receiving block blk_1 src: /10.0.0.1:3 dest: /10.0.0.9:50010"),
-            Some("10.0.0.9")
-        );
-        assert_eq!(
-            own_host("PacketResponder 1 for block blk_1 terminating"),
-            None
-        );
-        assert_eq!(
-            recognize("Number of active connections is: 3"),
-            Some(Token::Connections(3))
-        );
+        assert_eq!(own_host("Receiving block blk_1 src: /10.0.0.1:3 dest: /10.0.0.9:50010"), Some("10.0.0.9"));
+        assert_eq!(own_host("PacketResponder 1 for block blk_1 terminating"), None);
+        assert_eq!(recognize("Number of active connections is: 3"), Some(Token::Connections(3)));
         assert_eq!(recognize("Deleting block blk_1 file /x"), None);
     }
 }

@@ -46,9 +46,7 @@ impl Daemon {
     }
 
     pub fn parse(name: &str) -> Option<Daemon> {
-        Daemon::ALL
-            .into_iter()
-            .find(|d| d.name().eq_ignore_ascii_case(name))
+        Daemon::ALL.into_iter().find(|d| d.name().eq_ignore_ascii_case(name))
     }
 
     /// The daemon a log4j logger belongs to, for files that do not say and merged files.
@@ -70,16 +68,9 @@ impl Daemon {
             ("Task", Daemon::Task),
         ];
         let logger = logger.strip_suffix(".clienttrace").map_or(logger, |l| {
-            if l.ends_with("TaskTracker") {
-                "TaskTracker"
-            } else {
-                "clienttrace"
-            }
+            if l.ends_with("TaskTracker") { "TaskTracker" } else { "clienttrace" }
         });
-        RULES
-            .iter()
-            .find(|(needle, _)| logger.contains(needle))
-            .map(|(_, d)| *d)
+        RULES.iter().find(|(needle, _)| logger.contains(needle)).map(|(_, d)| *d)
     }
 }
 
@@ -139,8 +130,7 @@ pub struct Hints {
 pub fn walk(paths: &[PathBuf]) -> Result<Vec<PathBuf>> {
     let mut files = Vec::new();
     for path in paths {
-        let meta =
-            std::fs::metadata(path).with_context(|| format!("{}: cannot read", path.display()))?;
+        let meta = std::fs::metadata(path).with_context(|| format!("{}: cannot read", path.display()))?;
         if meta.is_file() {
             files.push(path.clone());
             continue;
@@ -175,16 +165,10 @@ pub fn daemon_and_host_of_name(name: &str) -> (Option<Daemon>, Option<String>) {
 /// A folder named like a host: `node1`, `r12n03`, `10.0.0.5`, `fp30.pdl.cmu.local`; not `logs`,
 /// `hadoop` or a date.
 fn hostlike(name: &str) -> bool {
-    let chars_ok = name
-        .bytes()
-        .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'-' || b == b'_');
+    let chars_ok = name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'-' || b == b'_');
     let has_digit_or_dot = name.bytes().any(|b| b.is_ascii_digit() || b == b'.');
     let date = name.len() == 10 && name.as_bytes()[4] == b'-' && name.as_bytes()[7] == b'-';
-    chars_ok
-        && has_digit_or_dot
-        && !date
-        && !name.starts_with('.')
-        && !name.starts_with("attempt_")
+    chars_ok && has_digit_or_dot && !date && !name.starts_with('.') && !name.starts_with("attempt_")
         && !name.starts_with("job_")
 }
 
@@ -212,14 +196,8 @@ const PROBE_LINES: usize = 200;
 /// Reads a file's first lines and decides how to ingest it.
 pub fn classify(path: &Path, hints: &Hints) -> Result<LogFile, Refusal> {
     let display = path.display().to_string();
-    let refuse = |size: u64, reason: String| Refusal {
-        display: display.clone(),
-        size,
-        reason,
-    };
-    let size = std::fs::metadata(path)
-        .map_err(|e| refuse(0, format!("cannot read: {e}")))?
-        .len();
+    let refuse = |size: u64, reason: String| Refusal { display: display.clone(), size, reason };
+    let size = std::fs::metadata(path).map_err(|e| refuse(0, format!("cannot read: {e}")))?.len();
     if size == 0 {
         return Err(refuse(0, "empty file".into()));
     }
@@ -231,10 +209,7 @@ pub fn classify(path: &Path, hints: &Hints) -> Result<LogFile, Refusal> {
     };
     let head = probe(path, gzip).map_err(|e| refuse(size, e))?;
     if let Some(at) = head.nul_at {
-        return Err(refuse(
-            size,
-            format!("binary file (NUL byte at offset {at}), not a log"),
-        ));
+        return Err(refuse(size, format!("binary file (NUL byte at offset {at}), not a log")));
     }
     let lines: Vec<&str> = head.lines.iter().map(String::as_str).collect();
     let Some(layout) = Layout::detect(lines.iter().copied()) else {
@@ -250,10 +225,7 @@ pub fn classify(path: &Path, hints: &Hints) -> Result<LogFile, Refusal> {
             _ => None,
         })
         .collect();
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     let (named_daemon, named_host) = daemon_and_host_of_name(&name);
     let daemon = hints
         .daemon
@@ -263,19 +235,9 @@ pub fn classify(path: &Path, hints: &Hints) -> Result<LogFile, Refusal> {
     let Some(daemon) = daemon else {
         return Err(refuse(size, "cannot tell which daemon wrote it: name it hadoop-<user>-<daemon>-<host>.log or pass --daemon".into()));
     };
-    let host = match hints
-        .host
-        .clone()
-        .or(named_host)
-        .or_else(|| host_of_folder(path))
-    {
+    let host = match hints.host.clone().or(named_host).or_else(|| host_of_folder(path)) {
         Some(host) => HostOrigin::Known(host),
-        None if events
-            .iter()
-            .any(|e| datanode::own_host(e.message).is_some()) =>
-        {
-            HostOrigin::Merged
-        }
+        None if events.iter().any(|e| datanode::own_host(e.message).is_some()) => HostOrigin::Merged,
         None => {
             return Err(refuse(
                 size,
@@ -305,6 +267,7 @@ pub fn classify(path: &Path, hints: &Hints) -> Result<LogFile, Refusal> {
     })
 }
 
+
 struct Probe {
     lines: Vec<String>,
     nul_at: Option<u64>,
@@ -312,17 +275,13 @@ struct Probe {
 
 /// The first lines, the last of them possibly unfinished: a binary file may have no `\n` at all.
 fn probe(path: &Path, gzip: bool) -> Result<Probe, String> {
-    let mut reader =
-        LineReader::open(path, gzip, 0, None, 1).map_err(|e| format!("cannot read: {e}"))?;
+    let mut reader = LineReader::open(path, gzip, 0, None, 1).map_err(|e| format!("cannot read: {e}"))?;
     let mut lines = Vec::new();
     while lines.len() < PROBE_LINES {
         match reader.next_line() {
             Ok(Some(line)) => {
                 if let Some(at) = memchr::memchr(0, line.bytes) {
-                    return Ok(Probe {
-                        lines,
-                        nul_at: Some(line.offset + at as u64),
-                    });
+                    return Ok(Probe { lines, nul_at: Some(line.offset + at as u64) });
                 }
                 lines.push(String::from_utf8_lossy(line.bytes).into_owned());
             }
@@ -332,10 +291,7 @@ fn probe(path: &Path, gzip: bool) -> Result<Probe, String> {
             Err(_) => break,
         }
     }
-    Ok(Probe {
-        lines,
-        nul_at: None,
-    })
+    Ok(Probe { lines, nul_at: None })
 }
 
 fn majority_daemon<'a>(loggers: impl Iterator<Item = &'a str>) -> Option<Daemon> {
@@ -364,9 +320,7 @@ mod tests {
     #[test]
     fn names_give_daemon_and_host() {
         assert_eq!(
-            daemon_and_host_of_name(
-                "hadoop-hadoop-tasktracker-r12-n3.example.com.log.2008-08-23.gz"
-            ),
+            daemon_and_host_of_name("hadoop-hadoop-tasktracker-r12-n3.example.com.log.2008-08-23.gz"),
             (Some(Daemon::TaskTracker), Some("r12-n3.example.com".into()))
         );
         assert_eq!(
@@ -379,14 +333,9 @@ mod tests {
 
     #[test]
     fn folders_give_hosts_when_they_look_like_hosts() {
+        assert_eq!(host_of_folder(Path::new("logs/node3/hadoop.log")), Some("node3".into()));
         assert_eq!(
-            host_of_folder(Path::new("logs/node3/hadoop.log")),
-            Some("node3".into())
-        );
-        assert_eq!(
-            host_of_folder(Path::new(
-                "x/10.0.0.5/userlogs/attempt_200808231712_0001_m_000001_0/syslog"
-            )),
+            host_of_folder(Path::new("x/10.0.0.5/userlogs/attempt_200808231712_0001_m_000001_0/syslog")),
             Some("10.0.0.5".into())
         );
         assert_eq!(host_of_folder(Path::new("var/log/hadoop/x.log")), None);
@@ -395,30 +344,12 @@ mod tests {
 
     #[test]
     fn loggers_give_daemons() {
-        assert_eq!(
-            Daemon::of_logger("org.apache.hadoop.mapred.TaskTracker"),
-            Some(Daemon::TaskTracker)
-        );
-        assert_eq!(
-            Daemon::of_logger("org.apache.hadoop.mapred.TaskTracker.clienttrace"),
-            Some(Daemon::TaskTracker)
-        );
-        assert_eq!(
-            Daemon::of_logger("org.apache.hadoop.hdfs.server.datanode.DataNode.clienttrace"),
-            Some(Daemon::DataNode)
-        );
-        assert_eq!(
-            Daemon::of_logger("dfs.DataNode$PacketResponder"),
-            Some(Daemon::DataNode)
-        );
-        assert_eq!(
-            Daemon::of_logger("dfs.FSNamesystem"),
-            Some(Daemon::NameNode)
-        );
-        assert_eq!(
-            Daemon::of_logger("org.apache.hadoop.mapred.ReduceTask"),
-            Some(Daemon::Task)
-        );
+        assert_eq!(Daemon::of_logger("org.apache.hadoop.mapred.TaskTracker"), Some(Daemon::TaskTracker));
+        assert_eq!(Daemon::of_logger("org.apache.hadoop.mapred.TaskTracker.clienttrace"), Some(Daemon::TaskTracker));
+        assert_eq!(Daemon::of_logger("org.apache.hadoop.hdfs.server.datanode.DataNode.clienttrace"), Some(Daemon::DataNode));
+        assert_eq!(Daemon::of_logger("dfs.DataNode$PacketResponder"), Some(Daemon::DataNode));
+        assert_eq!(Daemon::of_logger("dfs.FSNamesystem"), Some(Daemon::NameNode));
+        assert_eq!(Daemon::of_logger("org.apache.hadoop.mapred.ReduceTask"), Some(Daemon::Task));
         assert_eq!(Daemon::of_logger("org.mortbay.log"), None);
     }
 }

@@ -79,8 +79,7 @@ pub fn is_attempt(id: &str) -> bool {
     } else {
         return false;
     };
-    let number =
-        |p: Option<&str>| p.is_some_and(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()));
+    let number = |p: Option<&str>| p.is_some_and(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()));
     let mut parts = id.split('_').skip(1);
     (0..numbers_before_kind).all(|_| number(parts.next()))
         && matches!(parts.next(), Some("m" | "r"))
@@ -116,9 +115,8 @@ pub fn find_job(msg: &str) -> Option<&str> {
     let id = &msg[pos..pos + len];
     let parts: Vec<&str> = id.split('_').collect();
     let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
-    ((parts.len() == 3 && digits(parts[1]) && digits(parts[2]))
-        || (parts.len() == 2 && digits(parts[1])))
-    .then_some(id)
+    ((parts.len() == 3 && digits(parts[1]) && digits(parts[2])) || (parts.len() == 2 && digits(parts[1])))
+        .then_some(id)
 }
 
 /// The first HDFS block id in a message, normalised to `blk_<id>`: the generation stamp
@@ -154,10 +152,7 @@ pub fn field_after<'a>(msg: &'a str, key: &str) -> Option<&'a str> {
     let pos = find(msg.as_bytes(), key.as_bytes())?;
     let rest = &msg[pos + key.len()..];
     let rest = rest.trim_start();
-    let end = rest
-        .bytes()
-        .position(|b| b == b' ' || b == b',')
-        .unwrap_or(rest.len());
+    let end = rest.bytes().position(|b| b == b' ' || b == b',').unwrap_or(rest.len());
     Some(&rest[..end]).filter(|s| !s.is_empty())
 }
 
@@ -174,52 +169,31 @@ mod tests {
         let (a, rest) = find_attempt(msg).unwrap();
         assert_eq!(a, "attempt_200808231712_0001_r_000002_0");
         assert!(!is_map_attempt(a));
-        assert_eq!(
-            find_attempt(rest).unwrap().0,
-            "attempt_200808231712_0001_m_000001_0"
-        );
+        assert_eq!(find_attempt(rest).unwrap().0, "attempt_200808231712_0001_m_000001_0");
         assert_eq!(job_of_attempt(a).as_deref(), Some("job_200808231712_0001"));
         assert_eq!(
-            find_attempt("cliID: DFSClient_attempt_200909120624_0005_m_000000_0, srvID")
-                .unwrap()
-                .0,
+            find_attempt("cliID: DFSClient_attempt_200909120624_0005_m_000000_0, srvID").unwrap().0,
             "attempt_200909120624_0005_m_000000_0"
         );
         assert!(find_attempt("task_tracker is up").is_none());
         assert!(find_attempt("attempt_x_1_m_1_0").is_none());
-        assert!(
-            !is_attempt("attempt_1_2_m_3_4_5")
-                && !is_attempt("task_1_x_3_4")
-                && !is_attempt("task_1_m_3")
-        );
+        assert!(!is_attempt("attempt_1_2_m_3_4_5") && !is_attempt("task_1_x_3_4") && !is_attempt("task_1_m_3"));
         assert_eq!(find(b"abcabd", b"abd"), Some(3));
         assert_eq!(find(b"ab", b"abc"), None);
     }
 
     #[test]
     fn jobs() {
-        assert_eq!(
-            find_job("Job job_200806011200_0042 completed"),
-            Some("job_200806011200_0042")
-        );
+        assert_eq!(find_job("Job job_200806011200_0042 completed"), Some("job_200806011200_0042"));
         assert_eq!(find_job("Killing job_0007"), Some("job_0007"));
         assert_eq!(find_job("job_x_1 and no job here"), None);
     }
 
     #[test]
     fn blocks_of_every_generation() {
-        assert_eq!(
-            find_block("Receiving block blk_-1608999687919862906 src:"),
-            Some("blk_-1608999687919862906")
-        );
-        assert_eq!(
-            find_block("blockid: blk_-4693506771893277444_1763, duration"),
-            Some("blk_-4693506771893277444")
-        );
-        assert_eq!(
-            find_block("BP-1-10.0.0.1-1400000000000:blk_1073741825_1001"),
-            Some("blk_1073741825")
-        );
+        assert_eq!(find_block("Receiving block blk_-1608999687919862906 src:"), Some("blk_-1608999687919862906"));
+        assert_eq!(find_block("blockid: blk_-4693506771893277444_1763, duration"), Some("blk_-4693506771893277444"));
+        assert_eq!(find_block("BP-1-10.0.0.1-1400000000000:blk_1073741825_1001"), Some("blk_1073741825"));
         assert_eq!(find_block("blk_ alone"), None);
     }
 

@@ -21,23 +21,12 @@ use crate::warehouse::tables::{Table, date_of_ms};
 /// The first line of a text history, or of Rumen's concatenation of them.
 pub fn is_text_history(first: &str) -> bool {
     file_marker(first).is_some()
-        || [
-            "Meta VERSION=",
-            "Job JOBID=",
-            "Task TASKID=",
-            "MapAttempt ",
-            "ReduceAttempt ",
-        ]
-        .iter()
-        .any(|p| first.starts_with(p))
+        || ["Meta VERSION=", "Job JOBID=", "Task TASKID=", "MapAttempt ", "ReduceAttempt "].iter().any(|p| first.starts_with(p))
 }
 
 /// Rumen's `\f!!FILE=<name>!!` line (the form feed is optional here) → the file's name.
 fn file_marker(line: &str) -> Option<&str> {
-    line.trim_start_matches('\u{c}')
-        .strip_prefix("!!FILE=")?
-        .trim_end()
-        .strip_suffix("!!")
+    line.trim_start_matches('\u{c}').strip_prefix("!!FILE=")?.trim_end().strip_suffix("!!")
 }
 
 #[derive(Debug, Default)]
@@ -103,10 +92,7 @@ fn host_and_rack(hostname: &str) -> (Option<String>, Option<String>) {
         Some(at) => {
             let host = &hostname[at + 1..];
             let rack = &hostname[..at];
-            (
-                (!host.is_empty()).then(|| host.to_string()),
-                (!rack.is_empty()).then(|| rack.to_string()),
-            )
+            ((!host.is_empty()).then(|| host.to_string()), (!rack.is_empty()).then(|| rack.to_string()))
         }
         None => ((!hostname.is_empty()).then(|| hostname.to_string()), None),
     }
@@ -128,22 +114,11 @@ struct History {
 
 impl History {
     fn job(&mut self, id: &str, line: u64, offset: u64) -> &mut Job {
-        self.jobs.entry(id.to_string()).or_insert_with(|| Job {
-            line,
-            offset,
-            ..Job::default()
-        })
+        self.jobs.entry(id.to_string()).or_insert_with(|| Job { line, offset, ..Job::default() })
     }
 
     fn attempt(&mut self, id: &str, line: u64, offset: u64) -> &mut Attempt {
-        let attempt = self
-            .attempts
-            .entry(id.to_string())
-            .or_insert_with(|| Attempt {
-                line,
-                offset,
-                ..Attempt::default()
-            });
+        let attempt = self.attempts.entry(id.to_string()).or_insert_with(|| Attempt { line, offset, ..Attempt::default() });
         attempt.last_line = line;
         attempt
     }
@@ -167,9 +142,7 @@ impl History {
                 for count in job.counts {
                     row = row.int(count);
                 }
-                row.text(Some(t.file))
-                    .int(Some(job.line as i64))
-                    .text(Some(t.ingest_id));
+                row.text(Some(t.file)).int(Some(job.line as i64)).text(Some(t.ingest_id));
             }
         }
         for (id, a) in std::mem::take(&mut self.attempts) {
@@ -254,9 +227,7 @@ fn parse_record(text: &str) -> Result<(&str, Pairs<'_>), String> {
         if rest.is_empty() || rest == "." {
             return Ok((kind, pairs));
         }
-        let eq = rest
-            .find("=\"")
-            .ok_or_else(|| format!("`{}` is not KEY=\"value\"", cut(rest)))?;
+        let eq = rest.find("=\"").ok_or_else(|| format!("`{}` is not KEY=\"value\"", cut(rest)))?;
         let key = &rest[..eq];
         if key.is_empty() || !key.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
             return Err(format!("`{}` is not a key", cut(key)));
@@ -339,13 +310,8 @@ impl TextParser {
         let lines = std::mem::take(&mut self.record);
         self.record_bytes = 0;
         let Some(first) = lines.first() else { return };
-        let text: String = lines
-            .iter()
-            .map(|l| l.raw.as_str())
-            .collect::<Vec<_>>()
-            .join("\n");
-        let result = parse_record(&text)
-            .and_then(|(kind, pairs)| self.apply(kind, &pairs, first.number, first.offset));
+        let text: String = lines.iter().map(|l| l.raw.as_str()).collect::<Vec<_>>().join("\n");
+        let result = parse_record(&text).and_then(|(kind, pairs)| self.apply(kind, &pairs, first.number, first.offset));
         match result {
             Ok(()) => {
                 sink.parsed(lines.len() as u64);
@@ -359,26 +325,14 @@ impl TextParser {
         }
     }
 
-    fn apply(
-        &mut self,
-        kind: &str,
-        pairs: &[(&str, String)],
-        line: u64,
-        offset: u64,
-    ) -> Result<(), String> {
-        let get = |key: &str| {
-            pairs
-                .iter()
-                .find(|(k, _)| *k == key)
-                .map(|(_, v)| v.as_str())
-        };
+    fn apply(&mut self, kind: &str, pairs: &[(&str, String)], line: u64, offset: u64) -> Result<(), String> {
+        let get = |key: &str| pairs.iter().find(|(k, _)| *k == key).map(|(_, v)| v.as_str());
         match kind {
             "Job" => {
                 let id = get("JOBID").ok_or("Job record without JOBID")?;
                 let job = self.history.job(id, line, offset);
                 for (key, value) in pairs {
-                    let count =
-                        |at: usize, job: &mut Job| job.counts[at] = value.trim().parse().ok();
+                    let count = |at: usize, job: &mut Job| job.counts[at] = value.trim().parse().ok();
                     match *key {
                         "JOBNAME" => job.name = Some(value.clone()),
                         "USER" => job.user = Some(value.clone()),
@@ -398,8 +352,7 @@ impl TextParser {
                 }
             }
             "MapAttempt" | "ReduceAttempt" => {
-                let id = get("TASK_ATTEMPT_ID")
-                    .ok_or_else(|| format!("{kind} record without TASK_ATTEMPT_ID"))?;
+                let id = get("TASK_ATTEMPT_ID").ok_or_else(|| format!("{kind} record without TASK_ATTEMPT_ID"))?;
                 let attempt = self.history.attempt(id, line, offset);
                 for (key, value) in pairs {
                     match *key {
@@ -439,11 +392,7 @@ impl LineParser for TextParser {
             sink.skipped(1);
             return;
         }
-        self.record.push(PendingLine {
-            number,
-            offset,
-            raw: text.to_string(),
-        });
+        self.record.push(PendingLine { number, offset, raw: text.to_string() });
         self.record_bytes += text.len();
         (self.quote_open, self.escaped) = quote_open_after(text, self.quote_open, self.escaped);
         if self.escaped {
@@ -453,19 +402,13 @@ impl LineParser for TextParser {
         if !self.quote_open {
             self.complete_record(sink);
         } else if self.record.len() > MAX_RECORD_LINES || self.record_bytes > MAX_RECORD_BYTES {
-            self.reject_record(
-                sink,
-                "a quoted value runs on for more than 10000 lines or 16 MiB",
-            );
+            self.reject_record(sink, "a quoted value runs on for more than 10000 lines or 16 MiB");
         }
     }
 
     fn finish(&mut self, sink: &mut Sink) {
         if !self.record.is_empty() {
-            self.reject_record(
-                sink,
-                "record cut short by the end of the file (a quote never closed)",
-            );
+            self.reject_record(sink, "record cut short by the end of the file (a quote never closed)");
         }
         self.history.flush(sink);
     }
@@ -478,11 +421,7 @@ impl LineParser for TextParser {
 fn unwrap_union(v: &Value) -> &Value {
     match v {
         Value::Object(map) if map.len() == 1 => match map.iter().next() {
-            Some((k, inner))
-                if matches!(k.as_str(), "string" | "long" | "int" | "boolean" | "double") =>
-            {
-                inner
-            }
+            Some((k, inner)) if matches!(k.as_str(), "string" | "long" | "int" | "boolean" | "double") => inner,
             _ => v,
         },
         _ => v,
@@ -498,10 +437,7 @@ pub struct JhistParser {
 impl JhistParser {
     fn event(&mut self, text: &str, line: u64, offset: u64) -> Result<(), String> {
         let event: Value = serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))?;
-        let kind = event
-            .get("type")
-            .and_then(Value::as_str)
-            .ok_or("event without a type")?;
+        let kind = event.get("type").and_then(Value::as_str).ok_or("event without a type")?;
         let body = event
             .get("event")
             .and_then(Value::as_object)
@@ -513,12 +449,8 @@ impl JhistParser {
         let time_of = |key: &str| number_of(key).filter(|ms| *ms > 0);
         if let Some(id) = text_of("attemptId") {
             let attempt = self.history.attempt(id, line, offset);
-            attempt.task_id = text_of("taskid")
-                .map(str::to_string)
-                .or(attempt.task_id.take());
-            attempt.kind = text_of("taskType")
-                .map(str::to_string)
-                .or(attempt.kind.take());
+            attempt.task_id = text_of("taskid").map(str::to_string).or(attempt.task_id.take());
+            attempt.kind = text_of("taskType").map(str::to_string).or(attempt.kind.take());
             attempt.start = time_of("startTime").or(attempt.start);
             attempt.finish = time_of("finishTime").or(attempt.finish);
             attempt.shuffle = time_of("shuffleFinishTime").or(attempt.shuffle);
@@ -534,9 +466,7 @@ impl JhistParser {
             if let Some(error) = text_of("error").filter(|e| !e.is_empty()) {
                 attempt.error = Some(error.to_string());
             }
-            let status = text_of("taskStatus")
-                .or_else(|| text_of("status"))
-                .and_then(outcome);
+            let status = text_of("taskStatus").or_else(|| text_of("status")).and_then(outcome);
             let by_kind = match kind.rsplit('_').next() {
                 Some("FINISHED") => Some("SUCCEEDED"),
                 Some("FAILED") => Some("FAILED"),
@@ -548,29 +478,18 @@ impl JhistParser {
             let job = self.history.job(id, line, offset);
             job.name = text_of("jobName").map(str::to_string).or(job.name.take());
             job.user = text_of("userName").map(str::to_string).or(job.user.take());
-            job.queue = text_of("jobQueueName")
-                .map(str::to_string)
-                .or(job.queue.take());
+            job.queue = text_of("jobQueueName").map(str::to_string).or(job.queue.take());
             job.submit = time_of("submitTime").or(job.submit);
             job.launch = time_of("launchTime").or(job.launch);
             job.finish = time_of("finishTime").or(job.finish);
-            let keys = [
-                "totalMaps",
-                "totalReduces",
-                "finishedMaps",
-                "finishedReduces",
-                "failedMaps",
-                "failedReduces",
-            ];
+            let keys = ["totalMaps", "totalReduces", "finishedMaps", "finishedReduces", "failedMaps", "failedReduces"];
             for (at, key) in keys.iter().enumerate() {
                 job.counts[at] = number_of(key).or(job.counts[at]);
             }
             match kind {
                 "JOB_FINISHED" => job.outcome = Some("SUCCEEDED"),
                 "JOB_FAILED" | "JOB_KILLED" | "JOB_ERROR" => {
-                    job.outcome = text_of("jobStatus")
-                        .and_then(outcome)
-                        .or_else(|| outcome(&kind[4..]));
+                    job.outcome = text_of("jobStatus").and_then(outcome).or_else(|| outcome(&kind[4..]));
                 }
                 _ => {}
             }
@@ -587,20 +506,11 @@ impl LineParser for JhistParser {
         }
         // Line 1 names the encoding, line 2 is the Avro schema: read, not events.
         if number <= 2 {
-            let expected = if number == 1 {
-                text.trim() == "Avro-Json"
-            } else {
-                text.contains("\"type\"")
-            };
+            let expected = if number == 1 { text.trim() == "Avro-Json" } else { text.contains("\"type\"") };
             if expected {
                 sink.parsed(1);
             } else {
-                sink.reject(
-                    number,
-                    offset,
-                    "not the Avro-Json header of a .jhist file",
-                    text,
-                );
+                sink.reject(number, offset, "not the Avro-Json header of a .jhist file", text);
             }
             return;
         }
@@ -637,47 +547,26 @@ mod tests {
 
     #[test]
     fn rumen_markers_name_files() {
-        assert_eq!(
-            file_marker("\u{c}!!FILE=c_job_1_conf.xml!!"),
-            Some("c_job_1_conf.xml")
-        );
-        assert_eq!(
-            file_marker("!!FILE=c_job_1_u_name!!"),
-            Some("c_job_1_u_name")
-        );
+        assert_eq!(file_marker("\u{c}!!FILE=c_job_1_conf.xml!!"), Some("c_job_1_conf.xml"));
+        assert_eq!(file_marker("!!FILE=c_job_1_u_name!!"), Some("c_job_1_u_name"));
         assert_eq!(file_marker("!!FILE=unterminated"), None);
         assert!(is_text_history("\u{c}!!FILE=x!!"));
     }
 
     #[test]
     fn quotes_open_across_lines() {
-        assert_eq!(
-            quote_open_after(r#"MapAttempt ERROR="java\.io"#, false, false),
-            (true, false)
-        );
-        assert_eq!(
-            quote_open_after(r#"  at x\.y(Z\.java:1)"#, true, false),
-            (true, false)
-        );
+        assert_eq!(quote_open_after(r#"MapAttempt ERROR="java\.io"#, false, false), (true, false));
+        assert_eq!(quote_open_after(r#"  at x\.y(Z\.java:1)"#, true, false), (true, false));
         assert_eq!(quote_open_after(r#"" ."#, true, false), (false, false));
         assert_eq!(quote_open_after(r#"Job A="\"#, false, false), (true, true));
     }
 
     #[test]
     fn hosts_lose_their_racks() {
-        assert_eq!(
-            host_and_rack("/default-rack/node1"),
-            (Some("node1".into()), Some("/default-rack".into()))
-        );
-        assert_eq!(
-            host_and_rack("/192.30.63.192/n.example.com"),
-            (Some("n.example.com".into()), Some("/192.30.63.192".into()))
-        );
+        assert_eq!(host_and_rack("/default-rack/node1"), (Some("node1".into()), Some("/default-rack".into())));
+        assert_eq!(host_and_rack("/192.30.63.192/n.example.com"), (Some("n.example.com".into()), Some("/192.30.63.192".into())));
         assert_eq!(host_and_rack("node1"), (Some("node1".into()), None));
-        assert_eq!(
-            tracker_host("tracker_host1:localhost/127.0.0.1:58165"),
-            Some("host1".into())
-        );
+        assert_eq!(tracker_host("tracker_host1:localhost/127.0.0.1:58165"), Some("host1".into()));
         assert_eq!(outcome("SUCCESS"), Some("SUCCEEDED"));
         assert_eq!(outcome("RUNNING"), None);
         assert_eq!(millis("0"), None);

@@ -88,12 +88,7 @@ fn parse_iso(line: &str) -> Head<'_> {
         return Head::Continuation;
     }
     let stamp = (|| {
-        if b.len() < 24
-            || b[10] != b' '
-            || b[13] != b':'
-            || b[16] != b':'
-            || !matches!(b[19], b',' | b'.')
-        {
+        if b.len() < 24 || b[10] != b' ' || b[13] != b':' || b[16] != b':' || !matches!(b[19], b',' | b'.') {
             return None;
         }
         civil_ms(
@@ -166,40 +161,20 @@ fn fields_after_stamp(local_ms: i64, rest: &str, bare_thread_first: bool) -> Hea
     if let Some(logger) = logger.strip_suffix(':') {
         if !logger.is_empty() {
             let message = tail.strip_prefix(' ').unwrap_or(tail);
-            return Head::Event(EventHead {
-                local_ms,
-                level,
-                thread,
-                logger,
-                message,
-            });
+            return Head::Event(EventHead { local_ms, level, thread, logger, message });
         }
     } else if tail.starts_with(" (")
         && let Some(dash) = tail.find(") - ")
     {
         let message = &tail[dash + 4..];
-        return Head::Event(EventHead {
-            local_ms,
-            level,
-            thread,
-            logger,
-            message,
-        });
+        return Head::Event(EventHead { local_ms, level, thread, logger, message });
     }
     Head::Malformed("no `logger: ` before the message")
 }
 
 /// Milliseconds since 1970 of a civil date and time, or None where a field is out of range.
 /// Plain arithmetic (Hinnant's days-from-civil) rather than a date library: it runs per line.
-fn civil_ms(
-    year: i32,
-    month: u32,
-    day: u32,
-    hour: u32,
-    min: u32,
-    sec: u32,
-    ms: u32,
-) -> Option<i64> {
+fn civil_ms(year: i32, month: u32, day: u32, hour: u32, min: u32, sec: u32, ms: u32) -> Option<i64> {
     if !(1..=12).contains(&month) || day == 0 || day > days_in_month(year, month) {
         return None;
     }
@@ -213,11 +188,7 @@ fn civil_ms(
     let day_of_year = (153 * shifted_month + 2) / 5 + i64::from(day) - 1;
     let day_of_era = year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
     let days = era * 146_097 + day_of_era - 719_468;
-    Some(
-        ((days * 24 + i64::from(hour)) * 60 + i64::from(min)) * 60_000
-            + i64::from(sec) * 1000
-            + i64::from(ms),
-    )
+    Some(((days * 24 + i64::from(hour)) * 60 + i64::from(min)) * 60_000 + i64::from(sec) * 1000 + i64::from(ms))
 }
 
 fn days_in_month(year: i32, month: u32) -> u32 {
@@ -242,11 +213,7 @@ pub struct ZoneConverter {
 impl ZoneConverter {
     /// `None` is UTC, the default when logs say nothing of their zone.
     pub fn new(zone: Option<Tz>) -> Self {
-        ZoneConverter {
-            zone,
-            cached_hour: i64::MIN,
-            cached_offset_ms: 0,
-        }
+        ZoneConverter { zone, cached_hour: i64::MIN, cached_offset_ms: 0 }
     }
 
     pub fn to_utc_ms(&mut self, local_ms: i64) -> i64 {
@@ -265,19 +232,14 @@ impl ZoneConverter {
 /// The zone's offset at a wall-clock time; in a spring-forward gap, the offset before the gap,
 /// and in an autumn overlap, the earlier (daylight) reading, as log4j itself wrote it first.
 fn offset_ms(zone: Tz, local_ms: i64) -> i64 {
-    let Some(naive) = chrono::DateTime::from_timestamp_millis(local_ms).map(|t| t.naive_utc())
-    else {
+    let Some(naive) = chrono::DateTime::from_timestamp_millis(local_ms).map(|t| t.naive_utc()) else {
         return 0;
     };
-    let resolved = zone.from_local_datetime(&naive).earliest().or_else(|| {
-        zone.from_local_datetime(&(naive - chrono::Duration::hours(1)))
-            .earliest()
-    });
-    resolved.map_or(0, |t| {
-        t.naive_local()
-            .signed_duration_since(t.naive_utc())
-            .num_milliseconds()
-    })
+    let resolved = zone
+        .from_local_datetime(&naive)
+        .earliest()
+        .or_else(|| zone.from_local_datetime(&(naive - chrono::Duration::hours(1))).earliest());
+    resolved.map_or(0, |t| t.naive_local().signed_duration_since(t.naive_utc()).num_milliseconds())
 }
 
 #[cfg(test)]
@@ -302,87 +264,40 @@ mod tests {
             "2008-08-23 17:12:32,466 INFO org.apache.hadoop.mapred.TaskTracker: LaunchTaskAction: task_0001_m_000003_0",
         );
         assert_eq!(e.local_ms, SALSA_FIG3_MS);
-        assert_eq!(
-            (e.level, e.thread, e.logger),
-            ("INFO", None, "org.apache.hadoop.mapred.TaskTracker")
-        );
+        assert_eq!((e.level, e.thread, e.logger), ("INFO", None, "org.apache.hadoop.mapred.TaskTracker"));
         assert_eq!(e.message, "LaunchTaskAction: task_0001_m_000003_0");
     }
 
     #[test]
     fn hadoop_2x_layouts() {
-        let e = event(
-            Layout::Iso8601,
-            "2008-08-23 17:12:32,466 WARN [main] org.apache.hadoop.mapred.MapTask: spill",
-        );
-        assert_eq!(
-            (e.level, e.thread, e.logger, e.message),
-            (
-                "WARN",
-                Some("main"),
-                "org.apache.hadoop.mapred.MapTask",
-                "spill"
-            )
-        );
+        let e = event(Layout::Iso8601, "2008-08-23 17:12:32,466 WARN [main] org.apache.hadoop.mapred.MapTask: spill");
+        assert_eq!((e.level, e.thread, e.logger, e.message), ("WARN", Some("main"), "org.apache.hadoop.mapred.MapTask", "spill"));
         let e = event(
             Layout::Iso8601,
             "2008-08-23 17:12:32,466 INFO  mapred.TaskTracker (TaskTracker.java:run(123)) - Task x is done.",
         );
-        assert_eq!(
-            (e.logger, e.message),
-            ("mapred.TaskTracker", "Task x is done.")
-        );
+        assert_eq!((e.logger, e.message), ("mapred.TaskTracker", "Task x is done."));
         assert_eq!(e.local_ms, SALSA_FIG3_MS);
     }
 
     #[test]
     fn loghub_layout() {
-        let e = event(
-            Layout::Loghub,
-            "081109 203615 148 INFO dfs.DataNode$PacketResponder: PacketResponder 1 for block blk_1 terminating",
-        );
+        let e = event(Layout::Loghub, "081109 203615 148 INFO dfs.DataNode$PacketResponder: PacketResponder 1 for block blk_1 terminating");
         // 2008-11-09 20:36:15 UTC = 1226262975 s (`date -u -d '2008-11-09 20:36:15' +%s`).
         assert_eq!(e.local_ms, 1_226_262_975_000);
-        assert_eq!(
-            (e.thread, e.logger),
-            (Some("148"), "dfs.DataNode$PacketResponder")
-        );
+        assert_eq!((e.thread, e.logger), (Some("148"), "dfs.DataNode$PacketResponder"));
     }
 
     #[test]
     fn continuations_and_malformed_lines() {
-        assert_eq!(
-            parse_head(Layout::Iso8601, "\tat org.apache.hadoop.Foo(Foo.java:1)"),
-            Head::Continuation
-        );
-        assert_eq!(
-            parse_head(Layout::Iso8601, "java.io.IOException: x"),
-            Head::Continuation
-        );
-        assert!(matches!(
-            parse_head(Layout::Iso8601, "2008-13-23 17:12:32,466 INFO a: b"),
-            Head::Malformed(_)
-        ));
-        assert!(matches!(
-            parse_head(Layout::Iso8601, "2008-08-23 17:12:32,466 LOUD a: b"),
-            Head::Malformed(_)
-        ));
-        assert!(matches!(
-            parse_head(Layout::Iso8601, "2008-08-23 17:12:32,466 INFO nologger"),
-            Head::Malformed(_)
-        ));
-        assert!(matches!(
-            parse_head(Layout::Iso8601, "2008-08-23"),
-            Head::Malformed(_)
-        ));
-        assert!(matches!(
-            parse_head(Layout::Iso8601, "2009-02-29 00:00:00,000 INFO a: b"),
-            Head::Malformed(_)
-        ));
-        assert!(matches!(
-            parse_head(Layout::Iso8601, "2008-02-29 00:00:00,000 INFO a: b"),
-            Head::Event(_)
-        ));
+        assert_eq!(parse_head(Layout::Iso8601, "\tat org.apache.hadoop.Foo(Foo.java:1)"), Head::Continuation);
+        assert_eq!(parse_head(Layout::Iso8601, "java.io.IOException: x"), Head::Continuation);
+        assert!(matches!(parse_head(Layout::Iso8601, "2008-13-23 17:12:32,466 INFO a: b"), Head::Malformed(_)));
+        assert!(matches!(parse_head(Layout::Iso8601, "2008-08-23 17:12:32,466 LOUD a: b"), Head::Malformed(_)));
+        assert!(matches!(parse_head(Layout::Iso8601, "2008-08-23 17:12:32,466 INFO nologger"), Head::Malformed(_)));
+        assert!(matches!(parse_head(Layout::Iso8601, "2008-08-23"), Head::Malformed(_)));
+        assert!(matches!(parse_head(Layout::Iso8601, "2009-02-29 00:00:00,000 INFO a: b"), Head::Malformed(_)));
+        assert!(matches!(parse_head(Layout::Iso8601, "2008-02-29 00:00:00,000 INFO a: b"), Head::Event(_)));
     }
 
     #[test]
@@ -400,14 +315,8 @@ mod tests {
         assert_eq!(utc.to_utc_ms(SALSA_FIG3_MS), SALSA_FIG3_MS);
         // Pittsburgh in August is EDT, UTC-4.
         let mut eastern = ZoneConverter::new(Some(chrono_tz::America::New_York));
-        assert_eq!(
-            eastern.to_utc_ms(SALSA_FIG3_MS),
-            SALSA_FIG3_MS + 4 * HOUR_MS
-        );
+        assert_eq!(eastern.to_utc_ms(SALSA_FIG3_MS), SALSA_FIG3_MS + 4 * HOUR_MS);
         // …and EST, UTC-5, on 2008-11-09.
-        assert_eq!(
-            eastern.to_utc_ms(1_226_262_975_000),
-            1_226_262_975_000 + 5 * HOUR_MS
-        );
+        assert_eq!(eastern.to_utc_ms(1_226_262_975_000), 1_226_262_975_000 + 5 * HOUR_MS);
     }
 }

@@ -33,7 +33,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::warehouse::tables::{Rows, Table, date_of_ms};
 use crate::warehouse::{PartWriter, TableAppender, Warehouse, file_app_id, held_by_tables};
-use discover::{Daemon, Hints, HostOrigin, LogFile, Refusal};
+use discover::{Daemon, HostOrigin, Hints, LogFile, Refusal};
 use records::{Format, PlannedRecord};
 use stream::{FileReport, Output, PlannedFile, RunContext};
 
@@ -60,10 +60,7 @@ pub struct Summary {
 
 impl Summary {
     pub fn bytes_read(&self) -> u64 {
-        self.reports
-            .iter()
-            .map(|r| r.offset_end - r.offset_start)
-            .sum()
+        self.reports.iter().map(|r| r.offset_end - r.offset_start).sum()
     }
 
     pub fn total(&self, field: impl Fn(&FileReport) -> u64) -> u64 {
@@ -135,17 +132,10 @@ pub async fn ingest(options: &IngestOptions) -> Result<Summary> {
             Err(refusal) => reports.push(refused(&refusal, started_ms)),
         }
     }
-    let planned_records =
-        records::plan_all(record_files, &appenders, &options.cluster, &mut reports).await?;
+    let planned_records = records::plan_all(record_files, &appenders, &options.cluster, &mut reports).await?;
 
-    let to_read: u64 = planned
-        .iter()
-        .map(|p| p.file.end.unwrap_or(p.file.size).saturating_sub(p.start))
-        .sum::<u64>()
-        + planned_records
-            .iter()
-            .map(|p| p.file.size.saturating_sub(p.start))
-            .sum::<u64>();
+    let to_read: u64 = planned.iter().map(|p| p.file.end.unwrap_or(p.file.size).saturating_sub(p.start)).sum::<u64>()
+        + planned_records.iter().map(|p| p.file.size.saturating_sub(p.start)).sum::<u64>();
     let ctx = Arc::new(RunContext {
         cluster: options.cluster.clone(),
         ingest_id: ingest_id.clone(),
@@ -156,10 +146,7 @@ pub async fn ingest(options: &IngestOptions) -> Result<Summary> {
         lines_read: Arc::new(AtomicU64::new(0)),
     });
     let bar = progress_bar(options.progress, to_read);
-    let mut work: VecDeque<Work> = group_streams(planned.clone())
-        .into_iter()
-        .map(Work::Logs)
-        .collect();
+    let mut work: VecDeque<Work> = group_streams(planned.clone()).into_iter().map(Work::Logs).collect();
     work.extend(planned_records.iter().cloned().map(Work::Record));
     let work = Arc::new(Mutex::new(work));
     let hints = Arc::new(options.hints.clone());
@@ -196,30 +183,18 @@ pub async fn ingest(options: &IngestOptions) -> Result<Summary> {
         }
         bar.set_position(ctx.bytes_read.load(Ordering::Relaxed));
         let lines = ctx.lines_read.load(Ordering::Relaxed);
-        bar.set_message(format!(
-            "{:.0} k lines/s",
-            lines as f64 / started.elapsed().as_secs_f64().max(1e-3) / 1e3
-        ));
+        bar.set_message(format!("{:.0} k lines/s", lines as f64 / started.elapsed().as_secs_f64().max(1e-3) / 1e3));
     }
     let mut adds: Vec<Vec<Add>> = Table::ALL.map(|_| Vec::new()).to_vec();
     for worker in workers {
-        for (slot, written) in worker
-            .await
-            .context("a reader thread panicked")??
-            .into_iter()
-            .enumerate()
-        {
+        for (slot, written) in worker.await.context("a reader thread panicked")??.into_iter().enumerate() {
             adds[slot].extend(written);
         }
     }
     bar.finish_and_clear();
     reports.sort_by(|a, b| a.display.cmp(&b.display));
     if options.dry_run {
-        return Ok(Summary {
-            ingest_id,
-            reports,
-            elapsed: started.elapsed(),
-        });
+        return Ok(Summary { ingest_id, reports, elapsed: started.elapsed() });
     }
 
     // One `ingests` row per file looked at, except those with nothing new.
@@ -228,59 +203,36 @@ pub async fn ingest(options: &IngestOptions) -> Result<Summary> {
         append_ingest_row(&mut ingest_rows, report, &ingest_id);
     }
     let ingested = |key: &str, display: &str| {
-        reports.iter().find(|r| {
-            r.key.as_deref() == Some(key) && r.display == display && r.status == "ingested"
-        })
+        reports.iter().find(|r| r.key.as_deref() == Some(key) && r.display == display && r.status == "ingested")
     };
     let mut transactions: Vec<Transaction> = planned
         .iter()
         .filter_map(|p| {
             let report = ingested(&p.file.key, &p.file.display)?;
-            Some(Transaction::new(
-                file_app_id(&options.cluster, &p.file.key),
-                report.offset_end as i64,
-            ))
+            Some(Transaction::new(file_app_id(&options.cluster, &p.file.key), report.offset_end as i64))
         })
         .collect();
     for p in &planned_records {
-        let Some(report) = ingested(&p.file.key, &p.file.display) else {
-            continue;
-        };
-        transactions.push(Transaction::new(
-            file_app_id(&options.cluster, &p.file.key),
-            report.offset_end as i64,
-        ));
+        let Some(report) = ingested(&p.file.key, &p.file.display) else { continue };
+        transactions.push(Transaction::new(file_app_id(&options.cluster, &p.file.key), report.offset_end as i64));
         if p.file.format == Format::SaBinary {
-            transactions.push(Transaction::new(
-                records::sa_bytes_app_id(&options.cluster, &p.file.key),
-                p.file.size as i64,
-            ));
+            transactions.push(Transaction::new(records::sa_bytes_app_id(&options.cluster, &p.file.key), p.file.size as i64));
         }
     }
     let mut ingests_writer = appenders[slot(Table::Ingests)].part_writer()?;
     ingests_writer.write(ingest_rows).await?;
     adds[slot(Table::Ingests)].extend(ingests_writer.finish().await?);
     for (appender, adds) in appenders.iter().zip(adds) {
-        appender
-            .commit(adds, transactions.clone(), &ingest_id)
-            .await?;
+        appender.commit(adds, transactions.clone(), &ingest_id).await?;
         crash_point(appender.table());
     }
-    Ok(Summary {
-        ingest_id,
-        reports,
-        elapsed: started.elapsed(),
-    })
+    Ok(Summary { ingest_id, reports, elapsed: started.elapsed() })
 }
 
 /// Where to start a file: after the bytes every table already holds; None when all hold it
 /// whole. Tables can disagree only after a run killed between its commits; then each skips
 /// the rows it holds.
-async fn plan(
-    file: &LogFile,
-    appenders: &[TableAppender],
-    cluster: &str,
-) -> Result<Option<PlannedFile>> {
+async fn plan(file: &LogFile, appenders: &[TableAppender], cluster: &str) -> Result<Option<PlannedFile>> {
     let held = held_by_tables(appenders, &file_app_id(cluster, &file.key));
     let all_held = held.iter().all(Option::is_some);
     let start = held.iter().map(|h| h.unwrap_or(0)).min().unwrap_or(0);
@@ -295,20 +247,14 @@ async fn plan(
     let first_line = if start == 0 {
         1
     } else {
-        source::count_lines(&file.path, file.gzip, start)
-            .with_context(|| format!("{}: cannot read", file.display))?
-            + 1
+        source::count_lines(&file.path, file.gzip, start).with_context(|| format!("{}: cannot read", file.display))? + 1
     };
     let below = |t: Table| held[slot(t)].unwrap_or(0);
     Ok(Some(PlannedFile {
         file: file.clone(),
         start,
         first_line,
-        held_below: [
-            below(Table::Logs),
-            below(Table::States),
-            below(Table::Rejects),
-        ],
+        held_below: [below(Table::Logs), below(Table::States), below(Table::Rejects)],
     }))
 }
 
@@ -320,12 +266,7 @@ enum Work {
 
 /// The report of a file every table holds whole already: nothing to read.
 fn unchanged(display: &str, size: u64) -> FileReport {
-    FileReport {
-        display: display.to_string(),
-        status: "unchanged",
-        size,
-        ..FileReport::default()
-    }
+    FileReport { display: display.to_string(), status: "unchanged", size, ..FileReport::default() }
 }
 
 fn refused(refusal: &Refusal, at_ms: i64) -> FileReport {
@@ -349,10 +290,7 @@ fn group_streams(files: Vec<PlannedFile>) -> VecDeque<Vec<PlannedFile>> {
             HostOrigin::Known(host) => format!("host:{host}"),
             HostOrigin::Merged => format!("file:{}", planned.file.display),
         };
-        streams
-            .entry((host, planned.file.daemon))
-            .or_default()
-            .push(planned);
+        streams.entry((host, planned.file.daemon)).or_default().push(planned);
     }
     streams
         .into_values()
@@ -403,12 +341,7 @@ struct RowSink<'a> {
 
 impl<'a> RowSink<'a> {
     fn new(appenders: &'a [TableAppender], runtime: &'a tokio::runtime::Handle) -> Self {
-        RowSink {
-            appenders,
-            runtime,
-            writers: appenders.iter().map(|_| None).collect(),
-            error: None,
-        }
+        RowSink { appenders, runtime, writers: appenders.iter().map(|_| None).collect(), error: None }
     }
 
     fn take(&mut self, output: Output, reports: &tokio::sync::mpsc::Sender<FileReport>) {

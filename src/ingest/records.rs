@@ -72,31 +72,18 @@ const KEY_BYTES: usize = 1024;
 pub fn classify(path: &Path) -> Option<Result<RecordFile, Refusal>> {
     let display = path.display().to_string();
     let size = std::fs::metadata(path).ok()?.len();
-    let refuse = |reason: String| Refusal {
-        display: display.clone(),
-        size,
-        reason,
-    };
+    let refuse = |reason: String| Refusal { display: display.clone(), size, reason };
     let gzip = is_gzip(path).ok()?;
     let mut hasher = XxHash3_64::with_seed(0);
     if !gzip && sadf::has_sa_magic(path) {
         let mut head = Vec::new();
-        if let Err(e) =
-            std::fs::File::open(path).and_then(|f| f.take(KEY_BYTES as u64).read_to_end(&mut head))
-        {
+        if let Err(e) = std::fs::File::open(path).and_then(|f| f.take(KEY_BYTES as u64).read_to_end(&mut head)) {
             return Some(Err(refuse(format!("cannot read: {e}"))));
         }
         hasher.write(Format::SaBinary.name().as_bytes());
         hasher.write(&head);
         let key = format!("{:016x}", hasher.finish());
-        return Some(Ok(RecordFile {
-            path: path.to_path_buf(),
-            display,
-            size,
-            gzip,
-            format: Format::SaBinary,
-            key,
-        }));
+        return Some(Ok(RecordFile { path: path.to_path_buf(), display, size, gzip, format: Format::SaBinary, key }));
     }
     let mut reader = LineReader::open(path, gzip, 0, None, 1).ok()?;
     let mut first = Vec::new();
@@ -106,10 +93,7 @@ pub fn classify(path: &Path) -> Option<Result<RecordFile, Refusal>> {
             _ => break,
         }
     }
-    let head = first
-        .iter()
-        .map(String::as_str)
-        .find(|l| !l.trim().is_empty())?;
+    let head = first.iter().map(String::as_str).find(|l| !l.trim().is_empty())?;
     let format = if sadf::is_text_export(head) {
         Format::SadfText
     } else if sadf::is_json_export(&first) {
@@ -127,14 +111,7 @@ pub fn classify(path: &Path) -> Option<Result<RecordFile, Refusal>> {
         hasher.write(b"\n");
     }
     let key = format!("{:016x}", hasher.finish());
-    Some(Ok(RecordFile {
-        path: path.to_path_buf(),
-        display,
-        size,
-        gzip,
-        format,
-        key,
-    }))
+    Some(Ok(RecordFile { path: path.to_path_buf(), display, size, gzip, format, key }))
 }
 
 /// A record file with where to start and how far each table (by [`slot`]) holds it already.
@@ -153,11 +130,7 @@ pub fn sa_bytes_app_id(cluster: &str, key: &str) -> String {
 
 /// Where to start a record file, or None when every table holds it (for a binary sa file: at
 /// its present size).
-pub async fn plan(
-    file: &RecordFile,
-    appenders: &[TableAppender],
-    cluster: &str,
-) -> Result<Option<PlannedRecord>> {
+pub async fn plan(file: &RecordFile, appenders: &[TableAppender], cluster: &str) -> Result<Option<PlannedRecord>> {
     let held = held_by_tables(appenders, &file_app_id(cluster, &file.key));
     let sa_bytes = match file.format {
         Format::SaBinary => held_by_tables(appenders, &sa_bytes_app_id(cluster, &file.key)),
@@ -172,11 +145,7 @@ pub async fn plan(
     }
     let held_below: Vec<u64> = held.iter().map(|h| h.unwrap_or(0)).collect();
     let start = held_below.iter().copied().min().unwrap_or(0);
-    Ok(Some(PlannedRecord {
-        file: file.clone(),
-        start,
-        held_below,
-    }))
+    Ok(Some(PlannedRecord { file: file.clone(), start, held_below }))
 }
 
 /// Where a parser's rows and verdicts go: batches per table, the file's rejects and counts.
@@ -227,11 +196,7 @@ impl Sink<'_> {
     /// A line that could not be read, with why; `raw` is cut to 4 KiB in `rejects`.
     pub fn reject(&mut self, line: u64, offset: u64, reason: &str, raw: &str) {
         self.report.lines_rejected += 1;
-        *self
-            .report
-            .rejects_by_reason
-            .entry(reason.to_string())
-            .or_default() += 1;
+        *self.report.rejects_by_reason.entry(reason.to_string()).or_default() += 1;
         if let Some(t) = self.rows(Table::Rejects, self.ctx.run_date, offset) {
             append_reject(t.rows, t.ingest_id, t.file, line, offset, reason, raw);
         }
@@ -263,12 +228,7 @@ fn now_ms() -> i64 {
 }
 
 /// Reads one record file into rows, then emits its report.
-pub fn read(
-    ctx: &RunContext,
-    hints: &Hints,
-    planned: &PlannedRecord,
-    emit: &mut dyn FnMut(Output),
-) {
+pub fn read(ctx: &RunContext, hints: &Hints, planned: &PlannedRecord, emit: &mut dyn FnMut(Output)) {
     let file = &planned.file;
     let mut report = FileReport {
         host: hints.host.clone(),
@@ -280,20 +240,10 @@ pub fn read(
     let converted = match file.format {
         Format::SaBinary => match sadf::convert(&file.path) {
             Ok(converted) => {
-                report.error = converted
-                    .warning
-                    .as_ref()
-                    .map(|w| format!("{}: {w}", file.display));
+                report.error = converted.warning.as_ref().map(|w| format!("{}: {w}", file.display));
                 Some(converted)
             }
-            Err(reason) => {
-                return give_up(
-                    report,
-                    "refused",
-                    format!("{}: {reason}", file.display),
-                    emit,
-                );
-            }
+            Err(reason) => return give_up(report, "refused", format!("{}: {reason}", file.display), emit),
         },
         _ => None,
     };
@@ -305,14 +255,7 @@ pub fn read(
         .and_then(|before| LineReader::open(path, gzip, planned.start, None, before + 1));
     let mut source = match opened {
         Ok(source) => source,
-        Err(e) => {
-            return give_up(
-                report,
-                "failed",
-                format!("{}: cannot read: {e}", file.display),
-                emit,
-            );
-        }
+        Err(e) => return give_up(report, "failed", format!("{}: cannot read: {e}", file.display), emit),
     };
     let mut sink = Sink {
         ctx,
@@ -329,10 +272,7 @@ pub fn read(
             let document = sadf::read_document(open_text(path, gzip), hints, ctx.zone, &mut sink);
             if let Some(why) = document.broken().filter(|_| document.records > 0) {
                 let read = document.records;
-                sink.report.error = Some(format!(
-                    "{}: {why}; the {read} records before it were read",
-                    file.display
-                ));
+                sink.report.error = Some(format!("{}: {why}; the {read} records before it were read", file.display));
             }
             Box::new(document)
         }
@@ -358,19 +298,12 @@ pub fn read(
         progress.advance(offset);
         match line.check() {
             Checked::Text(text) => parser.line(&mut sink, number, offset, text),
-            Checked::Rejected { raw, .. } if parser.whole_lines() => {
-                parser.line(&mut sink, number, offset, &raw)
-            }
+            Checked::Rejected { raw, .. } if parser.whole_lines() => parser.line(&mut sink, number, offset, &raw),
             Checked::Rejected { reason, raw } => sink.reject(number, offset, &reason, &raw),
         }
     }
     parser.finish(&mut sink);
-    let Sink {
-        mut batchers,
-        mut report,
-        emit,
-        ..
-    } = sink;
+    let Sink { mut batchers, mut report, emit, .. } = sink;
     for batcher in &mut batchers {
         batcher.flush(emit);
     }
@@ -385,10 +318,7 @@ pub fn read(
 fn open_text(path: &Path, gzip: bool) -> std::io::Result<Box<dyn BufRead>> {
     let file = File::open(path)?;
     Ok(if gzip {
-        Box::new(BufReader::with_capacity(
-            1 << 16,
-            flate2::read::MultiGzDecoder::new(BufReader::new(file)),
-        ))
+        Box::new(BufReader::with_capacity(1 << 16, flate2::read::MultiGzDecoder::new(BufReader::new(file))))
     } else {
         Box::new(BufReader::with_capacity(1 << 16, file))
     })
@@ -420,12 +350,7 @@ fn has_long_line(path: &Path, gzip: bool) -> std::io::Result<bool> {
 }
 
 /// Reports a file that could not be read at all, and why.
-fn give_up(
-    mut report: FileReport,
-    status: &'static str,
-    error: String,
-    emit: &mut dyn FnMut(Output),
-) {
+fn give_up(mut report: FileReport, status: &'static str, error: String, emit: &mut dyn FnMut(Output)) {
     report.status = status;
     report.error = Some(error);
     report.finished_ms = now_ms();
@@ -441,10 +366,7 @@ pub async fn plan_all(
 ) -> Result<Vec<PlannedRecord>> {
     let mut planned = Vec::new();
     for file in files {
-        match plan(&file, appenders, cluster)
-            .await
-            .with_context(|| format!("{}: cannot plan", file.display))?
-        {
+        match plan(&file, appenders, cluster).await.with_context(|| format!("{}: cannot plan", file.display))? {
             Some(p) => planned.push(p),
             None => reports.push(unchanged(&file.display, file.size)),
         }

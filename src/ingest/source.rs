@@ -37,10 +37,7 @@ pub enum Checked<'a> {
 impl<'a> Line<'a> {
     /// Text only if it is valid UTF-8, holds no NUL byte and is not overlong.
     pub fn check(&self) -> Checked<'a> {
-        let reject = |reason: String| Checked::Rejected {
-            reason,
-            raw: String::from_utf8_lossy(self.bytes).into_owned(),
-        };
+        let reject = |reason: String| Checked::Rejected { reason, raw: String::from_utf8_lossy(self.bytes).into_owned() };
         if self.overlong.is_some() {
             return reject(format!("line longer than {} KiB", MAX_LINE / 1024));
         }
@@ -91,13 +88,7 @@ pub struct LineReader {
 impl LineReader {
     /// Opens `path` at `start` (bytes of decompressed content) with `first_number` the number of
     /// the first line read. For a plain file, reading stops at `end`.
-    pub fn open(
-        path: &Path,
-        gzip: bool,
-        start: u64,
-        end: Option<u64>,
-        first_number: u64,
-    ) -> io::Result<Self> {
+    pub fn open(path: &Path, gzip: bool, start: u64, end: Option<u64>, first_number: u64) -> io::Result<Self> {
         let mut file = File::open(path)?;
         let input: Box<dyn Read + Send> = if gzip {
             let mut decoder = MultiGzDecoder::new(io::BufReader::with_capacity(CHUNK, file));
@@ -140,10 +131,7 @@ impl LineReader {
             offset: self.offset,
             raw: String::from_utf8_lossy(&self.buf[self.pos..self.filled]).into_owned(),
             reason: format!("read error: {error}"),
-            message: format!(
-                "{display}: read error after line {}: {error}",
-                self.next_number - 1
-            ),
+            message: format!("{display}: read error after line {}: {error}", self.next_number - 1),
         }
     }
 
@@ -173,9 +161,7 @@ impl LineReader {
             self.eof = true;
             return Ok(false);
         }
-        let n = self
-            .input
-            .read(&mut self.buf[self.filled..self.filled + want])?;
+        let n = self.input.read(&mut self.buf[self.filled..self.filled + want])?;
         if n == 0 {
             self.eof = true;
             return Ok(false);
@@ -222,12 +208,7 @@ impl LineReader {
         if let Some(stripped) = bytes.strip_suffix(b"\r") {
             bytes = stripped;
         }
-        let line = Line {
-            bytes,
-            number: self.next_number,
-            offset: self.offset,
-            overlong: None,
-        };
+        let line = Line { bytes, number: self.next_number, offset: self.offset, overlong: None };
         self.next_number += 1;
         self.offset += consumed as u64;
         line
@@ -293,11 +274,7 @@ pub fn last_line_end(path: &Path, size: u64) -> io::Result<u64> {
 /// less one.
 pub fn count_lines(path: &Path, gzip: bool, upto: u64) -> io::Result<u64> {
     let file = File::open(path)?;
-    let input: Box<dyn Read> = if gzip {
-        Box::new(MultiGzDecoder::new(io::BufReader::new(file)))
-    } else {
-        Box::new(file)
-    };
+    let input: Box<dyn Read> = if gzip { Box::new(MultiGzDecoder::new(io::BufReader::new(file))) } else { Box::new(file) };
     let mut input = input.take(upto);
     let mut buf = vec![0u8; CHUNK];
     let mut lines = 0;
@@ -315,22 +292,12 @@ mod tests {
     use super::*;
     use std::io::Write;
 
-    fn lines(
-        path: &Path,
-        gzip: bool,
-        start: u64,
-        end: Option<u64>,
-    ) -> (Vec<(u64, u64, String, Option<u64>)>, Option<String>) {
+    fn lines(path: &Path, gzip: bool, start: u64, end: Option<u64>) -> (Vec<(u64, u64, String, Option<u64>)>, Option<String>) {
         let mut reader = LineReader::open(path, gzip, start, end, 1).unwrap();
         let mut out = Vec::new();
         loop {
             match reader.next_line() {
-                Ok(Some(l)) => out.push((
-                    l.number,
-                    l.offset,
-                    String::from_utf8_lossy(l.bytes).into_owned(),
-                    l.overlong,
-                )),
+                Ok(Some(l)) => out.push((l.number, l.offset, String::from_utf8_lossy(l.bytes).into_owned(), l.overlong)),
                 Ok(None) => return (out, None),
                 Err(e) => return (out, Some(e.to_string())),
             }
@@ -346,10 +313,7 @@ mod tests {
         assert_eq!(end, 10);
         let (got, err) = lines(&path, false, 0, Some(end));
         assert_eq!(err, None);
-        let got: Vec<_> = got
-            .iter()
-            .map(|(n, o, s, _)| (*n, *o, s.as_str()))
-            .collect();
+        let got: Vec<_> = got.iter().map(|(n, o, s, _)| (*n, *o, s.as_str())).collect();
         assert_eq!(got, vec![(1, 0, "one"), (2, 5, "two"), (3, 9, "")]);
         // Resuming from byte 5 reads the same tail.
         let (got, _) = lines(&path, false, 5, Some(end));

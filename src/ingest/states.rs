@@ -72,14 +72,7 @@ pub struct Detail {
 impl Detail {
     /// Fields the end knows and the start did not.
     fn complete_with(&mut self, end: Detail) {
-        let Detail {
-            task_id,
-            peer_task_id,
-            block_id,
-            peer_host,
-            mirror_host,
-            bytes,
-        } = end;
+        let Detail { task_id, peer_task_id, block_id, peer_host, mirror_host, bytes } = end;
         self.task_id = self.task_id.take().or(task_id);
         self.peer_task_id = self.peer_task_id.take().or(peer_task_id);
         self.block_id = self.block_id.take().or(block_id);
@@ -93,28 +86,14 @@ impl Detail {
 #[derive(Debug, PartialEq)]
 pub enum Token {
     /// An activity starts; `key` names it so that its end finds it.
-    Start {
-        kind: StateKind,
-        key: String,
-        detail: Detail,
-    },
+    Start { kind: StateKind, key: String, detail: Detail },
     /// An activity ends; the end's kind wins (a write turns out to be replicated only at its end).
-    End {
-        kind: StateKind,
-        key: String,
-        outcome: Outcome,
-        detail: Detail,
-    },
+    End { kind: StateKind, key: String, outcome: Outcome, detail: Detail },
     /// A whole state in one line (clienttrace): it ended now and lasted `duration_ms`. Where
     /// the daemon also logged the start (0.20 DataNodes log `Receiving block` and then, instead
     /// of `Received block`, the clienttrace line), `closes` names that start, which this line
     /// completes.
-    Complete {
-        kind: StateKind,
-        duration_ms: Option<f64>,
-        detail: Detail,
-        closes: Option<String>,
-    },
+    Complete { kind: StateKind, duration_ms: Option<f64>, detail: Detail, closes: Option<String> },
     /// DEBUG `Number of active connections is: N`.
     Connections(u32),
 }
@@ -172,18 +151,10 @@ impl Machine {
     pub fn observe(&mut self, token: Token, mark: Mark, out: &mut Vec<State>) {
         match token {
             Token::Start { kind, key, detail } => {
-                self.open
-                    .entry(key)
-                    .or_default()
-                    .push_back(Open { kind, mark, detail });
+                self.open.entry(key).or_default().push_back(Open { kind, mark, detail });
                 self.open_count += 1;
             }
-            Token::End {
-                kind,
-                key,
-                outcome,
-                detail,
-            } => {
+            Token::End { kind, key, outcome, detail } => {
                 let thread_start = self.take_connection_start(kind);
                 let (start, mut full) = match self.take_open(&key) {
                     Some(open) => (Some(open.mark), open.detail),
@@ -191,10 +162,7 @@ impl Machine {
                 };
                 full.complete_with(detail);
                 let duration_ms = start.as_ref().map(|s| (mark.ts_ms - s.ts_ms) as f64);
-                let host = start
-                    .as_ref()
-                    .and_then(|s| s.host.clone())
-                    .or_else(|| mark.host.clone());
+                let host = start.as_ref().and_then(|s| s.host.clone()).or_else(|| mark.host.clone());
                 out.push(State {
                     kind,
                     host,
@@ -206,12 +174,7 @@ impl Machine {
                     from_clienttrace: false,
                 });
             }
-            Token::Complete {
-                kind,
-                duration_ms,
-                detail,
-                closes,
-            } => {
+            Token::Complete { kind, duration_ms, detail, closes } => {
                 // The clienttrace duration is the daemon's own measure: it wins over the start
                 // line's time, which only stops the start from being left unterminated.
                 if let Some(key) = closes {
@@ -258,11 +221,7 @@ impl Machine {
             kind,
             StateKind::ReadBlock | StateKind::WriteBlock | StateKind::WriteBlockReplicated
         );
-        if datanode {
-            self.connection_starts.pop_front()
-        } else {
-            None
-        }
+        if datanode { self.connection_starts.pop_front() } else { None }
     }
 
     /// Starts still open; kept for the next file of the stream.
@@ -297,30 +256,15 @@ mod tests {
     use super::*;
 
     fn mark(ts_ms: i64, line: u64) -> Mark {
-        Mark {
-            file: 0,
-            ts_ms,
-            line,
-            offset: line * 100,
-            host: None,
-        }
+        Mark { file: 0, ts_ms, line, offset: line * 100, host: None }
     }
 
     fn start(key: &str) -> Token {
-        Token::Start {
-            kind: StateKind::Map,
-            key: key.into(),
-            detail: Detail::default(),
-        }
+        Token::Start { kind: StateKind::Map, key: key.into(), detail: Detail::default() }
     }
 
     fn end(kind: StateKind, key: &str) -> Token {
-        Token::End {
-            kind,
-            key: key.into(),
-            outcome: Outcome::Succeeded,
-            detail: Detail::default(),
-        }
+        Token::End { kind, key: key.into(), outcome: Outcome::Succeeded, detail: Detail::default() }
     }
 
     #[test]
@@ -335,33 +279,16 @@ mod tests {
         m.finish(&mut out);
         let summary: Vec<_> = out
             .iter()
-            .map(|s| {
-                (
-                    s.start.as_ref().map(|m| m.line),
-                    s.end.as_ref().map(|m| m.line),
-                    s.duration_ms,
-                )
-            })
+            .map(|s| (s.start.as_ref().map(|m| m.line), s.end.as_ref().map(|m| m.line), s.duration_ms))
             .collect();
-        assert_eq!(
-            summary,
-            vec![
-                (Some(1), Some(3), Some(3000.0)),
-                (None, Some(4), None),
-                (Some(2), None, None)
-            ]
-        );
+        assert_eq!(summary, vec![(Some(1), Some(3), Some(3000.0)), (None, Some(4), None), (Some(2), None, None)]);
     }
 
     #[test]
     fn a_complete_line_closes_the_start_it_names() {
         let mut m = Machine::default();
         let mut out = Vec::new();
-        let write = || Token::Start {
-            kind: StateKind::WriteBlock,
-            key: "write:blk_1:10.0.0.1".into(),
-            detail: Detail::default(),
-        };
+        let write = || Token::Start { kind: StateKind::WriteBlock, key: "write:blk_1:10.0.0.1".into(), detail: Detail::default() };
         m.observe(write(), mark(1000, 1), &mut out);
         let complete = |closes: Option<&str>| Token::Complete {
             kind: StateKind::WriteBlock,
@@ -369,25 +296,14 @@ mod tests {
             detail: Detail::default(),
             closes: closes.map(String::from),
         };
-        m.observe(
-            complete(Some("write:blk_1:10.0.0.1")),
-            mark(1500, 2),
-            &mut out,
-        );
+        m.observe(complete(Some("write:blk_1:10.0.0.1")), mark(1500, 2), &mut out);
         assert_eq!(m.open_starts(), 0);
         m.observe(write(), mark(2000, 3), &mut out);
-        m.observe(
-            complete(Some("write:blk_9:10.0.0.1")),
-            mark(2500, 4),
-            &mut out,
-        );
+        m.observe(complete(Some("write:blk_9:10.0.0.1")), mark(2500, 4), &mut out);
         assert_eq!(m.open_starts(), 1, "a line closes only the start it names");
         let first = &out[0];
         // The start is the end less the duration, to the millisecond (400.5 rounds to 401).
-        assert_eq!(
-            (first.duration_ms, first.start.as_ref().map(|s| s.ts_ms)),
-            (Some(400.5), Some(1099))
-        );
+        assert_eq!((first.duration_ms, first.start.as_ref().map(|s| s.ts_ms)), (Some(400.5), Some(1099)));
     }
 
     #[test]
@@ -396,23 +312,12 @@ mod tests {
         let mut out = Vec::new();
         m.observe(Token::Connections(1), mark(1000, 1), &mut out);
         m.observe(Token::Connections(2), mark(1200, 2), &mut out);
-        m.observe(
-            end(StateKind::ReadBlock, "read:blk_1"),
-            mark(1700, 3),
-            &mut out,
-        );
+        m.observe(end(StateKind::ReadBlock, "read:blk_1"), mark(1700, 3), &mut out);
         m.observe(Token::Connections(1), mark(1701, 4), &mut out);
         m.observe(Token::Connections(2), mark(1800, 5), &mut out);
-        m.observe(
-            end(StateKind::ReadBlock, "read:blk_2"),
-            mark(2000, 6),
-            &mut out,
-        );
+        m.observe(end(StateKind::ReadBlock, "read:blk_2"), mark(2000, 6), &mut out);
         m.finish(&mut out);
-        let got: Vec<_> = out
-            .iter()
-            .map(|s| (s.kind, s.start.as_ref().map(|m| m.ts_ms), s.duration_ms))
-            .collect();
+        let got: Vec<_> = out.iter().map(|s| (s.kind, s.start.as_ref().map(|m| m.ts_ms), s.duration_ms)).collect();
         assert_eq!(
             got,
             vec![

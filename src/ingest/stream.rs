@@ -124,10 +124,7 @@ impl Batcher {
     }
 
     pub(super) fn rows_for(&mut self, date: i32, emit: &mut dyn FnMut(Output)) -> &mut Rows {
-        let full = self
-            .rows
-            .as_ref()
-            .is_some_and(|r| r.date != date || r.len() >= BATCH_ROWS);
+        let full = self.rows.as_ref().is_some_and(|r| r.date != date || r.len() >= BATCH_ROWS);
         if let Some(rows) = self.rows.take_if(|_| full) {
             emit(Output::Rows(rows));
         }
@@ -150,11 +147,7 @@ pub(super) struct Progress<'a> {
 
 impl<'a> Progress<'a> {
     pub(super) fn new(ctx: &'a RunContext, offset: u64) -> Progress<'a> {
-        Progress {
-            ctx,
-            offset,
-            lines: 0,
-        }
+        Progress { ctx, offset, lines: 0 }
     }
 
     pub(super) fn advance(&mut self, offset: u64) {
@@ -165,9 +158,7 @@ impl<'a> Progress<'a> {
     }
 
     pub(super) fn publish(&mut self, offset: u64) {
-        self.ctx
-            .bytes_read
-            .fetch_add(offset.saturating_sub(self.offset), Ordering::Relaxed);
+        self.ctx.bytes_read.fetch_add(offset.saturating_sub(self.offset), Ordering::Relaxed);
         self.ctx.lines_read.fetch_add(self.lines, Ordering::Relaxed);
         self.offset = offset.max(self.offset);
         self.lines = 0;
@@ -254,13 +245,7 @@ impl StreamReader<'_> {
             merged: file.host == HostOrigin::Merged,
             ..FileReport::begin(&file.display, &file.key, file.size, planned.start)
         };
-        let mut source = match LineReader::open(
-            &file.path,
-            file.gzip,
-            planned.start,
-            file.end,
-            planned.first_line,
-        ) {
+        let mut source = match LineReader::open(&file.path, file.gzip, planned.start, file.end, planned.first_line) {
             Ok(source) => source,
             Err(e) => {
                 report.status = "failed";
@@ -283,15 +268,7 @@ impl StreamReader<'_> {
                     let cut = source.cut(&file.display, &e);
                     report.lines_read += 1;
                     report.error = Some(cut.message);
-                    self.reject(
-                        &mut report,
-                        index,
-                        cut.number,
-                        cut.offset,
-                        cut.reason,
-                        &cut.raw,
-                        emit,
-                    );
+                    self.reject(&mut report, index, cut.number, cut.offset, cut.reason, &cut.raw, emit);
                     break;
                 }
             };
@@ -302,9 +279,7 @@ impl StreamReader<'_> {
                 Checked::Text(text) => text,
                 Checked::Rejected { reason, raw } => {
                     if let Some(len) = line.overlong {
-                        report.error.get_or_insert_with(|| {
-                            format!("{}:{number}: a line of {len} bytes", file.display)
-                        });
+                        report.error.get_or_insert_with(|| format!("{}:{number}: a line of {len} bytes", file.display));
                     }
                     self.reject(&mut report, index, number, offset, reason, &raw, emit);
                     continue;
@@ -344,15 +319,7 @@ impl StreamReader<'_> {
                     self.reject(&mut report, index, number, offset, reason, text, emit);
                 }
                 Head::Malformed(why) => {
-                    self.reject(
-                        &mut report,
-                        index,
-                        number,
-                        offset,
-                        why.to_string(),
-                        text,
-                        emit,
-                    );
+                    self.reject(&mut report, index, number, offset, why.to_string(), text, emit);
                 }
             }
         }
@@ -390,24 +357,10 @@ impl StreamReader<'_> {
             return;
         }
         let rows = self.rejects.rows_for(self.ctx.run_date, emit);
-        append_reject(
-            rows,
-            &self.ctx.ingest_id,
-            &self.files[index].file.display,
-            line,
-            offset,
-            &reason,
-            raw,
-        );
+        append_reject(rows, &self.ctx.ingest_id, &self.files[index].file.display, line, offset, &reason, raw);
     }
 
-    fn flush_event(
-        &mut self,
-        event: &mut Pending,
-        index: usize,
-        report: &mut FileReport,
-        emit: &mut dyn FnMut(Output),
-    ) {
+    fn flush_event(&mut self, event: &mut Pending, index: usize, report: &mut FileReport, emit: &mut dyn FnMut(Output)) {
         event.active = false;
         report.events += 1;
         let planned = &self.files[index];
@@ -449,13 +402,7 @@ impl StreamReader<'_> {
                 .text(Some(&self.ctx.ingest_id));
         }
         if let Some(token) = recognize(daemon, &event.logger, message) {
-            let mark = Mark {
-                file: index,
-                ts_ms: ts,
-                line: event.line,
-                offset: event.offset,
-                host: host.map(str::to_string),
-            };
+            let mark = Mark { file: index, ts_ms: ts, line: event.line, offset: event.offset, host: host.map(str::to_string) };
             self.machine.observe(token, mark, &mut self.finished_states);
             if self.finished_states.len() >= 1024 {
                 self.drain_states(emit);
@@ -467,9 +414,7 @@ impl StreamReader<'_> {
     fn drain_states(&mut self, emit: &mut dyn FnMut(Output)) {
         let states = std::mem::take(&mut self.finished_states);
         for state in &states {
-            let Some(owner) = state.last_mark() else {
-                continue;
-            };
+            let Some(owner) = state.last_mark() else { continue };
             let planned = &self.files[owner.file];
             self.state_counts[owner.file].count(state);
             if !self.wants_rows(owner.file, 1, owner.offset) {
@@ -482,11 +427,7 @@ impl StreamReader<'_> {
             };
             let host = state.host.as_deref().or(stream_host);
             let job = state.detail.task_id.as_deref().and_then(job_of_attempt);
-            let when = state
-                .start
-                .as_ref()
-                .or(state.end.as_ref())
-                .map_or(0, |m| m.ts_ms);
+            let when = state.start.as_ref().or(state.end.as_ref()).map_or(0, |m| m.ts_ms);
             let rows = self.states.rows_for(date_of_ms(when), emit);
             rows.row()
                 .text(host)
@@ -503,11 +444,7 @@ impl StreamReader<'_> {
                 .float(state.duration_ms)
                 .int(state.detail.bytes)
                 .text(state.outcome.map(|o| o.name()))
-                .text(Some(if state.from_clienttrace {
-                    "clienttrace"
-                } else {
-                    "log"
-                }))
+                .text(Some(if state.from_clienttrace { "clienttrace" } else { "log" }))
                 .text(Some(&file.display))
                 .int(state.start.as_ref().map(|m| m.line as i64))
                 .int(state.end.as_ref().map(|m| m.line as i64))
@@ -517,15 +454,7 @@ impl StreamReader<'_> {
 }
 
 /// One `rejects` row; the raw line is cut to [`RAW_KEPT`] bytes, at a character boundary.
-pub(super) fn append_reject(
-    rows: &mut Rows,
-    ingest_id: &str,
-    file: &str,
-    line: u64,
-    offset: u64,
-    reason: &str,
-    raw: &str,
-) {
+pub(super) fn append_reject(rows: &mut Rows, ingest_id: &str, file: &str, line: u64, offset: u64, reason: &str, raw: &str) {
     let mut cut = raw.len().min(RAW_KEPT);
     while !raw.is_char_boundary(cut) {
         cut -= 1;

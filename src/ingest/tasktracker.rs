@@ -7,27 +7,15 @@ use super::ids::{contains, find_attempt, is_map_attempt};
 use super::states::{Detail, Outcome, StateKind, Token};
 
 fn task(attempt: &str) -> Detail {
-    Detail {
-        task_id: Some(attempt.to_string()),
-        ..Detail::default()
-    }
+    Detail { task_id: Some(attempt.to_string()), ..Detail::default() }
 }
 
 fn task_kind(attempt: &str) -> StateKind {
-    if is_map_attempt(attempt) {
-        StateKind::Map
-    } else {
-        StateKind::Reduce
-    }
+    if is_map_attempt(attempt) { StateKind::Map } else { StateKind::Reduce }
 }
 
 fn task_end(attempt: &str, outcome: Outcome) -> Token {
-    Token::End {
-        kind: task_kind(attempt),
-        key: format!("task:{attempt}"),
-        outcome,
-        detail: task(attempt),
-    }
+    Token::End { kind: task_kind(attempt), key: format!("task:{attempt}"), outcome, detail: task(attempt) }
 }
 
 /// `<host>.` or `<host>` at the end of a copy message.
@@ -80,17 +68,8 @@ pub fn recognize(msg: &str) -> Option<Token> {
         };
         let key = format!("copy:{attempt}:{map}");
         Some(match outcome {
-            None => Token::Start {
-                kind: StateKind::ReduceCopy,
-                key,
-                detail,
-            },
-            Some(outcome) => Token::End {
-                kind: StateKind::ReduceCopy,
-                key,
-                outcome,
-                detail,
-            },
+            None => Token::Start { kind: StateKind::ReduceCopy, key, detail },
+            Some(outcome) => Token::End { kind: StateKind::ReduceCopy, key, outcome, detail },
         })
     };
     if let Some(rest) = rest.strip_prefix(" Copying ") {
@@ -104,17 +83,12 @@ pub fn recognize(msg: &str) -> Option<Token> {
     }
     let merge_key = || format!("merge:{attempt}");
     if rest.starts_with(" Thread started: Thread for merging in memory files") {
-        return Some(Token::Start {
-            kind: StateKind::ReduceMergeCopy,
-            key: merge_key(),
-            detail: task(attempt),
-        });
+        return Some(Token::Start { kind: StateKind::ReduceMergeCopy, key: merge_key(), detail: task(attempt) });
     }
     // 0.18 `Merge of the 3 files in InMemoryFileSystem complete. Local file is …`; 0.20 `Merge
     // of the 3 files in-memory complete. Local file is …`.
     if rest.starts_with(" Merge of the ")
-        && (contains(rest, " files in InMemoryFileSystem complete")
-            || contains(rest, " files in-memory complete"))
+        && (contains(rest, " files in InMemoryFileSystem complete") || contains(rest, " files in-memory complete"))
     {
         return Some(Token::End {
             kind: StateKind::ReduceMergeCopy,
@@ -137,45 +111,18 @@ mod tests {
     fn task_starts_and_ends() {
         assert!(matches!(
             recognize("LaunchTaskAction: task_0001_m_000003_0"),
-            Some(Token::Start {
-                kind: StateKind::Map,
-                ..
-            })
+            Some(Token::Start { kind: StateKind::Map, .. })
         ));
-        let start = recognize(&format!(
-            "LaunchTaskAction (registerTask): {R} task's state:UNASSIGNED"
-        ))
-        .unwrap();
+        let start = recognize(&format!("LaunchTaskAction (registerTask): {R} task's state:UNASSIGNED")).unwrap();
+        assert_eq!(start, Token::Start { kind: StateKind::Reduce, key: format!("task:{R}"), detail: task(R) });
+        assert_eq!(recognize(&format!("Task {M} is done.")), Some(task_end(M, Outcome::Succeeded)));
+        assert_eq!(recognize(&format!("Received KillTaskAction for task: {M}")), Some(task_end(M, Outcome::Killed)));
         assert_eq!(
-            start,
-            Token::Start {
-                kind: StateKind::Reduce,
-                key: format!("task:{R}"),
-                detail: task(R)
-            }
-        );
-        assert_eq!(
-            recognize(&format!("Task {M} is done.")),
-            Some(task_end(M, Outcome::Succeeded))
-        );
-        assert_eq!(
-            recognize(&format!("Received KillTaskAction for task: {M}")),
-            Some(task_end(M, Outcome::Killed))
-        );
-        assert_eq!(
-            recognize(&format!(
-                "{M}: Task {M} failed to report status for 600 seconds. Killing!"
-            )),
+            recognize(&format!("{M}: Task {M} failed to report status for 600 seconds. Killing!")),
             Some(task_end(M, Outcome::Failed))
         );
-        assert_eq!(
-            recognize(&format!("{M} Child Error")),
-            Some(task_end(M, Outcome::Failed))
-        );
-        assert_eq!(
-            recognize(&format!("{M} 0.6666667% hdfs://x/part-0:0+67108864")),
-            None
-        );
+        assert_eq!(recognize(&format!("{M} Child Error")), Some(task_end(M, Outcome::Failed)));
+        assert_eq!(recognize(&format!("{M} 0.6666667% hdfs://x/part-0:0+67108864")), None);
     }
 
     #[test]
@@ -185,44 +132,22 @@ mod tests {
         else {
             panic!("no start")
         };
-        assert_eq!(
-            (kind, key.as_str()),
-            (StateKind::ReduceCopy, format!("copy:{R}:{M}").as_str())
-        );
+        assert_eq!((kind, key.as_str()), (StateKind::ReduceCopy, format!("copy:{R}:{M}").as_str()));
         assert_eq!(detail.peer_host.as_deref(), Some("fp30.pdl.cmu.local"));
         assert_eq!(detail.peer_task_id.as_deref(), Some(M));
         assert!(matches!(
-            recognize(&format!(
-                "{R} done copying {M} output from fp30.pdl.cmu.local."
-            )),
-            Some(Token::End {
-                kind: StateKind::ReduceCopy,
-                outcome: Outcome::Succeeded,
-                ..
-            })
+            recognize(&format!("{R} done copying {M} output from fp30.pdl.cmu.local.")),
+            Some(Token::End { kind: StateKind::ReduceCopy, outcome: Outcome::Succeeded, .. })
         ));
         assert!(matches!(
-            recognize(&format!(
-                "{R} Thread started: Thread for merging in memory files"
-            )),
-            Some(Token::Start {
-                kind: StateKind::ReduceMergeCopy,
-                ..
-            })
+            recognize(&format!("{R} Thread started: Thread for merging in memory files")),
+            Some(Token::Start { kind: StateKind::ReduceMergeCopy, .. })
         ));
         for end in [
-            format!(
-                "{R} Merge of the 3 files in InMemoryFileSystem complete. Local file is /tmp/map_0.out"
-            ),
+            format!("{R} Merge of the 3 files in InMemoryFileSystem complete. Local file is /tmp/map_0.out"),
             format!("{R} Merge of the 3 files in-memory complete. Local file is /tmp/x of size 10"),
         ] {
-            assert!(matches!(
-                recognize(&end),
-                Some(Token::End {
-                    kind: StateKind::ReduceMergeCopy,
-                    ..
-                })
-            ));
+            assert!(matches!(recognize(&end), Some(Token::End { kind: StateKind::ReduceMergeCopy, .. })));
         }
     }
 }

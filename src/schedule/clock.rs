@@ -43,10 +43,7 @@ pub struct FakeClock {
 
 impl FakeClock {
     pub fn new(start: DateTime<Utc>) -> FakeClock {
-        FakeClock {
-            now: Mutex::new(start),
-            sleeps: Mutex::new(Vec::new()),
-        }
+        FakeClock { now: Mutex::new(start), sleeps: Mutex::new(Vec::new()) }
     }
 
     /// Every instant slept until, in order.

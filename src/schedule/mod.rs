@@ -109,13 +109,8 @@ fn default_days_back() -> u32 {
 /// What a job does.
 #[derive(Clone, Debug)]
 pub enum Work {
-    Query {
-        query: Query,
-        params: Vec<(String, String)>,
-    },
-    Ingest {
-        paths: Vec<PathBuf>,
-    },
+    Query { query: Query, params: Vec<(String, String)> },
+    Ingest { paths: Vec<PathBuf> },
 }
 
 #[derive(Clone, Debug)]
@@ -160,8 +155,7 @@ pub fn parse_zone(name: &str) -> Result<Tz> {
 
 impl Config {
     pub fn read(path: &Path) -> Result<Config> {
-        let text = std::fs::read_to_string(path)
-            .with_context(|| format!("cannot read {}", path.display()))?;
+        let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
         toml::from_str(&text).map_err(|e| anyhow!("{}: {e}", path.display()))
     }
 
@@ -178,38 +172,21 @@ impl Config {
     pub fn jobs(&self, base: &Path) -> Result<Vec<Job>> {
         let mut jobs: Vec<Job> = Vec::new();
         for (index, job) in self.jobs.iter().enumerate() {
-            let at = || {
-                format!(
-                    "jobs[{index}]{}",
-                    job.name
-                        .as_deref()
-                        .map(|n| format!(" ({n})"))
-                        .unwrap_or_default()
-                )
-            };
+            let at = || format!("jobs[{index}]{}", job.name.as_deref().map(|n| format!(" ({n})")).unwrap_or_default());
             let zone = parse_zone(job.zone.as_deref().unwrap_or(&self.zone)).with_context(at)?;
             let schedule = Schedule::parse(&job.cron, zone).with_context(at)?;
             let (name, work) = match (&job.query, job.ingest.is_empty()) {
                 (Some(spec), true) => {
                     let query = Query::resolve(spec, &base.join(&self.queries)).with_context(at)?;
-                    let params: Vec<(String, String)> = job
-                        .params
-                        .iter()
-                        .map(|(k, v)| (k.clone(), toml_text(v)))
-                        .collect();
+                    let params: Vec<(String, String)> =
+                        job.params.iter().map(|(k, v)| (k.clone(), toml_text(v))).collect();
                     // Bind once now, so a misspelt parameter fails at start.
                     query.bind(&params).with_context(at)?;
-                    (
-                        job.name.clone().unwrap_or_else(|| query.name.clone()),
-                        Work::Query { query, params },
-                    )
+                    (job.name.clone().unwrap_or_else(|| query.name.clone()), Work::Query { query, params })
                 }
                 (None, false) => {
                     let paths = job.ingest.iter().map(|p| base.join(p)).collect();
-                    (
-                        job.name.clone().unwrap_or_else(|| "ingest".into()),
-                        Work::Ingest { paths },
-                    )
+                    (job.name.clone().unwrap_or_else(|| "ingest".into()), Work::Ingest { paths })
                 }
                 _ => bail!("{}: a job has either `query` or `ingest`", at()),
             };
@@ -261,9 +238,7 @@ impl Runner for WarehouseRunner {
                 request.cluster = job.cluster.clone();
                 request.params = params.clone();
                 request.run_date = run_date;
-                Ok(diagnose::run(&self.warehouse, &request, Record::Replace)
-                    .await?
-                    .rows)
+                Ok(diagnose::run(&self.warehouse, &request, Record::Replace).await?.rows)
             }
             Work::Ingest { paths } => {
                 let options = IngestOptions {
@@ -311,10 +286,7 @@ impl Ledger {
             // Strings may come back as views, depending on the reader: cast to what is read here.
             let jobs = cast(batch.column(0), &DataType::Utf8)?;
             let jobs = jobs.as_string::<i32>();
-            let times = cast(
-                batch.column(1),
-                &DataType::Timestamp(TimeUnit::Microsecond, None),
-            )?;
+            let times = cast(batch.column(1), &DataType::Timestamp(TimeUnit::Microsecond, None))?;
             let times = times.as_primitive::<TimestampMicrosecondType>();
             for row in 0..batch.num_rows() {
                 if times.is_valid(row)
@@ -339,11 +311,7 @@ pub async fn run_with_retries(
     clock: &dyn Clock,
     policy: &Policy,
 ) -> Result<usize> {
-    let run_id = format!(
-        "{}-{}-{run_date}",
-        job.name,
-        clock.now().format("%Y%m%dT%H%M%S%.3fZ")
-    );
+    let run_id = format!("{}-{}-{run_date}", job.name, clock.now().format("%Y%m%dT%H%M%S%.3fZ"));
     let mut attempt = 1;
     loop {
         let started = clock.now();
@@ -373,19 +341,11 @@ pub async fn run_with_retries(
         ledger.record(&entry).await?;
         match outcome {
             Ok(rows) => return Ok(rows),
-            Err(e) if last => {
-                return Err(e.context(format!("{} for {run_date}: attempt {attempt}", job.name)));
-            }
+            Err(e) if last => return Err(e.context(format!("{} for {run_date}: attempt {attempt}", job.name))),
             Err(e) => {
                 let wait = plan::backoff(policy.backoff, attempt, policy.max_backoff);
-                eprintln!(
-                    "{} for {run_date}: attempt {attempt} failed ({e:#}); retrying in {} s",
-                    job.name,
-                    wait.as_secs()
-                );
-                clock
-                    .sleep_until(clock.now() + chrono::Duration::from_std(wait).unwrap_or_default())
-                    .await;
+                eprintln!("{} for {run_date}: attempt {attempt} failed ({e:#}); retrying in {} s", job.name, wait.as_secs());
+                clock.sleep_until(clock.now() + chrono::Duration::from_std(wait).unwrap_or_default()).await;
                 attempt += 1;
             }
         }
@@ -405,36 +365,17 @@ pub async fn run_scheduler(
     let started = clock.now();
     let mut handled = ledger.handled().await?;
     for job in jobs {
-        let next = job
-            .schedule
-            .next_after(started)
-            .map_or("never".into(), |t| t.to_rfc3339());
-        eprintln!(
-            "{}: `{}` in {}, next at {next}",
-            job.name, job.schedule.expression, job.schedule.zone
-        );
+        let next = job.schedule.next_after(started).map_or("never".into(), |t| t.to_rfc3339());
+        eprintln!("{}: `{}` in {}, next at {next}", job.name, job.schedule.expression, job.schedule.zone);
     }
     loop {
         let now = clock.now();
         for job in jobs {
             let last = handled.get(&job.name).copied();
-            for (occurrence, caught_up) in
-                plan::due(&job.schedule, last, started, now, job.catch_up)
-            {
+            for (occurrence, caught_up) in plan::due(&job.schedule, last, started, now, job.catch_up) {
                 let run_date = job.schedule.run_date(occurrence, job.days_back);
                 let trigger = if caught_up { "catch-up" } else { "schedule" };
-                match run_with_retries(
-                    job,
-                    run_date,
-                    Some(occurrence),
-                    trigger,
-                    runner,
-                    ledger,
-                    clock,
-                    policy,
-                )
-                .await
-                {
+                match run_with_retries(job, run_date, Some(occurrence), trigger, runner, ledger, clock, policy).await {
                     Ok(rows) => eprintln!("{} for {run_date} ({trigger}): {rows} rows", job.name),
                     // One job failing for good does not stop the others; the ledger has it.
                     Err(e) => eprintln!("error: {e:#}"),
@@ -472,13 +413,7 @@ pub async fn backfill(
     for date in from.iter_days().take_while(|d| *d <= to) {
         let (start, end) = plan::day_window(date, job.schedule.zone)?;
         if dry_run {
-            writeln!(
-                out,
-                "{} for {date}: window [{}, {}), would replace its partition",
-                job.name,
-                start.to_rfc3339(),
-                end.to_rfc3339()
-            )?;
+            writeln!(out, "{} for {date}: window [{}, {}), would replace its partition", job.name, start.to_rfc3339(), end.to_rfc3339())?;
             continue;
         }
         match run_with_retries(job, date, None, "backfill", runner, ledger, clock, policy).await {
@@ -503,9 +438,7 @@ mod tests {
     use clock::FakeClock;
 
     fn utc(text: &str) -> DateTime<Utc> {
-        DateTime::parse_from_rfc3339(text)
-            .unwrap()
-            .with_timezone(&Utc)
+        DateTime::parse_from_rfc3339(text).unwrap().with_timezone(&Utc)
     }
 
     /// Records what it was asked to run; fails the first `failures` attempts of each date.
@@ -520,11 +453,7 @@ mod tests {
             let mut calls = self.calls.lock().unwrap();
             calls.push((job.name.clone(), run_date));
             let tries = calls.iter().filter(|c| c.1 == run_date).count();
-            if tries <= self.failures {
-                bail!("disk full")
-            } else {
-                Ok(7)
-            }
+            if tries <= self.failures { bail!("disk full") } else { Ok(7) }
         }
     }
 
@@ -540,11 +469,7 @@ mod tests {
     }
 
     fn policy() -> Policy {
-        Policy {
-            retries: 2,
-            backoff: Duration::from_secs(60),
-            max_backoff: Duration::from_secs(3600),
-        }
+        Policy { retries: 2, backoff: Duration::from_secs(60), max_backoff: Duration::from_secs(3600) }
     }
 
     async fn ledger_rows(wh: &Warehouse) -> Vec<String> {
@@ -558,42 +483,17 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let wh = Warehouse::new(dir.path());
         let ledger = Ledger::new(wh.clone());
-        let script = Script {
-            calls: Mutex::new(Vec::new()),
-            failures: 0,
-        };
+        let script = Script { calls: Mutex::new(Vec::new()), failures: 0 };
 
         // First life: started on the 1st at noon, runs the night of the 2nd, stops.
         let clock = FakeClock::new(utc("2024-01-01T12:00:00Z"));
         let jobs = [nightly("wb", CatchUp::All), nightly("bb", CatchUp::Latest)];
-        run_scheduler(
-            &jobs,
-            &script,
-            &ledger,
-            &clock,
-            &policy(),
-            Some(utc("2024-01-02T12:00:00Z")),
-        )
-        .await
-        .unwrap();
-        assert_eq!(
-            clock.sleeps(),
-            vec![utc("2024-01-02T02:00:00Z")],
-            "one wake-up, exactly at 02:00"
-        );
+        run_scheduler(&jobs, &script, &ledger, &clock, &policy(), Some(utc("2024-01-02T12:00:00Z"))).await.unwrap();
+        assert_eq!(clock.sleeps(), vec![utc("2024-01-02T02:00:00Z")], "one wake-up, exactly at 02:00");
 
         // Down for three nights; restarted on the 5th at 09:00, runs until the 6th at noon.
         clock.set(utc("2024-01-05T09:00:00Z"));
-        run_scheduler(
-            &jobs,
-            &script,
-            &ledger,
-            &clock,
-            &policy(),
-            Some(utc("2024-01-06T12:00:00Z")),
-        )
-        .await
-        .unwrap();
+        run_scheduler(&jobs, &script, &ledger, &clock, &policy(), Some(utc("2024-01-06T12:00:00Z"))).await.unwrap();
         let calls = script.calls.lock().unwrap().clone();
         let day = |d: u32| NaiveDate::from_ymd_opt(2024, 1, d).unwrap();
         assert_eq!(
@@ -612,14 +512,8 @@ mod tests {
         );
         let ledger = ledger_rows(&wh).await;
         assert_eq!(ledger.len(), 8, "{ledger:#?}");
-        assert_eq!(
-            ledger[2],
-            "wb 2024-01-02 catch-up 1 succeeded 2024-01-03T02:00:00Z"
-        );
-        assert_eq!(
-            ledger[7],
-            "wb 2024-01-05 schedule 1 succeeded 2024-01-06T02:00:00Z"
-        );
+        assert_eq!(ledger[2], "wb 2024-01-02 catch-up 1 succeeded 2024-01-03T02:00:00Z");
+        assert_eq!(ledger[7], "wb 2024-01-05 schedule 1 succeeded 2024-01-06T02:00:00Z");
     }
 
     #[tokio::test]
@@ -630,97 +524,33 @@ mod tests {
         let clock = FakeClock::new(utc("2024-01-01T12:00:00Z"));
         let job = nightly("wb", CatchUp::None);
 
-        let flaky = Script {
-            calls: Mutex::new(Vec::new()),
-            failures: 2,
-        };
-        run_scheduler(
-            std::slice::from_ref(&job),
-            &flaky,
-            &ledger,
-            &clock,
-            &policy(),
-            Some(utc("2024-01-02T12:00:00Z")),
-        )
-        .await
-        .unwrap();
+        let flaky = Script { calls: Mutex::new(Vec::new()), failures: 2 };
+        run_scheduler(std::slice::from_ref(&job), &flaky, &ledger, &clock, &policy(), Some(utc("2024-01-02T12:00:00Z"))).await.unwrap();
         assert_eq!(
             clock.sleeps(),
-            vec![
-                utc("2024-01-02T02:00:00Z"),
-                utc("2024-01-02T02:01:00Z"),
-                utc("2024-01-02T02:03:00Z")
-            ],
+            vec![utc("2024-01-02T02:00:00Z"), utc("2024-01-02T02:01:00Z"), utc("2024-01-02T02:03:00Z")],
             "retries after 60 s, then 120 s"
         );
         let rows = ledger_rows(&wh).await;
         let statuses: Vec<&str> = rows.iter().map(|r| r.split(' ').nth(4).unwrap()).collect();
-        assert_eq!(
-            statuses,
-            vec!["retrying", "retrying", "succeeded"],
-            "{rows:#?}"
-        );
+        assert_eq!(statuses, vec!["retrying", "retrying", "succeeded"], "{rows:#?}");
 
         // A date that never succeeds is failed for good after the retries, and is not retried
         // by a restart (it was dealt with; `kahuna backfill` reruns it).
-        let broken = Script {
-            calls: Mutex::new(Vec::new()),
-            failures: usize::MAX,
-        };
+        let broken = Script { calls: Mutex::new(Vec::new()), failures: usize::MAX };
         let out = &mut Vec::new();
-        let err = backfill(
-            &job,
-            day(10),
-            day(10),
-            false,
-            &broken,
-            &ledger,
-            &clock,
-            &policy(),
-            out,
-        )
-        .await
-        .unwrap_err();
-        assert!(
-            format!("{err:#}").contains("1 of the dates failed"),
-            "{err:#}"
-        );
+        let err = backfill(&job, day(10), day(10), false, &broken, &ledger, &clock, &policy(), out).await.unwrap_err();
+        assert!(format!("{err:#}").contains("1 of the dates failed"), "{err:#}");
         assert_eq!(broken.calls.lock().unwrap().len(), 3);
         let rows = ledger_rows(&wh).await;
-        assert!(
-            rows.last()
-                .unwrap()
-                .starts_with("wb 2024-01-10 backfill 3 failed"),
-            "{rows:#?}"
-        );
+        assert!(rows.last().unwrap().starts_with("wb 2024-01-10 backfill 3 failed"), "{rows:#?}");
 
         let out = &mut Vec::new();
-        backfill(
-            &job,
-            day(7),
-            day(9),
-            true,
-            &broken,
-            &ledger,
-            &clock,
-            &policy(),
-            out,
-        )
-        .await
-        .unwrap();
+        backfill(&job, day(7), day(9), true, &broken, &ledger, &clock, &policy(), out).await.unwrap();
         let plan = String::from_utf8_lossy(out).into_owned();
         assert_eq!(plan.lines().count(), 3, "{plan}");
-        assert!(
-            plan.starts_with(
-                "wb for 2024-01-07: window [2024-01-07T00:00:00+00:00, 2024-01-08T00:00:00+00:00)"
-            ),
-            "{plan}"
-        );
-        assert_eq!(
-            broken.calls.lock().unwrap().len(),
-            3,
-            "a dry run runs nothing"
-        );
+        assert!(plan.starts_with("wb for 2024-01-07: window [2024-01-07T00:00:00+00:00, 2024-01-08T00:00:00+00:00)"), "{plan}");
+        assert_eq!(broken.calls.lock().unwrap().len(), 3, "a dry run runs nothing");
     }
 
     fn day(d: u32) -> NaiveDate {
@@ -730,38 +560,20 @@ mod tests {
     #[test]
     fn config_errors_name_the_job_and_field() {
         let base = Path::new(".");
-        let read = |text: &str| {
-            toml::from_str::<Config>(text)
-                .map_err(anyhow::Error::from)
-                .and_then(|c| c.jobs(base))
-        };
+        let read = |text: &str| toml::from_str::<Config>(text).map_err(anyhow::Error::from).and_then(|c| c.jobs(base));
         let jobs = read("zone = 'Europe/Paris'\n[[jobs]]\nquery = 'kahuna_wb'\ncron = '0 30 2 * * *'\nparams = { threshold = 0.45 }\n")
             .unwrap();
         assert_eq!(jobs[0].name, "kahuna_wb");
         assert_eq!(jobs[0].schedule.zone, chrono_tz::Europe::Paris);
         assert_eq!(jobs[0].catch_up, CatchUp::Latest);
-        let Work::Query { params, .. } = &jobs[0].work else {
-            panic!("a query job")
-        };
+        let Work::Query { params, .. } = &jobs[0].work else { panic!("a query job") };
         assert_eq!(params, &vec![("threshold".to_string(), "0.45".to_string())]);
 
         for (text, expected) in [
-            (
-                "[[jobs]]\nquery = 'kahuna_wb'\ncron = '0 2 * *'\n",
-                "jobs[0]: cron expression `0 2 * *`",
-            ),
-            (
-                "[[jobs]]\nquery = 'kahuna_wb'\ncron = '0 2 * * *'\nzone = 'Mars/Base'\n",
-                "jobs[0]: zone Mars/Base",
-            ),
-            (
-                "[[jobs]]\nname = 'x'\nquery = 'kahuna_wb'\ncron = '0 2 * * *'\nparams = { treshold = 1 }\n",
-                "jobs[0] (x)",
-            ),
-            (
-                "[[jobs]]\ncron = '0 2 * * *'\n",
-                "a job has either `query` or `ingest`",
-            ),
+            ("[[jobs]]\nquery = 'kahuna_wb'\ncron = '0 2 * *'\n", "jobs[0]: cron expression `0 2 * *`"),
+            ("[[jobs]]\nquery = 'kahuna_wb'\ncron = '0 2 * * *'\nzone = 'Mars/Base'\n", "jobs[0]: zone Mars/Base"),
+            ("[[jobs]]\nname = 'x'\nquery = 'kahuna_wb'\ncron = '0 2 * * *'\nparams = { treshold = 1 }\n", "jobs[0] (x)"),
+            ("[[jobs]]\ncron = '0 2 * * *'\n", "a job has either `query` or `ingest`"),
         ] {
             let err = format!("{:#}", read(text).unwrap_err());
             assert!(err.contains(expected), "{text}: {err}");

@@ -39,21 +39,12 @@ impl Schedule {
             .build()
             .parse(expression)
             .map_err(|e| anyhow!("cron expression `{expression}`: {e}"))?;
-        Ok(Schedule {
-            expression: expression.to_string(),
-            cron,
-            zone,
-        })
+        Ok(Schedule { expression: expression.to_string(), cron, zone })
     }
 
     /// Occurrences in (after, until], oldest first, at most `limit`. Wall-clock times that a
     /// daylight-saving change skips or repeats are croner's to settle: each occurrence once.
-    pub fn between(
-        &self,
-        after: DateTime<Utc>,
-        until: DateTime<Utc>,
-        limit: usize,
-    ) -> Vec<DateTime<Utc>> {
+    pub fn between(&self, after: DateTime<Utc>, until: DateTime<Utc>, limit: usize) -> Vec<DateTime<Utc>> {
         self.cron
             .iter_after(after.with_timezone(&self.zone))
             .map(|t| t.with_timezone(&Utc))
@@ -63,19 +54,14 @@ impl Schedule {
     }
 
     pub fn next_after(&self, after: DateTime<Utc>) -> Option<DateTime<Utc>> {
-        self.cron
-            .iter_after(after.with_timezone(&self.zone))
-            .next()
-            .map(|t| t.with_timezone(&Utc))
+        self.cron.iter_after(after.with_timezone(&self.zone)).next().map(|t| t.with_timezone(&Utc))
     }
 
     /// The run date an occurrence stands for: its local date, `days_back` days earlier (a run
     /// at 02:00 with `days_back = 1` diagnoses yesterday).
     pub fn run_date(&self, occurrence: DateTime<Utc>, days_back: u32) -> NaiveDate {
         let local = occurrence.with_timezone(&self.zone).date_naive();
-        local
-            .checked_sub_days(Days::new(u64::from(days_back)))
-            .unwrap_or(local)
+        local.checked_sub_days(Days::new(u64::from(days_back))).unwrap_or(local)
     }
 }
 
@@ -83,9 +69,7 @@ impl Schedule {
 /// daylight-saving gap the window starts at the first instant that exists.
 pub fn day_window(date: NaiveDate, zone: Tz) -> Result<(DateTime<Utc>, DateTime<Utc>)> {
     let start_of = |d: NaiveDate| -> Result<DateTime<Utc>> {
-        let midnight = d
-            .and_hms_opt(0, 0, 0)
-            .ok_or_else(|| anyhow!("{d}: no midnight"))?;
+        let midnight = d.and_hms_opt(0, 0, 0).ok_or_else(|| anyhow!("{d}: no midnight"))?;
         // A gap at midnight (some zones move clocks at 00:00): the first hour that exists.
         for hour in 0..3 {
             let wall = midnight + chrono::Duration::hours(hour);
@@ -95,9 +79,7 @@ pub fn day_window(date: NaiveDate, zone: Tz) -> Result<(DateTime<Utc>, DateTime<
         }
         bail!("{d} has no start of day in {zone}")
     };
-    let next = date
-        .succ_opt()
-        .ok_or_else(|| anyhow!("{date}: no next day"))?;
+    let next = date.succ_opt().ok_or_else(|| anyhow!("{date}: no next day"))?;
     Ok((start_of(date)?, start_of(next)?))
 }
 
@@ -123,26 +105,13 @@ pub fn due(
         runs.extend(chosen.into_iter().map(|t| (t, true)));
     }
     let live_after = handled.map_or(started, |h| h.max(started));
-    runs.extend(
-        schedule
-            .between(live_after, now, MAX_CATCH_UP)
-            .into_iter()
-            .map(|t| (t, false)),
-    );
+    runs.extend(schedule.between(live_after, now, MAX_CATCH_UP).into_iter().map(|t| (t, false)));
     runs
 }
 
 /// The wait before retry `attempt` (1 for the first retry): `base` doubled each time, capped.
-pub fn backoff(
-    base: std::time::Duration,
-    attempt: u32,
-    cap: std::time::Duration,
-) -> std::time::Duration {
-    base.saturating_mul(
-        1u32.checked_shl(attempt.saturating_sub(1))
-            .unwrap_or(u32::MAX),
-    )
-    .min(cap)
+pub fn backoff(base: std::time::Duration, attempt: u32, cap: std::time::Duration) -> std::time::Duration {
+    base.saturating_mul(1u32.checked_shl(attempt.saturating_sub(1)).unwrap_or(u32::MAX)).min(cap)
 }
 
 #[cfg(test)]
@@ -150,9 +119,7 @@ mod tests {
     use super::*;
 
     fn utc(text: &str) -> DateTime<Utc> {
-        DateTime::parse_from_rfc3339(text)
-            .unwrap()
-            .with_timezone(&Utc)
+        DateTime::parse_from_rfc3339(text).unwrap().with_timezone(&Utc)
     }
 
     #[test]
@@ -162,11 +129,7 @@ mod tests {
         let runs = paris.between(utc("2024-03-29T12:00:00Z"), utc("2024-04-02T12:00:00Z"), 10);
         let shown: Vec<String> = runs.iter().map(|t| t.to_rfc3339()).collect();
         assert_eq!(shown[0], "2024-03-30T01:30:00+00:00", "{shown:?}");
-        assert_eq!(
-            shown.last().map(String::as_str),
-            Some("2024-04-02T00:30:00+00:00"),
-            "{shown:?}"
-        );
+        assert_eq!(shown.last().map(String::as_str), Some("2024-04-02T00:30:00+00:00"), "{shown:?}");
         assert!(runs.windows(2).all(|w| w[0] < w[1]));
         // Nightly at 02:00 UTC with the five-field form; run date = yesterday.
         let utc_nightly = Schedule::parse("0 2 * * *", Tz::UTC).unwrap();
@@ -178,20 +141,9 @@ mod tests {
 
     #[test]
     fn a_local_day_is_23_24_or_25_hours() {
-        let (from, to) = day_window(
-            NaiveDate::from_ymd_opt(2024, 3, 31).unwrap(),
-            chrono_tz::Europe::Paris,
-        )
-        .unwrap();
-        assert_eq!(
-            (from, to),
-            (utc("2024-03-30T23:00:00Z"), utc("2024-03-31T22:00:00Z"))
-        );
-        let (from, to) = day_window(
-            NaiveDate::from_ymd_opt(2024, 10, 27).unwrap(),
-            chrono_tz::Europe::Paris,
-        )
-        .unwrap();
+        let (from, to) = day_window(NaiveDate::from_ymd_opt(2024, 3, 31).unwrap(), chrono_tz::Europe::Paris).unwrap();
+        assert_eq!((from, to), (utc("2024-03-30T23:00:00Z"), utc("2024-03-31T22:00:00Z")));
+        let (from, to) = day_window(NaiveDate::from_ymd_opt(2024, 10, 27).unwrap(), chrono_tz::Europe::Paris).unwrap();
         assert_eq!(to - from, chrono::Duration::hours(25));
         let (from, _) = day_window(NaiveDate::from_ymd_opt(2008, 8, 23).unwrap(), Tz::UTC).unwrap();
         assert_eq!(from, utc("2008-08-23T00:00:00Z"));
@@ -203,42 +155,23 @@ mod tests {
         let handled = Some(utc("2024-01-01T02:00:00Z"));
         let started = utc("2024-01-04T09:00:00Z"); // missed the 2nd, 3rd and 4th
         let now = started;
-        let times = |runs: Vec<(DateTime<Utc>, bool)>| {
-            runs.iter().map(|(t, c)| (t.day(), *c)).collect::<Vec<_>>()
-        };
+        let times = |runs: Vec<(DateTime<Utc>, bool)>| runs.iter().map(|(t, c)| (t.day(), *c)).collect::<Vec<_>>();
         use chrono::Datelike;
-        assert_eq!(
-            times(due(&nightly, handled, started, now, CatchUp::None)),
-            vec![]
-        );
-        assert_eq!(
-            times(due(&nightly, handled, started, now, CatchUp::Latest)),
-            vec![(4, true)]
-        );
-        assert_eq!(
-            times(due(&nightly, handled, started, now, CatchUp::All)),
-            vec![(2, true), (3, true), (4, true)]
-        );
+        assert_eq!(times(due(&nightly, handled, started, now, CatchUp::None)), vec![]);
+        assert_eq!(times(due(&nightly, handled, started, now, CatchUp::Latest)), vec![(4, true)]);
+        assert_eq!(times(due(&nightly, handled, started, now, CatchUp::All)), vec![(2, true), (3, true), (4, true)]);
         // Once running, the next night is due in the ordinary way, whatever the policy.
         let later = utc("2024-01-05T02:00:00Z");
         let handled = Some(utc("2024-01-04T02:00:00Z"));
-        assert_eq!(
-            times(due(&nightly, handled, started, later, CatchUp::None)),
-            vec![(5, false)]
-        );
+        assert_eq!(times(due(&nightly, handled, started, later, CatchUp::None)), vec![(5, false)]);
         // A job never run before starts with the next occurrence, not with history.
-        assert_eq!(
-            times(due(&nightly, None, started, later, CatchUp::All)),
-            vec![(5, false)]
-        );
+        assert_eq!(times(due(&nightly, None, started, later, CatchUp::All)), vec![(5, false)]);
     }
 
     #[test]
     fn backoff_doubles_up_to_the_cap() {
         let s = std::time::Duration::from_secs;
-        let waits: Vec<u64> = (1..=6)
-            .map(|a| backoff(s(60), a, s(600)).as_secs())
-            .collect();
+        let waits: Vec<u64> = (1..=6).map(|a| backoff(s(60), a, s(600)).as_secs()).collect();
         assert_eq!(waits, vec![60, 120, 240, 480, 600, 600]);
         assert_eq!(backoff(s(60), 40, s(600)), s(600));
     }

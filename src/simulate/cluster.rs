@@ -25,19 +25,11 @@ pub struct Node {
 }
 
 pub fn host_name(global: usize) -> String {
-    format!(
-        "r{:02}n{:02}",
-        global / RACK_SIZE + 1,
-        global % RACK_SIZE + 1
-    )
+    format!("r{:02}n{:02}", global / RACK_SIZE + 1, global % RACK_SIZE + 1)
 }
 
 pub fn host_ip(global: usize) -> String {
-    format!(
-        "10.1.{}.{}",
-        global / RACK_SIZE + 1,
-        global % RACK_SIZE + 10
-    )
+    format!("10.1.{}.{}", global / RACK_SIZE + 1, global % RACK_SIZE + 10)
 }
 
 impl Node {
@@ -68,10 +60,7 @@ pub struct Cluster {
 impl Cluster {
     /// A cluster of the given cluster-wide node indices.
     pub fn of(globals: &[usize], seed: u64) -> Cluster {
-        Cluster {
-            nodes: globals.iter().map(|&g| Node::new(g, seed)).collect(),
-            master: "master".into(),
-        }
+        Cluster { nodes: globals.iter().map(|&g| Node::new(g, seed)).collect(), master: "master".into() }
     }
 
     pub fn first(n: usize, seed: u64) -> Cluster {
@@ -102,25 +91,14 @@ mod tests {
     #[test]
     fn names_addresses_and_peer_similar_rates() {
         let c = Cluster::first(50, 1);
-        assert_eq!(
-            (c.nodes[0].name.as_str(), c.nodes[0].ip.as_str()),
-            ("r01n01", "10.1.1.10")
-        );
-        assert_eq!(
-            (c.nodes[41].name.as_str(), c.nodes[41].ip.as_str()),
-            ("r02n02", "10.1.2.11")
-        );
+        assert_eq!((c.nodes[0].name.as_str(), c.nodes[0].ip.as_str()), ("r01n01", "10.1.1.10"));
+        assert_eq!((c.nodes[41].name.as_str(), c.nodes[41].ip.as_str()), ("r02n02", "10.1.2.11"));
         assert_eq!(c.find("r02n02"), Some(41));
         assert_eq!(c.find("3"), Some(3));
         assert_eq!(c.find("r99n01"), None);
         let disks: Vec<f64> = c.nodes.iter().map(|n| n.disk_mb_s).collect();
-        let (lo, hi) = disks
-            .iter()
-            .fold((f64::MAX, 0f64), |(lo, hi), d| (lo.min(*d), hi.max(*d)));
-        assert!(
-            lo > 60.0 * 0.91 && hi < 60.0 * 1.09 && hi - lo > 1.0,
-            "{lo} {hi}"
-        );
+        let (lo, hi) = disks.iter().fold((f64::MAX, 0f64), |(lo, hi), d| (lo.min(*d), hi.max(*d)));
+        assert!(lo > 60.0 * 0.91 && hi < 60.0 * 1.09 && hi - lo > 1.0, "{lo} {hi}");
         assert_eq!(Node::new(7, 1).disk_mb_s, c.nodes[7].disk_mb_s);
     }
 }

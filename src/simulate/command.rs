@@ -60,12 +60,8 @@ pub struct Args {
 }
 
 pub fn run_command(args: Args) -> Result<()> {
-    let version = Version::parse(&args.hadoop)
-        .with_context(|| format!("--hadoop {}: 0.18 or 0.20", args.hadoop))?;
-    let threads = args
-        .threads
-        .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, usize::from))
-        .max(1);
+    let version = Version::parse(&args.hadoop).with_context(|| format!("--hadoop {}: 0.18 or 0.20", args.hadoop))?;
+    let threads = args.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(2, usize::from)).max(1);
     if let Some(kind) = &args.history {
         if kind != "m45" {
             bail!("--history {kind}: the one history is m45");
@@ -73,59 +69,29 @@ pub fn run_command(args: Args) -> Result<()> {
         if !(args.scale > 0.0 && args.months > 0.0) {
             bail!("--scale and --months must be above 0");
         }
-        let cfg = HistoryConfig {
-            months: args.months,
-            scale: args.scale,
-            seed: args.seed,
-            out: args.out,
-            version,
-            gzip: args.gzip,
-            logs: !args.no_logs,
-            threads,
-            progress: true,
-        };
+        let cfg = HistoryConfig { months: args.months, scale: args.scale, seed: args.seed, out: args.out, version, gzip: args.gzip, logs: !args.no_logs, threads, progress: true };
         let summary = run_history(&cfg)?;
         println!("{}", serde_json::to_string_pretty(&summary)?);
         return Ok(());
     }
     if let Some(path) = &args.suite {
-        let text = std::fs::read_to_string(path)
-            .with_context(|| format!("cannot read {}", path.display()))?;
+        let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
         let suite = Suite::parse(&text).with_context(|| path.display().to_string())?;
-        println!(
-            "{:<12} {:<13} {:>6} {:>10}",
-            "workload", "fault", "nodes", "slowdown"
-        );
+        println!("{:<12} {:<13} {:>6} {:>10}", "workload", "fault", "nodes", "slowdown");
         for (w, f, n, s) in run_suite(&suite, &args.out, args.gzip, threads, true)? {
-            println!(
-                "{:<12} {:<13} {:>6} {:>9.1}%",
-                w.name(),
-                f.name(),
-                n,
-                s * 100.0
-            );
+            println!("{:<12} {:<13} {:>6} {:>9.1}%", w.name(), f.name(), n, s * 100.0);
         }
         return Ok(());
     }
     let workload = Workload::parse(&args.workload).with_context(|| {
-        format!(
-            "--workload {}: one of {}",
-            args.workload,
-            Workload::ALL.map(Workload::name).join(", ")
-        )
+        format!("--workload {}: one of {}", args.workload, Workload::ALL.map(Workload::name).join(", "))
     })?;
-    let fault = args
-        .fault
-        .as_deref()
-        .map(str::parse::<FaultSpec>)
-        .transpose()
-        .map_err(|e| anyhow::anyhow!("--fault {e}"))?;
+    let fault = args.fault.as_deref().map(str::parse::<FaultSpec>).transpose().map_err(|e| anyhow::anyhow!("--fault {e}"))?;
     let cfg = Config {
         nodes: args.nodes,
         workload,
         fault,
-        duration_s: parse_duration(&args.duration)
-            .map_err(|e| anyhow::anyhow!("--duration {e}"))?,
+        duration_s: parse_duration(&args.duration).map_err(|e| anyhow::anyhow!("--duration {e}"))?,
         seed: args.seed,
         out: args.out,
         version,
@@ -136,11 +102,7 @@ pub fn run_command(args: Args) -> Result<()> {
         epoch_ms: DEFAULT_EPOCH_MS,
     };
     let outcome = run(&cfg)?;
-    let done = outcome
-        .jobs
-        .iter()
-        .filter(|j| j.finish_ms.is_some())
-        .count();
+    let done = outcome.jobs.iter().filter(|j| j.finish_ms.is_some()).count();
     println!(
         "{} jobs ({done} finished), {} log lines, written to {}",
         outcome.jobs.len(),

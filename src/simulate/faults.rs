@@ -17,6 +17,7 @@
 use std::fmt;
 use std::str::FromStr;
 
+
 /// `mapred.task.timeout`: a task silent this long is killed.
 pub const TASK_TIMEOUT_MS: i64 = 600_000;
 
@@ -107,16 +108,9 @@ impl FromStr for FaultSpec {
             None => (rest, None),
         };
         let fault = Fault::parse(name).ok_or_else(|| {
-            format!(
-                "{name}: not a fault; one of {}",
-                Fault::ALL.map(Fault::name).join(", ")
-            )
+            format!("{name}: not a fault; one of {}", Fault::ALL.map(Fault::name).join(", "))
         })?;
-        Ok(FaultSpec {
-            fault,
-            node,
-            start_s,
-        })
+        Ok(FaultSpec { fault, node, start_s })
     }
 }
 
@@ -127,9 +121,7 @@ pub fn parse_duration(s: &str) -> Result<f64, String> {
         Some(at) => s.split_at(at),
         None => (s, "s"),
     };
-    let value: f64 = number
-        .parse()
-        .map_err(|_| format!("{s}: not a duration (like 90s, 15m, 2h)"))?;
+    let value: f64 = number.parse().map_err(|_| format!("{s}: not a duration (like 90s, 15m, 2h)"))?;
     let scale = match unit {
         "ms" => 0.001,
         "s" => 1.0,
@@ -154,11 +146,7 @@ pub struct Link {
     pub fail_p: f64,
 }
 
-const CLEAN: Link = Link {
-    cap_mb_s: f64::INFINITY,
-    extra_ms: 0.0,
-    fail_p: 0.0,
-};
+const CLEAN: Link = Link { cap_mb_s: f64::INFINITY, extra_ms: 0.0, fail_p: 0.0 };
 
 /// TCP throughput under loss p (Mathis et al. 1997) with a 1460-byte MSS and the 0.2 ms RTT of
 /// a LAN: 89 MB/s at 1% (above the NIC: no effect, as Table IV found).
@@ -202,25 +190,12 @@ const DISK_HOG_TAKES: f64 = 0.7;
 impl Injected {
     /// The fault from its start to the run's end, except DiskHog, which stops once it has
     /// written its 20 GB with the share of the disk it takes.
-    pub fn new(
-        fault: Fault,
-        node: usize,
-        start_ms: i64,
-        run_end_ms: i64,
-        disk_mb_s: f64,
-    ) -> Injected {
+    pub fn new(fault: Fault, node: usize, start_ms: i64, run_end_ms: i64, disk_mb_s: f64) -> Injected {
         let end_ms = match fault {
-            Fault::DiskHog => (start_ms
-                + (DISK_HOG_MB / Injected::disk_hog_mb_s(disk_mb_s) * 1000.0) as i64)
-                .min(run_end_ms),
+            Fault::DiskHog => (start_ms + (DISK_HOG_MB / Injected::disk_hog_mb_s(disk_mb_s) * 1000.0) as i64).min(run_end_ms),
             _ => run_end_ms,
         };
-        Injected {
-            fault,
-            node,
-            start_ms,
-            end_ms: end_ms.max(start_ms),
-        }
+        Injected { fault, node, start_ms, end_ms: end_ms.max(start_ms) }
     }
 
     pub fn at(&self, node: usize, t: i64) -> bool {
@@ -274,9 +249,7 @@ impl Injected {
 
     pub fn link(fault: Option<&Injected>, a: usize, b: usize, t: i64) -> Link {
         let Some(f) = fault else { return CLEAN };
-        let Some(p) = f.fault.loss() else {
-            return CLEAN;
-        };
+        let Some(p) = f.fault.loss() else { return CLEAN };
         if a == b || !(f.at(a, t) || f.at(b, t)) {
             return CLEAN;
         }
@@ -284,24 +257,12 @@ impl Injected {
             // Past ~20% loss TCP lives on retransmission timeouts (200 ms, doubling), not
             // fast retransmit: a few hundred KB/s, and many connections stall until Hadoop's
             // socket timeouts retry them.
-            return Link {
-                cap_mb_s: 0.6,
-                extra_ms: 3000.0,
-                fail_p: 0.2,
-            };
+            return Link { cap_mb_s: 0.6, extra_ms: 3000.0, fail_p: 0.2 };
         }
         if p >= 0.05 {
-            return Link {
-                cap_mb_s: LOSS5_MB_S.min(mathis_mb_s(p)),
-                extra_ms: LOSS5_EXTRA_MS,
-                fail_p: 0.0,
-            };
+            return Link { cap_mb_s: LOSS5_MB_S.min(mathis_mb_s(p)), extra_ms: LOSS5_EXTRA_MS, fail_p: 0.0 };
         }
-        Link {
-            cap_mb_s: mathis_mb_s(p),
-            extra_ms: 0.0,
-            fail_p: 0.0,
-        }
+        Link { cap_mb_s: mathis_mb_s(p), extra_ms: 0.0, fail_p: 0.0 }
     }
 
     pub fn refuses_writes(fault: Option<&Injected>, node: usize, t: i64) -> bool {
@@ -337,26 +298,11 @@ mod tests {
     fn specs_parse() {
         assert_eq!(
             "CPUHog@r01n03:2m".parse::<FaultSpec>(),
-            Ok(FaultSpec {
-                fault: Fault::CpuHog,
-                node: Some("r01n03".into()),
-                start_s: 120.0
-            })
+            Ok(FaultSpec { fault: Fault::CpuHog, node: Some("r01n03".into()), start_s: 120.0 })
         );
-        assert_eq!(
-            "hang-1036".parse::<FaultSpec>().map(|f| f.fault),
-            Ok(Fault::Hang1036)
-        );
-        assert_eq!(
-            "HANG2080@4".parse::<FaultSpec>().map(|f| f.node),
-            Ok(Some("4".into()))
-        );
-        assert!(
-            "Meteor"
-                .parse::<FaultSpec>()
-                .unwrap_err()
-                .contains("CPUHog, DiskHog")
-        );
+        assert_eq!("hang-1036".parse::<FaultSpec>().map(|f| f.fault), Ok(Fault::Hang1036));
+        assert_eq!("HANG2080@4".parse::<FaultSpec>().map(|f| f.node), Ok(Some("4".into())));
+        assert!("Meteor".parse::<FaultSpec>().unwrap_err().contains("CPUHog, DiskHog"));
         assert_eq!(parse_duration("1.5h"), Ok(5400.0));
         assert_eq!(parse_duration("600"), Ok(600.0));
         assert!(parse_duration("3 weeks").is_err());
@@ -367,10 +313,7 @@ mod tests {
         let hog = Injected::new(Fault::CpuHog, 2, 1000, 10_000, 60.0);
         // Two tasks on 4 cores: alone each has a core; beside the hog's threads, half of one.
         assert_eq!(Injected::cpu_share(Some(&hog), 1, 5000, 2.0, 4.0), 1.0);
-        assert_eq!(
-            Injected::cpu_share(Some(&hog), 2, 5000, 2.0, 4.0),
-            CPU_LEFT_BESIDE_HOG
-        );
+        assert_eq!(Injected::cpu_share(Some(&hog), 2, 5000, 2.0, 4.0), CPU_LEFT_BESIDE_HOG);
         assert_eq!(Injected::cpu_share(Some(&hog), 2, 500, 2.0, 4.0), 1.0);
         let disk = Injected::new(Fault::DiskHog, 0, 0, i64::MAX, 64.0);
         assert_eq!(disk.end_ms, 457_142, "20 GB at 70% of 64 MB/s");
@@ -378,10 +321,7 @@ mod tests {
         let lossy = Injected::new(Fault::PacketLoss5, 3, 0, 100, 60.0);
         assert_eq!(Injected::link(Some(&lossy), 1, 2, 5), CLEAN);
         assert_eq!(Injected::link(Some(&lossy), 3, 2, 5).cap_mb_s, LOSS5_MB_S);
-        assert_eq!(
-            Injected::link(Some(&lossy), 2, 3, 5).extra_ms,
-            LOSS5_EXTRA_MS
-        );
+        assert_eq!(Injected::link(Some(&lossy), 2, 3, 5).extra_ms, LOSS5_EXTRA_MS);
         let one = Injected::new(Fault::PacketLoss1, 3, 0, 100, 60.0);
         assert_eq!(Injected::link(Some(&one), 2, 3, 5).extra_ms, 0.0);
     }

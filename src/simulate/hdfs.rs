@@ -20,40 +20,24 @@ pub fn new_block_id(rng: &mut Rng) -> i64 {
 
 /// Replica nodes for a block written from `writer` (a node index), skipping DataNodes that
 /// `refuses` (a full disk). Fewer than three when the cluster has fewer usable nodes.
-pub fn place(
-    writer: usize,
-    nodes: &[Node],
-    rng: &mut Rng,
-    refuses: impl Fn(usize) -> bool,
-) -> Vec<usize> {
+pub fn place(writer: usize, nodes: &[Node], rng: &mut Rng, refuses: impl Fn(usize) -> bool) -> Vec<usize> {
     let usable: Vec<usize> = (0..nodes.len()).filter(|&i| !refuses(i)).collect();
     let mut chosen: Vec<usize> = Vec::with_capacity(REPLICAS);
     if usable.is_empty() {
         return chosen;
     }
-    let first = if usable.contains(&writer) {
-        writer
-    } else {
-        usable[rng.below(usable.len() as u64) as usize]
-    };
+    let first = if usable.contains(&writer) { writer } else { usable[rng.below(usable.len() as u64) as usize] };
     chosen.push(first);
     let pick = |rng: &mut Rng, chosen: &[usize], want: &dyn Fn(usize) -> bool| -> Option<usize> {
-        let fits: Vec<usize> = usable
-            .iter()
-            .copied()
-            .filter(|i| !chosen.contains(i) && want(*i))
-            .collect();
+        let fits: Vec<usize> = usable.iter().copied().filter(|i| !chosen.contains(i) && want(*i)).collect();
         (!fits.is_empty()).then(|| fits[rng.below(fits.len() as u64) as usize])
     };
     let first_rack = nodes[first].rack;
-    let second = pick(rng, &chosen, &|i| nodes[i].rack != first_rack)
-        .or_else(|| pick(rng, &chosen, &|_| true));
+    let second = pick(rng, &chosen, &|i| nodes[i].rack != first_rack).or_else(|| pick(rng, &chosen, &|_| true));
     if let Some(second) = second {
         chosen.push(second);
         let rack = nodes[second].rack;
-        if let Some(third) =
-            pick(rng, &chosen, &|i| nodes[i].rack == rack).or_else(|| pick(rng, &chosen, &|_| true))
-        {
+        if let Some(third) = pick(rng, &chosen, &|i| nodes[i].rack == rack).or_else(|| pick(rng, &chosen, &|_| true)) {
             chosen.push(third);
         }
     }

@@ -25,10 +25,7 @@ use super::jobhistory::Status;
 use super::rng::{Rng, Stream};
 use super::scheduler::{JobSource, RunSpec};
 use super::workload::{JobSpec, research_job};
-use super::{
-    Layout, Outcome, Version, execute, fault_json, iso, job_json, jt_stamp, progress_bar,
-    write_truth,
-};
+use super::{Layout, Outcome, Version, execute, fault_json, iso, jt_stamp, job_json, progress_bar, write_truth};
 
 pub const EXPERIMENTS_PER_5_MONTHS: f64 = 12854.0;
 pub const USERS: usize = 26;
@@ -53,61 +50,18 @@ pub struct Tail {
 
 /// Fitted to Table I (mean, sd): 3.84 ± 20 jobs, 21.42 ± 24 nodes, 19.74 ± 82 minutes cut at
 /// the longest experiment, 23.32 h.
-pub const JOBS: Tail = Tail {
-    lo: 1.0,
-    mu: -1.12856,
-    sigma: 2.08545,
-    cap: 5000.0,
-};
-pub const NODES: Tail = Tail {
-    lo: 1.0,
-    mu: 2.57531,
-    sigma: 0.94023,
-    cap: CLUSTER_NODES as f64,
-};
-pub const MINUTES: Tail = Tail {
-    lo: 0.5,
-    mu: 0.80189,
-    sigma: 2.12832,
-    cap: 23.32 * 60.0,
-};
+pub const JOBS: Tail = Tail { lo: 1.0, mu: -1.12856, sigma: 2.08545, cap: 5000.0 };
+pub const NODES: Tail = Tail { lo: 1.0, mu: 2.57531, sigma: 0.94023, cap: CLUSTER_NODES as f64 };
+pub const MINUTES: Tail = Tail { lo: 0.5, mu: 0.80189, sigma: 2.12832, cap: 23.32 * 60.0 };
 
 /// The inverse of the standard normal CDF (Acklam's rational approximation, |error| < 1.2e-9).
 pub fn normal_quantile(p: f64) -> f64 {
-    const A: [f64; 6] = [
-        -3.969683028665376e1,
-        2.209460984245205e2,
-        -2.759285104469687e2,
-        1.38357751867269e2,
-        -3.066479806614716e1,
-        2.506_628_277_459_239,
-    ];
-    const B: [f64; 5] = [
-        -5.447609879822406e1,
-        1.615858368580409e2,
-        -1.556989798598866e2,
-        6.680131188771972e1,
-        -1.328068155288572e1,
-    ];
-    const C: [f64; 6] = [
-        -7.784894002430293e-3,
-        -3.223964580411365e-1,
-        -2.400758277161838,
-        -2.549732539343734,
-        4.374664141464968,
-        2.938163982698783,
-    ];
-    const D: [f64; 4] = [
-        7.784695709041462e-3,
-        3.224671290700398e-1,
-        2.445134137142996,
-        3.754408661907416,
-    ];
+    const A: [f64; 6] = [-3.969683028665376e1, 2.209460984245205e2, -2.759285104469687e2, 1.38357751867269e2, -3.066479806614716e1, 2.506_628_277_459_239];
+    const B: [f64; 5] = [-5.447609879822406e1, 1.615858368580409e2, -1.556989798598866e2, 6.680131188771972e1, -1.328068155288572e1];
+    const C: [f64; 6] = [-7.784894002430293e-3, -3.223964580411365e-1, -2.400758277161838, -2.549732539343734, 4.374664141464968, 2.938163982698783];
+    const D: [f64; 4] = [7.784695709041462e-3, 3.224671290700398e-1, 2.445134137142996, 3.754408661907416];
     let p = p.clamp(1e-300, 1.0 - 1e-16);
-    let tail = |q: f64| {
-        (((((C[0] * q + C[1]) * q + C[2]) * q + C[3]) * q + C[4]) * q + C[5])
-            / ((((D[0] * q + D[1]) * q + D[2]) * q + D[3]) * q + 1.0)
-    };
+    let tail = |q: f64| (((((C[0] * q + C[1]) * q + C[2]) * q + C[3]) * q + C[4]) * q + C[5]) / ((((D[0] * q + D[1]) * q + D[2]) * q + D[3]) * q + 1.0);
     if p < 0.02425 {
         tail((-2.0 * p.ln()).sqrt())
     } else if p > 1.0 - 0.02425 {
@@ -115,8 +69,7 @@ pub fn normal_quantile(p: f64) -> f64 {
     } else {
         let q = p - 0.5;
         let r = q * q;
-        (((((A[0] * r + A[1]) * r + A[2]) * r + A[3]) * r + A[4]) * r + A[5]) * q
-            / (((((B[0] * r + B[1]) * r + B[2]) * r + B[3]) * r + B[4]) * r + 1.0)
+        (((((A[0] * r + A[1]) * r + A[2]) * r + A[3]) * r + A[4]) * r + A[5]) * q / (((((B[0] * r + B[1]) * r + B[2]) * r + B[3]) * r + B[4]) * r + 1.0)
     }
 }
 
@@ -130,12 +83,7 @@ impl Tail {
         const POINTS: usize = 16;
         (0..n)
             .map(|i| {
-                (0..POINTS)
-                    .map(|k| {
-                        self.quantile((i as f64 + (k as f64 + 0.5) / POINTS as f64) / n as f64)
-                    })
-                    .sum::<f64>()
-                    / POINTS as f64
+                (0..POINTS).map(|k| self.quantile((i as f64 + (k as f64 + 0.5) / POINTS as f64) / n as f64)).sum::<f64>() / POINTS as f64
             })
             .collect()
     }
@@ -177,24 +125,17 @@ pub fn user_name(user: usize) -> String {
 
 /// The experiments of `months` of history at `scale`, in order of start.
 pub fn plan(months: f64, scale: f64, seed: u64) -> Vec<Experiment> {
-    let n = (EXPERIMENTS_PER_5_MONTHS * months / 5.0 * scale)
-        .round()
-        .max(1.0) as usize;
+    let n = (EXPERIMENTS_PER_5_MONTHS * months / 5.0 * scale).round().max(1.0) as usize;
     let mut rng = Rng::derive(seed, Stream::History, &[]);
     let minutes_latent: Vec<f64> = (0..n).map(|_| rng.normal()).collect();
     // Jobs follow duration loosely (rank correlation ~0.8): long experiments run more jobs.
-    let jobs_latent: Vec<f64> = minutes_latent
-        .iter()
-        .map(|z| 0.8 * z + 0.6 * rng.normal())
-        .collect();
+    let jobs_latent: Vec<f64> = minutes_latent.iter().map(|z| 0.8 * z + 0.6 * rng.normal()).collect();
     let nodes_latent: Vec<f64> = (0..n).map(|_| rng.normal()).collect();
     let minutes = deal(&MINUTES.strata(n), &minutes_latent);
     let jobs = deal(&JOBS.strata(n), &jobs_latent);
     let nodes = deal(&NODES.strata(n), &nodes_latent);
     let span = months * MONTH_MS;
-    let mut arrivals: Vec<f64> = (0..n)
-        .map(|i| (i as f64 + rng.f64()) / n as f64 * span)
-        .collect();
+    let mut arrivals: Vec<f64> = (0..n).map(|i| (i as f64 + rng.f64()) / n as f64 * span).collect();
     rng.shuffle(&mut arrivals);
     // Users' activity is Zipf-like: a few users run most experiments.
     let weights: Vec<f64> = (1..=USERS).map(|k| 1.0 / k as f64).collect();
@@ -211,19 +152,12 @@ pub fn plan(months: f64, scale: f64, seed: u64) -> Vec<Experiment> {
         });
         let want = (round_randomly(nodes[i], &mut rng) as usize).clamp(1, CLUSTER_NODES);
         // HOD hands out the nodes that are free soonest (ties at random).
-        let mut candidates: Vec<(i64, u64, usize)> = (0..CLUSTER_NODES)
-            .map(|g| (free_at[g], rng.next_u64(), g))
-            .collect();
+        let mut candidates: Vec<(i64, u64, usize)> = (0..CLUSTER_NODES).map(|g| (free_at[g], rng.next_u64(), g)).collect();
         candidates.sort_unstable();
         let mut chosen: Vec<usize> = candidates[..want].iter().map(|c| c.2).collect();
         chosen.sort_unstable();
         let arrival = APRIL_2008_MS + arrivals[i] as i64;
-        let start = chosen
-            .iter()
-            .map(|&g| free_at[g])
-            .max()
-            .unwrap_or(0)
-            .max(arrival);
+        let start = chosen.iter().map(|&g| free_at[g]).max().unwrap_or(0).max(arrival);
         let planned = minutes[i];
         let limit = limit_ms(planned);
         for &g in &chosen {
@@ -231,11 +165,7 @@ pub fn plan(months: f64, scale: f64, seed: u64) -> Vec<Experiment> {
         }
         let fault = rng.chance(FAULTY_EXPERIMENTS).then(|| {
             let f = Fault::ALL[rng.below(Fault::ALL.len() as u64) as usize];
-            (
-                f,
-                rng.below(want as u64) as usize,
-                (rng.range(0.0, 0.5) * planned * 60_000.0) as i64,
-            )
+            (f, rng.below(want as u64) as usize, (rng.range(0.0, 0.5) * planned * 60_000.0) as i64)
         });
         out.push(Experiment {
             id,
@@ -283,23 +213,13 @@ impl ExperimentJobs {
                 spec
             })
             .collect();
-        ExperimentJobs {
-            queue,
-            streams,
-            deadline_ms: limit_ms(e.planned_minutes),
-        }
+        ExperimentJobs { queue, streams, deadline_ms: limit_ms(e.planned_minutes) }
     }
 }
 
 impl JobSource for ExperimentJobs {
     fn start(&mut self) -> Vec<(i64, u32, JobSpec)> {
-        (0..self.streams)
-            .filter_map(|s| {
-                self.queue
-                    .pop_front()
-                    .map(|j| (2000 + 3000 * i64::from(s), s, j))
-            })
-            .collect()
+        (0..self.streams).filter_map(|s| self.queue.pop_front().map(|j| (2000 + 3000 * i64::from(s), s, j))).collect()
     }
 
     fn next(&mut self, _stream: u32, now: i64) -> Option<(i64, JobSpec)> {
@@ -336,9 +256,7 @@ pub(crate) struct Ran {
 pub(crate) fn run_one(e: &Experiment, cfg: &HistoryConfig) -> Result<Ran> {
     let cluster = Cluster::of(&e.nodes, cfg.seed);
     let end_ms = limit_ms(e.planned_minutes);
-    let fault = e
-        .fault
-        .map(|(f, node, at)| Injected::new(f, node, at, end_ms, cluster.nodes[node].disk_mb_s));
+    let fault = e.fault.map(|(f, node, at)| Injected::new(f, node, at, end_ms, cluster.nodes[node].disk_mb_s));
     let dir = cfg.out.join(format!("e{:05}", e.id));
     let layout = Layout {
         logs: cfg.logs.then(|| dir.join("logs")),
@@ -349,36 +267,12 @@ pub(crate) fn run_one(e: &Experiment, cfg: &HistoryConfig) -> Result<Ran> {
         threads: 1,
         epoch_ms: e.start_ms,
     };
-    let spec = RunSpec {
-        seed: cfg.seed ^ (e.id as u64) << 20,
-        version: cfg.version,
-        cluster: &cluster,
-        fault,
-        end_ms,
-        jt_stamp: jt_stamp(e.start_ms),
-        usage: false,
-    };
-    let outcome = execute(
-        spec,
-        ExperimentJobs::new(e, cfg.seed),
-        &layout,
-        &ProgressBar::hidden(),
-    )
-    .with_context(|| format!("experiment e{:05}", e.id))?;
+    let spec = RunSpec { seed: cfg.seed ^ (e.id as u64) << 20, version: cfg.version, cluster: &cluster, fault, end_ms, jt_stamp: jt_stamp(e.start_ms), usage: false };
+    let outcome = execute(spec, ExperimentJobs::new(e, cfg.seed), &layout, &ProgressBar::hidden())
+        .with_context(|| format!("experiment e{:05}", e.id))?;
     let first_submit_ms = outcome.jobs.iter().map(|j| j.submit_ms).min().unwrap_or(0);
-    let last_end_ms = outcome
-        .jobs
-        .iter()
-        .map(|j| j.finish_ms.unwrap_or(end_ms))
-        .max()
-        .unwrap_or(first_submit_ms);
-    Ok(Ran {
-        hosts: cluster.nodes.iter().map(|n| n.name.clone()).collect(),
-        cluster,
-        outcome,
-        first_submit_ms,
-        last_end_ms,
-    })
+    let last_end_ms = outcome.jobs.iter().map(|j| j.finish_ms.unwrap_or(end_ms)).max().unwrap_or(first_submit_ms);
+    Ok(Ran { hosts: cluster.nodes.iter().map(|n| n.name.clone()).collect(), cluster, outcome, first_submit_ms, last_end_ms })
 }
 
 fn mean_sd(xs: &[f64]) -> Value {
@@ -391,12 +285,10 @@ fn mean_sd(xs: &[f64]) -> Value {
 /// Simulates every experiment of the history, in parallel, and writes `truth.json`.
 pub fn run_history(cfg: &HistoryConfig) -> Result<Value> {
     let experiments = plan(cfg.months, cfg.scale, cfg.seed);
-    std::fs::create_dir_all(&cfg.out)
-        .with_context(|| format!("cannot create {}", cfg.out.display()))?;
+    std::fs::create_dir_all(&cfg.out).with_context(|| format!("cannot create {}", cfg.out.display()))?;
     let bar = progress_bar(cfg.progress, experiments.len() as u64, "experiments");
     let next = AtomicUsize::new(0);
-    let results: Mutex<Vec<Option<Result<Ran>>>> =
-        Mutex::new((0..experiments.len()).map(|_| None).collect());
+    let results: Mutex<Vec<Option<Result<Ran>>>> = Mutex::new((0..experiments.len()).map(|_| None).collect());
     std::thread::scope(|scope| {
         for _ in 0..cfg.threads.max(1) {
             scope.spawn(|| {
@@ -417,9 +309,7 @@ pub fn run_history(cfg: &HistoryConfig) -> Result<Value> {
         }
     });
     bar.finish_and_clear();
-    let results = results
-        .into_inner()
-        .map_err(|_| anyhow::anyhow!("a simulation thread panicked"))?;
+    let results = results.into_inner().map_err(|_| anyhow::anyhow!("a simulation thread panicked"))?;
     let mut rows = Vec::with_capacity(experiments.len());
     let (mut jobs, mut nodes, mut minutes) = (Vec::new(), Vec::new(), Vec::new());
     let (mut lines, mut failed, mut killed, mut total_jobs) = (0u64, 0usize, 0usize, 0usize);
@@ -434,16 +324,8 @@ pub fn run_history(cfg: &HistoryConfig) -> Result<Value> {
         users.insert(e.user);
         lines += o.lines.total();
         total_jobs += o.jobs.len();
-        failed += o
-            .jobs
-            .iter()
-            .filter(|j| j.status == Some(Status::Failed))
-            .count();
-        killed += o
-            .jobs
-            .iter()
-            .filter(|j| j.status == Some(Status::Killed))
-            .count();
+        failed += o.jobs.iter().filter(|j| j.status == Some(Status::Failed)).count();
+        killed += o.jobs.iter().filter(|j| j.status == Some(Status::Killed)).count();
         rows.push(json!({
             "id": format!("e{:05}", e.id),
             "user": user_name(e.user),
@@ -496,18 +378,11 @@ mod tests {
         assert!((normal_quantile(0.001) + 3.090232).abs() < 1e-6);
         // At full scale the strata have Table I's moments and the longest experiment.
         let n = EXPERIMENTS_PER_5_MONTHS as usize;
-        for (tail, mean, sd) in [
-            (JOBS, 3.84, 20.0),
-            (NODES, 21.42, 24.0),
-            (MINUTES, 19.74, 82.0),
-        ] {
+        for (tail, mean, sd) in [(JOBS, 3.84, 20.0), (NODES, 21.42, 24.0), (MINUTES, 19.74, 82.0)] {
             let v = tail.strata(n);
             let m = v.iter().sum::<f64>() / n as f64;
             let s = (v.iter().map(|x| (x - m).powi(2)).sum::<f64>() / n as f64).sqrt();
-            assert!(
-                (m - mean).abs() / mean < 0.01 && (s - sd).abs() / sd < 0.01,
-                "{m} {s}"
-            );
+            assert!((m - mean).abs() / mean < 0.01 && (s - sd).abs() / sd < 0.01, "{m} {s}");
         }
         assert!((MINUTES.strata(n)[n - 1] - 1399.2).abs() < 1.0);
     }
@@ -518,14 +393,8 @@ mod tests {
         assert_eq!(plan.len(), 129);
         for (i, a) in plan.iter().enumerate() {
             for b in &plan[i + 1..] {
-                let overlap = a.start_ms < b.start_ms + limit_ms(b.planned_minutes)
-                    && b.start_ms < a.start_ms + limit_ms(a.planned_minutes);
-                assert!(
-                    !overlap || a.nodes.iter().all(|n| !b.nodes.contains(n)),
-                    "{} and {}",
-                    a.id,
-                    b.id
-                );
+                let overlap = a.start_ms < b.start_ms + limit_ms(b.planned_minutes) && b.start_ms < a.start_ms + limit_ms(a.planned_minutes);
+                assert!(!overlap || a.nodes.iter().all(|n| !b.nodes.contains(n)), "{} and {}", a.id, b.id);
             }
         }
         assert!(plan.windows(2).all(|w| w[0].id < w[1].id));

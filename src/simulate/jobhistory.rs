@@ -31,33 +31,11 @@ impl Status {
 pub enum Hist {
     Submit,
     Launch,
-    TaskStart {
-        idx: u32,
-        reduce: bool,
-        splits: Option<[u16; 3]>,
-    },
-    AttemptStart {
-        task: TaskRef,
-        node: u16,
-    },
-    AttemptEnd {
-        task: TaskRef,
-        node: u16,
-        status: Status,
-        shuffle_ms: i64,
-        sort_ms: i64,
-    },
-    TaskEnd {
-        idx: u32,
-        reduce: bool,
-    },
-    JobEnd {
-        status: Status,
-        maps: u32,
-        reduces: u32,
-        failed_maps: u32,
-        failed_reduces: u32,
-    },
+    TaskStart { idx: u32, reduce: bool, splits: Option<[u16; 3]> },
+    AttemptStart { task: TaskRef, node: u16 },
+    AttemptEnd { task: TaskRef, node: u16, status: Status, shuffle_ms: i64, sort_ms: i64 },
+    TaskEnd { idx: u32, reduce: bool },
+    JobEnd { status: Status, maps: u32, reduces: u32, failed_maps: u32, failed_reduces: u32 },
 }
 
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -112,9 +90,7 @@ impl Record<'_> {
     }
 
     fn task(&mut self, job: u32, idx: u32, reduce: bool) {
-        self.kv_with("TASKID", |v, names| {
-            push_task_id(v, names, job, idx, reduce)
-        });
+        self.kv_with("TASKID", |v, names| push_task_id(v, names, job, idx, reduce));
     }
 
     fn host(&mut self, key: &str, node: u16) {
@@ -146,44 +122,17 @@ fn push_task_id(v: &mut Vec<u8>, names: &Names, job: u32, idx: u32, reduce: bool
 }
 
 /// `history/<master>_<jt start>_job_<id>_<user>_<name>`, as the JobTracker names the file.
-pub fn path(
-    dir: &Path,
-    master: &str,
-    jt_start_ms: i64,
-    job_id: &str,
-    spec: &JobSpec,
-    gzip: bool,
-) -> PathBuf {
-    let name: String = spec
-        .name
-        .chars()
-        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
-        .collect();
-    dir.join(file_name(
-        &format!("{master}_{jt_start_ms}_job_{job_id}_{}_{name}", spec.user),
-        gzip,
-    ))
+pub fn path(dir: &Path, master: &str, jt_start_ms: i64, job_id: &str, spec: &JobSpec, gzip: bool) -> PathBuf {
+    let name: String = spec.name.chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '_' }).collect();
+    dir.join(file_name(&format!("{master}_{jt_start_ms}_job_{job_id}_{}_{name}", spec.user), gzip))
 }
 
 /// Writes one job's history, its records already in time order.
-pub fn write(
-    path: &Path,
-    job: u32,
-    spec: &JobSpec,
-    recs: &[HistRec],
-    names: &Names,
-    gzip: bool,
-) -> io::Result<()> {
+pub fn write(path: &Path, job: u32, spec: &JobSpec, recs: &[HistRec], names: &Names, gzip: bool) -> io::Result<()> {
     let mut out = Out::create(path, gzip)?;
     let job_name = &names.jobs[job as usize];
     let job_id = format!("job_{}", job_name.id);
-    let mut r = Record {
-        buf: Vec::with_capacity(512),
-        scratch: Vec::with_capacity(128),
-        version: names.version,
-        epoch_ms: names.epoch_ms,
-        names,
-    };
+    let mut r = Record { buf: Vec::with_capacity(512), scratch: Vec::with_capacity(128), version: names.version, epoch_ms: names.epoch_ms, names };
     if names.version == Version::V020 {
         r.start("Meta");
         r.kv("VERSION", "1");
@@ -197,10 +146,7 @@ pub fn write(
                 r.kv("JOBNAME", &spec.name);
                 r.kv("USER", &spec.user);
                 r.time("SUBMIT_TIME", rec.ts_ms);
-                r.kv(
-                    "JOBCONF",
-                    &format!("hdfs://master:9000/mapred/system/{job_id}/job.xml"),
-                );
+                r.kv("JOBCONF", &format!("hdfs://master:9000/mapred/system/{job_id}/job.xml"));
                 r.end(&mut out)?;
                 if names.version == Version::V020 {
                     r.start("Job");
@@ -224,11 +170,7 @@ pub fn write(
                 }
                 r.end(&mut out)?;
             }
-            Hist::TaskStart {
-                idx,
-                reduce,
-                splits,
-            } => {
+            Hist::TaskStart { idx, reduce, splits } => {
                 r.start("Task");
                 r.task(job, idx, reduce);
                 r.kv("TASK_TYPE", if reduce { "REDUCE" } else { "MAP" });
@@ -250,22 +192,13 @@ pub fn write(
                     Version::V018 => r.host("HOSTNAME", node),
                     Version::V020 => {
                         let (host, ip) = &names.hosts[usize::from(node)];
-                        r.kv(
-                            "TRACKER_NAME",
-                            &format!("tracker_{host}:localhost/{ip}:50050"),
-                        );
+                        r.kv("TRACKER_NAME", &format!("tracker_{host}:localhost/{ip}:50050"));
                         r.kv("HTTP_PORT", "50060");
                     }
                 }
                 r.end(&mut out)?;
             }
-            Hist::AttemptEnd {
-                task,
-                node,
-                status,
-                shuffle_ms,
-                sort_ms,
-            } => {
+            Hist::AttemptEnd { task, node, status, shuffle_ms, sort_ms } => {
                 attempt_head(&mut r, task);
                 r.kv("TASK_STATUS", status.name());
                 if task.reduce && status == Status::Success {
@@ -280,10 +213,7 @@ pub fn write(
                         v.extend_from_slice(b"hdfs://master:9000");
                         v.extend_from_slice(job_name.input.as_bytes());
                     }),
-                    Status::Failed => r.kv(
-                        "ERROR",
-                        "java.io.IOException: Task process exit with nonzero status of 1.",
-                    ),
+                    Status::Failed => r.kv("ERROR", "java.io.IOException: Task process exit with nonzero status of 1."),
                     Status::Killed => r.kv("ERROR", ""),
                 }
                 r.end(&mut out)?;
@@ -296,13 +226,7 @@ pub fn write(
                 r.time("FINISH_TIME", rec.ts_ms);
                 r.end(&mut out)?;
             }
-            Hist::JobEnd {
-                status,
-                maps,
-                reduces,
-                failed_maps,
-                failed_reduces,
-            } => {
+            Hist::JobEnd { status, maps, reduces, failed_maps, failed_reduces } => {
                 r.start("Job");
                 r.kv("JOBID", &job_id);
                 r.time("FINISH_TIME", rec.ts_ms);
@@ -321,11 +245,7 @@ pub fn write(
 }
 
 fn attempt_head(r: &mut Record, task: TaskRef) {
-    r.start(if task.reduce {
-        "ReduceAttempt"
-    } else {
-        "MapAttempt"
-    });
+    r.start(if task.reduce { "ReduceAttempt" } else { "MapAttempt" });
     r.kv("TASK_TYPE", if task.reduce { "REDUCE" } else { "MAP" });
     r.task(task.job, task.idx, task.reduce);
     r.kv_with("TASK_ATTEMPT_ID", |v, names| push_attempt(v, task, names));
@@ -340,62 +260,18 @@ mod tests {
     fn records_as_020_writes_them() {
         let dir = tempfile::tempdir().unwrap();
         let hosts = vec![("r01n01".to_string(), "10.1.1.10".to_string())];
-        let jobs = vec![JobName {
-            id: "200808250000_0001".into(),
-            input: "/user/hadoop/in".into(),
-            input_mb: 64.0,
-        }];
-        let names = Names {
-            version: Version::V020,
-            epoch_ms: 1_000_000,
-            hosts: &hosts,
-            jobs: &jobs,
-        };
-        let mut spec =
-            crate::simulate::workload::Driver::new(crate::simulate::workload::Workload::Sort, 1, 1)
-                .next(0)
-                .1;
+        let jobs = vec![JobName { id: "200808250000_0001".into(), input: "/user/hadoop/in".into(), input_mb: 64.0 }];
+        let names = Names { version: Version::V020, epoch_ms: 1_000_000, hosts: &hosts, jobs: &jobs };
+        let mut spec = crate::simulate::workload::Driver::new(crate::simulate::workload::Workload::Sort, 1, 1).next(0).1;
         spec.maps = 1;
         spec.reduces = 0;
-        let m = TaskRef {
-            job: 0,
-            idx: 0,
-            attempt: 0,
-            reduce: false,
-        };
+        let m = TaskRef { job: 0, idx: 0, attempt: 0, reduce: false };
         let recs = [
-            HistRec {
-                ts_ms: 0,
-                h: Hist::Submit,
-            },
-            HistRec {
-                ts_ms: 10,
-                h: Hist::Launch,
-            },
-            HistRec {
-                ts_ms: 20,
-                h: Hist::AttemptStart { task: m, node: 0 },
-            },
-            HistRec {
-                ts_ms: 90,
-                h: Hist::AttemptEnd {
-                    task: m,
-                    node: 0,
-                    status: Status::Success,
-                    shuffle_ms: 0,
-                    sort_ms: 0,
-                },
-            },
-            HistRec {
-                ts_ms: 99,
-                h: Hist::JobEnd {
-                    status: Status::Success,
-                    maps: 1,
-                    reduces: 0,
-                    failed_maps: 0,
-                    failed_reduces: 0,
-                },
-            },
+            HistRec { ts_ms: 0, h: Hist::Submit },
+            HistRec { ts_ms: 10, h: Hist::Launch },
+            HistRec { ts_ms: 20, h: Hist::AttemptStart { task: m, node: 0 } },
+            HistRec { ts_ms: 90, h: Hist::AttemptEnd { task: m, node: 0, status: Status::Success, shuffle_ms: 0, sort_ms: 0 } },
+            HistRec { ts_ms: 99, h: Hist::JobEnd { status: Status::Success, maps: 1, reduces: 0, failed_maps: 0, failed_reduces: 0 } },
         ];
         let p = path(dir.path(), "master", 5, "200808250000_0001", &spec, false);
         assert!(p.ends_with("master_5_job_200808250000_0001_hadoop_sorter"));
@@ -407,15 +283,8 @@ mod tests {
             lines[1],
             "Job JOBID=\"job_200808250000_0001\" JOBNAME=\"sorter\" USER=\"hadoop\" SUBMIT_TIME=\"1000000\" JOBCONF=\"hdfs://master:9000/mapred/system/job_200808250000_0001/job\\.xml\" ."
         );
-        assert_eq!(
-            lines[3],
-            "Job JOBID=\"job_200808250000_0001\" LAUNCH_TIME=\"1000010\" TOTAL_MAPS=\"1\" TOTAL_REDUCES=\"0\" JOB_STATUS=\"PREP\" ."
-        );
-        assert!(
-            lines[5].contains("TRACKER_NAME=\"tracker_r01n01:localhost/10\\.1\\.1\\.10:50050\""),
-            "{}",
-            lines[5]
-        );
+        assert_eq!(lines[3], "Job JOBID=\"job_200808250000_0001\" LAUNCH_TIME=\"1000010\" TOTAL_MAPS=\"1\" TOTAL_REDUCES=\"0\" JOB_STATUS=\"PREP\" .");
+        assert!(lines[5].contains("TRACKER_NAME=\"tracker_r01n01:localhost/10\\.1\\.1\\.10:50050\""), "{}", lines[5]);
         assert_eq!(
             lines[7],
             "Job JOBID=\"job_200808250000_0001\" FINISH_TIME=\"1000099\" JOB_STATUS=\"SUCCESS\" FINISHED_MAPS=\"1\" FINISHED_REDUCES=\"0\" FAILED_MAPS=\"0\" FAILED_REDUCES=\"0\" ."

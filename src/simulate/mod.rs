@@ -135,18 +135,12 @@ struct Layout {
 }
 
 fn iso(ms: i64) -> String {
-    chrono::DateTime::from_timestamp_millis(ms)
-        .unwrap_or_default()
-        .format("%Y-%m-%dT%H:%M:%S%.3fZ")
-        .to_string()
+    chrono::DateTime::from_timestamp_millis(ms).unwrap_or_default().format("%Y-%m-%dT%H:%M:%S%.3fZ").to_string()
 }
 
 /// `yyyyMMddHHmm`, how a JobTracker's start stamps its job ids.
 fn jt_stamp(ms: i64) -> String {
-    chrono::DateTime::from_timestamp_millis(ms)
-        .unwrap_or_default()
-        .format("%Y%m%d%H%M")
-        .to_string()
+    chrono::DateTime::from_timestamp_millis(ms).unwrap_or_default().format("%Y%m%d%H%M").to_string()
 }
 
 /// Writing rounds: at most this much simulated time, at least this much, and fewer lines
@@ -156,29 +150,15 @@ const MIN_STEP_MS: i64 = 5_000;
 const MAX_BUFFERED: usize = 200_000;
 
 /// Runs one simulated cluster to its end and writes all its files.
-fn execute<S: JobSource>(
-    spec: RunSpec,
-    source: S,
-    layout: &Layout,
-    bar: &ProgressBar,
-) -> Result<Outcome> {
+fn execute<S: JobSource>(spec: RunSpec, source: S, layout: &Layout, bar: &ProgressBar) -> Result<Outcome> {
     let cluster = spec.cluster;
     let version = spec.version;
     let end_ms = spec.end_ms;
     let fault = spec.fault.clone();
     let seed = spec.seed;
-    let hosts: Vec<(String, String)> = cluster
-        .nodes
-        .iter()
-        .map(|n| (n.name.clone(), n.ip.clone()))
-        .collect();
+    let hosts: Vec<(String, String)> = cluster.nodes.iter().map(|n| (n.name.clone(), n.ip.clone())).collect();
     let mut sim = Sim::new(spec, source);
-    let names = Names {
-        version,
-        epoch_ms: layout.epoch_ms,
-        hosts: &hosts,
-        jobs: &[],
-    };
+    let names = Names { version, epoch_ms: layout.epoch_ms, hosts: &hosts, jobs: &[] };
     let mut logs = Vec::with_capacity(hosts.len());
     for (node, (host, _)) in hosts.iter().enumerate() {
         let Some(dir) = &layout.logs else { break };
@@ -202,26 +182,9 @@ fn execute<S: JobSource>(
         let more = sim.run_until(until);
         sim.lay_progress(until);
         let buffered: usize = sim.bufs.iter().map(Vec::len).sum();
-        step = if buffered > MAX_BUFFERED {
-            (step / 2).max(MIN_STEP_MS)
-        } else if buffered < MAX_BUFFERED / 4 {
-            (step * 2).min(MAX_STEP_MS)
-        } else {
-            step
-        };
-        let names = Names {
-            version,
-            epoch_ms: layout.epoch_ms,
-            hosts: &hosts,
-            jobs: &sim.names,
-        };
-        let due = Due {
-            until,
-            names: &names,
-            fault: fault.as_ref(),
-            killed: &sim.killed,
-            threads: layout.threads,
-        };
+        step = if buffered > MAX_BUFFERED { (step / 2).max(MIN_STEP_MS) } else if buffered < MAX_BUFFERED / 4 { (step * 2).min(MAX_STEP_MS) } else { step };
+        let names = Names { version, epoch_ms: layout.epoch_ms, hosts: &hosts, jobs: &sim.names };
+        let due = Due { until, names: &names, fault: fault.as_ref(), killed: &sim.killed, threads: layout.threads };
         if layout.logs.is_some() {
             write_due(&mut sim.bufs, &mut sim.usage, &mut logs, &mut sadcs, &due)?;
         } else {
@@ -234,12 +197,7 @@ fn execute<S: JobSource>(
         }
     }
     // The end: lines after it were never written; jobs still running keep what they have.
-    let still: Vec<u32> = (0..sim.jobs.len() as u32)
-        .filter(|&j| {
-            sim.jobs[j as usize].state != JobState::Waiting
-                && sim.jobs[j as usize].finish_ms.is_none()
-        })
-        .collect();
+    let still: Vec<u32> = (0..sim.jobs.len() as u32).filter(|&j| sim.jobs[j as usize].state != JobState::Waiting && sim.jobs[j as usize].finish_ms.is_none()).collect();
     sim.closed.extend(still);
     write_histories(&mut sim, layout, &hosts, version, &cluster.master)?;
     for buf in &mut sim.bufs {
@@ -278,22 +236,9 @@ fn execute<S: JobSource>(
             }
         })
         .collect();
-    let names = Names {
-        version,
-        epoch_ms: layout.epoch_ms,
-        hosts: &hosts,
-        jobs: &sim.names,
-    };
-    let struck = sim
-        .struck
-        .map(|(at, task)| (at, writers::attempt_text(task, &names)));
-    Ok(Outcome {
-        jobs,
-        lines,
-        fault,
-        struck,
-        end_ms,
-    })
+    let names = Names { version, epoch_ms: layout.epoch_ms, hosts: &hosts, jobs: &sim.names };
+    let struck = sim.struck.map(|(at, task)| (at, writers::attempt_text(task, &names)));
+    Ok(Outcome { jobs, lines, fault, struck, end_ms })
 }
 
 /// What a writing round needs besides the buffers and files.
@@ -306,13 +251,7 @@ struct Due<'a> {
 }
 
 /// Writes one node's records due before `until` and its sadc rows.
-fn write_node(
-    buf: &mut Vec<Rec>,
-    usage: &mut sadc::Usage,
-    w: &mut NodeWriter,
-    sadc: Option<&mut SadcWriter>,
-    due: &Due,
-) -> std::io::Result<()> {
+fn write_node(buf: &mut Vec<Rec>, usage: &mut sadc::Usage, w: &mut NodeWriter, sadc: Option<&mut SadcWriter>, due: &Due) -> std::io::Result<()> {
     w.write_due(buf, due.until, due.names, due.killed)?;
     if let Some(s) = sadc {
         s.advance(usage, due.until / 1000, due.names.epoch_ms, due.fault)?;
@@ -321,13 +260,7 @@ fn write_node(
 }
 
 /// Writes each node's records due before `until`, in parallel across nodes.
-fn write_due(
-    bufs: &mut [Vec<Rec>],
-    usage: &mut [sadc::Usage],
-    logs: &mut [NodeWriter],
-    sadcs: &mut [SadcWriter],
-    due: &Due,
-) -> Result<()> {
+fn write_due(bufs: &mut [Vec<Rec>], usage: &mut [sadc::Usage], logs: &mut [NodeWriter], sadcs: &mut [SadcWriter], due: &Due) -> Result<()> {
     if due.threads <= 1 {
         let mut sadcs = sadcs.iter_mut();
         for ((buf, usage), w) in bufs.iter_mut().zip(usage.iter_mut()).zip(logs.iter_mut()) {
@@ -345,22 +278,14 @@ fn write_due(
             .map(|((bufs, usage), logs)| {
                 let mut sadcs = sadc_chunks.next().unwrap_or_default().iter_mut();
                 scope.spawn(move || -> std::io::Result<()> {
-                    for ((buf, usage), w) in
-                        bufs.iter_mut().zip(usage.iter_mut()).zip(logs.iter_mut())
-                    {
+                    for ((buf, usage), w) in bufs.iter_mut().zip(usage.iter_mut()).zip(logs.iter_mut()) {
                         write_node(buf, usage, w, sadcs.next(), due)?;
                     }
                     Ok(())
                 })
             })
             .collect();
-        handles
-            .into_iter()
-            .map(|h| {
-                h.join()
-                    .unwrap_or_else(|_| Err(std::io::Error::other("a writer thread panicked")))
-            })
-            .collect()
+        handles.into_iter().map(|h| h.join().unwrap_or_else(|_| Err(std::io::Error::other("a writer thread panicked")))).collect()
     });
     for r in results {
         r.context("cannot write the logs")?;
@@ -368,32 +293,14 @@ fn write_due(
     Ok(())
 }
 
-fn write_histories<S: JobSource>(
-    sim: &mut Sim<S>,
-    layout: &Layout,
-    hosts: &[(String, String)],
-    version: Version,
-    master: &str,
-) -> Result<()> {
+fn write_histories<S: JobSource>(sim: &mut Sim<S>, layout: &Layout, hosts: &[(String, String)], version: Version, master: &str) -> Result<()> {
     let closed = std::mem::take(&mut sim.closed);
-    let names = Names {
-        version,
-        epoch_ms: layout.epoch_ms,
-        hosts,
-        jobs: &sim.names,
-    };
+    let names = Names { version, epoch_ms: layout.epoch_ms, hosts, jobs: &sim.names };
     for job in closed {
         let j = &mut sim.jobs[job as usize];
         j.history.sort_by_key(|h| h.ts_ms);
         let id = &sim.names[job as usize].id;
-        let path = jobhistory::path(
-            &layout.history,
-            master,
-            layout.epoch_ms,
-            id,
-            &j.spec,
-            layout.gzip,
-        );
+        let path = jobhistory::path(&layout.history, master, layout.epoch_ms, id, &j.spec, layout.gzip);
         jobhistory::write(&path, job, &j.spec, &j.history, &names, layout.gzip)
             .with_context(|| format!("cannot write {}", path.display()))?;
         j.history = Vec::new();
@@ -406,11 +313,8 @@ fn progress_bar(enabled: bool, total: u64, unit: &str) -> ProgressBar {
         return ProgressBar::hidden();
     }
     let bar = ProgressBar::new(total);
-    let template =
-        format!("{{spinner}} [{{elapsed_precise}}] {{wide_bar}} {{pos}}/{{len}} {unit} {{msg}}");
-    bar.set_style(
-        ProgressStyle::with_template(&template).unwrap_or_else(|_| ProgressStyle::default_bar()),
-    );
+    let template = format!("{{spinner}} [{{elapsed_precise}}] {{wide_bar}} {{pos}}/{{len}} {unit} {{msg}}");
+    bar.set_style(ProgressStyle::with_template(&template).unwrap_or_else(|_| ProgressStyle::default_bar()));
     bar
 }
 
@@ -422,9 +326,7 @@ struct WorkloadSource {
 
 impl JobSource for WorkloadSource {
     fn start(&mut self) -> Vec<(i64, u32, JobSpec)> {
-        (0..self.driver.streams())
-            .map(|s| (2000 + 1000 * i64::from(s), s, self.driver.next(s).1))
-            .collect()
+        (0..self.driver.streams()).map(|s| (2000 + 1000 * i64::from(s), s, self.driver.next(s).1)).collect()
     }
 
     fn next(&mut self, stream: u32, now: i64) -> Option<(i64, JobSpec)> {
@@ -444,28 +346,14 @@ pub fn run(cfg: &Config) -> Result<Outcome> {
         None => None,
         Some(f) => {
             let node = match &f.node {
-                Some(name) => cluster.find(name).with_context(|| {
-                    format!(
-                        "--fault {}@{name}: no such node in a {}-node cluster",
-                        f.fault, cfg.nodes
-                    )
-                })?,
-                None => {
-                    Rng::derive(cfg.seed, Stream::FaultNode, &[]).below(cfg.nodes as u64) as usize
-                }
+                Some(name) => cluster.find(name).with_context(|| format!("--fault {}@{name}: no such node in a {}-node cluster", f.fault, cfg.nodes))?,
+                None => Rng::derive(cfg.seed, Stream::FaultNode, &[]).below(cfg.nodes as u64) as usize,
             };
             let disk = cluster.nodes[node].disk_mb_s;
-            Some(Injected::new(
-                f.fault,
-                node,
-                (f.start_s * 1000.0) as i64,
-                end_ms,
-                disk,
-            ))
+            Some(Injected::new(f.fault, node, (f.start_s * 1000.0) as i64, end_ms, disk))
         }
     };
-    std::fs::create_dir_all(&cfg.out)
-        .with_context(|| format!("cannot create {}", cfg.out.display()))?;
+    std::fs::create_dir_all(&cfg.out).with_context(|| format!("cannot create {}", cfg.out.display()))?;
     let layout = Layout {
         logs: Some(cfg.out.join("logs")),
         history: cfg.out.join("history"),
@@ -475,19 +363,8 @@ pub fn run(cfg: &Config) -> Result<Outcome> {
         threads: cfg.threads,
         epoch_ms: cfg.epoch_ms,
     };
-    let spec = RunSpec {
-        seed: cfg.seed,
-        version: cfg.version,
-        cluster: &cluster,
-        fault,
-        end_ms,
-        jt_stamp: jt_stamp(cfg.epoch_ms),
-        usage: cfg.sadc,
-    };
-    let source = WorkloadSource {
-        driver: Driver::new(cfg.workload, cfg.seed, cfg.nodes),
-        end_ms,
-    };
+    let spec = RunSpec { seed: cfg.seed, version: cfg.version, cluster: &cluster, fault, end_ms, jt_stamp: jt_stamp(cfg.epoch_ms), usage: cfg.sadc };
+    let source = WorkloadSource { driver: Driver::new(cfg.workload, cfg.seed, cfg.nodes), end_ms };
     let bar = progress_bar(cfg.progress, (end_ms / 1000) as u64, "simulated s");
     let outcome = execute(spec, source, &layout, &bar)?;
     bar.finish_and_clear();
@@ -513,12 +390,7 @@ pub fn run(cfg: &Config) -> Result<Outcome> {
     Ok(outcome)
 }
 
-fn fault_json(
-    f: &Injected,
-    struck: Option<&(i64, String)>,
-    cluster: &Cluster,
-    epoch_ms: i64,
-) -> Value {
+fn fault_json(f: &Injected, struck: Option<&(i64, String)>, cluster: &Cluster, epoch_ms: i64) -> Value {
     let node = &cluster.nodes[f.node];
     let mut v = json!({
         "fault": f.fault.name(),
@@ -531,8 +403,7 @@ fn fault_json(
     });
     // A hang strikes one attempt, once: which, and when it stopped making progress.
     if let Some((at, attempt)) = struck {
-        v["struck"] =
-            json!({ "attempt": attempt, "at": iso(epoch_ms + at), "at_ms": epoch_ms + at });
+        v["struck"] = json!({ "attempt": attempt, "at": iso(epoch_ms + at), "at_ms": epoch_ms + at });
     }
     v
 }
@@ -580,14 +451,7 @@ impl Suite {
     pub fn parse(text: &str) -> Result<Suite> {
         let v: Value = serde_json::from_str(text).context("a suite is a JSON object")?;
         let strings = |key: &str| -> Vec<String> {
-            v.get(key)
-                .and_then(Value::as_array)
-                .map(|a| {
-                    a.iter()
-                        .filter_map(|x| x.as_str().map(str::to_string))
-                        .collect()
-                })
-                .unwrap_or_default()
+            v.get(key).and_then(Value::as_array).map(|a| a.iter().filter_map(|x| x.as_str().map(str::to_string)).collect()).unwrap_or_default()
         };
         let workloads = strings("workloads")
             .iter()
@@ -601,20 +465,13 @@ impl Suite {
             if f.eq_ignore_ascii_case("none") || f.eq_ignore_ascii_case("control") {
                 continue;
             }
-            faults.push(Some(
-                Fault::parse(&f).with_context(|| format!("suite: {f} is not a fault"))?,
-            ));
+            faults.push(Some(Fault::parse(&f).with_context(|| format!("suite: {f} is not a fault"))?));
         }
         if !v.get("faults").is_some_and(Value::is_array) {
             faults.extend(Fault::ALL.map(Some));
         }
         let nodes = match v.get("nodes").and_then(Value::as_array) {
-            Some(a) => a
-                .iter()
-                .filter_map(Value::as_u64)
-                .map(|n| n as usize)
-                .filter(|n| *n > 0)
-                .collect(),
+            Some(a) => a.iter().filter_map(Value::as_u64).map(|n| n as usize).filter(|n| *n > 0).collect(),
             None => vec![10, 25, 50, 100],
         };
         let duration_s = match v.get("duration").and_then(Value::as_str) {
@@ -622,8 +479,7 @@ impl Suite {
             None => 1800.0,
         };
         let version = match v.get("hadoop").and_then(Value::as_str) {
-            Some(h) => Version::parse(h)
-                .with_context(|| format!("suite: hadoop {h} is not 0.18 or 0.20"))?,
+            Some(h) => Version::parse(h).with_context(|| format!("suite: hadoop {h} is not 0.18 or 0.20"))?,
             None => Version::V018,
         };
         Ok(Suite {
@@ -648,10 +504,7 @@ impl Suite {
 /// end; jobs the control had not finished are left out.
 pub fn slowdown(control: &Outcome, faulty: &Outcome) -> Option<f64> {
     let fault = faulty.fault.as_ref()?;
-    let hang = matches!(
-        fault.fault,
-        Fault::Hang1036 | Fault::Hang1152 | Fault::Hang2080
-    );
+    let hang = matches!(fault.fault, Fault::Hang1036 | Fault::Hang1152 | Fault::Hang2080);
     let acted = |j: &JobOutcome| match (&faulty.struck, hang) {
         (Some((at, _)), true) => j.submit_ms <= *at && j.finish_ms.is_none_or(|f| f > *at),
         (None, true) => false,
@@ -661,13 +514,7 @@ pub fn slowdown(control: &Outcome, faulty: &Outcome) -> Option<f64> {
     let mut slow = 0.0;
     let mut matched = 0;
     for f in faulty.jobs.iter().filter(|j| acted(j)) {
-        let Some(c) = control
-            .jobs
-            .iter()
-            .find(|c| (c.stream, c.seq) == (f.stream, f.seq))
-        else {
-            continue;
-        };
+        let Some(c) = control.jobs.iter().find(|c| (c.stream, c.seq) == (f.stream, f.seq)) else { continue };
         if c.finish_ms.is_none() {
             continue;
         }
@@ -684,15 +531,8 @@ pub fn slowdown(control: &Outcome, faulty: &Outcome) -> Option<f64> {
 
 /// Runs a suite under `out/<workload>/<fault>/n<nodes>/r<rep>/` and writes `suite.json` with
 /// each pair's mean slowdown; returns the rows (workload, fault, nodes, mean slowdown).
-pub fn run_suite(
-    suite: &Suite,
-    out: &Path,
-    gzip: bool,
-    threads: usize,
-    progress: bool,
-) -> Result<Vec<(Workload, Fault, usize, f64)>> {
-    let total =
-        suite.workloads.len() * suite.faults.len() * suite.nodes.len() * suite.repetitions as usize;
+pub fn run_suite(suite: &Suite, out: &Path, gzip: bool, threads: usize, progress: bool) -> Result<Vec<(Workload, Fault, usize, f64)>> {
+    let total = suite.workloads.len() * suite.faults.len() * suite.nodes.len() * suite.repetitions as usize;
     let bar = progress_bar(progress, total as u64, "runs");
     let mut rows = Vec::new();
     let mut summary = Vec::new();
@@ -706,18 +546,10 @@ pub fn run_suite(
                     let cfg = Config {
                         nodes,
                         workload,
-                        fault: fault.map(|f| FaultSpec {
-                            fault: f,
-                            node: None,
-                            start_s: 0.0,
-                        }),
+                        fault: fault.map(|f| FaultSpec { fault: f, node: None, start_s: 0.0 }),
                         duration_s: suite.duration_s,
                         seed: suite.seed + rep,
-                        out: out
-                            .join(workload.name())
-                            .join(fault_name)
-                            .join(format!("n{nodes}"))
-                            .join(format!("r{rep}")),
+                        out: out.join(workload.name()).join(fault_name).join(format!("n{nodes}")).join(format!("r{rep}")),
                         version: suite.version,
                         gzip,
                         sadc: suite.sadc,
@@ -729,11 +561,7 @@ pub fn run_suite(
                     bar.inc(1);
                     match fault {
                         None => controls.push(outcome),
-                        Some(_) => slowdowns.extend(
-                            controls
-                                .get(rep as usize)
-                                .and_then(|c| slowdown(c, &outcome)),
-                        ),
+                        Some(_) => slowdowns.extend(controls.get(rep as usize).and_then(|c| slowdown(c, &outcome))),
                     }
                 }
                 if let (Some(f), false) = (fault, slowdowns.is_empty()) {
@@ -761,10 +589,7 @@ mod tests {
         let s = Suite::parse(r#"{"workloads": ["sort", "pig"], "faults": ["none", "CPUHog"], "nodes": [10], "duration": "10m"}"#).unwrap();
         assert_eq!(s.workloads, vec![Workload::Sort, Workload::Pig]);
         assert_eq!(s.faults, vec![None, Some(Fault::CpuHog)]);
-        assert_eq!(
-            (s.nodes.clone(), s.repetitions, s.duration_s, s.version),
-            (vec![10], 10, 600.0, Version::V018)
-        );
+        assert_eq!((s.nodes.clone(), s.repetitions, s.duration_s, s.version), (vec![10], 10, 600.0, Version::V018));
         let all = Suite::parse(r#"{"workloads": ["nutch"]}"#).unwrap();
         assert_eq!((all.faults.len(), all.nodes.len()), (10, 4));
         assert!(Suite::parse(r#"{"workloads": ["hive"]}"#).is_err());

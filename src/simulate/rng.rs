@@ -36,14 +36,7 @@ fn splitmix(x: &mut u64) -> u64 {
 impl Rng {
     pub fn new(seed: u64) -> Rng {
         let mut x = seed;
-        Rng {
-            s: [
-                splitmix(&mut x),
-                splitmix(&mut x),
-                splitmix(&mut x),
-                splitmix(&mut x),
-            ],
-        }
+        Rng { s: [splitmix(&mut x), splitmix(&mut x), splitmix(&mut x), splitmix(&mut x)] }
     }
 
     /// The stream of one entity of a run (a node, a job, a task attempt), keyed by a path of
@@ -126,26 +119,15 @@ mod tests {
 
     #[test]
     fn streams_are_reproducible_and_independent() {
-        let a: Vec<u64> = (0..4)
-            .map({
-                let mut r = Rng::new(7);
-                move |_| r.next_u64()
-            })
-            .collect();
+        let a: Vec<u64> = (0..4).map({
+            let mut r = Rng::new(7);
+            move |_| r.next_u64()
+        }).collect();
         let mut r = Rng::new(7);
         assert_eq!(a, (0..4).map(|_| r.next_u64()).collect::<Vec<_>>());
-        assert_ne!(
-            Rng::derive(7, Stream::Map, &[1, 2]).next_u64(),
-            Rng::derive(7, Stream::Map, &[2, 1]).next_u64()
-        );
-        assert_ne!(
-            Rng::derive(7, Stream::Map, &[1, 2]).next_u64(),
-            Rng::derive(7, Stream::Reduce, &[1, 2]).next_u64()
-        );
-        assert_eq!(
-            Rng::derive(7, Stream::Map, &[1, 2]).next_u64(),
-            Rng::derive(7, Stream::Map, &[1, 2]).next_u64()
-        );
+        assert_ne!(Rng::derive(7, Stream::Map, &[1, 2]).next_u64(), Rng::derive(7, Stream::Map, &[2, 1]).next_u64());
+        assert_ne!(Rng::derive(7, Stream::Map, &[1, 2]).next_u64(), Rng::derive(7, Stream::Reduce, &[1, 2]).next_u64());
+        assert_eq!(Rng::derive(7, Stream::Map, &[1, 2]).next_u64(), Rng::derive(7, Stream::Map, &[1, 2]).next_u64());
     }
 
     #[test]
@@ -155,10 +137,7 @@ mod tests {
         let xs: Vec<f64> = (0..n).map(|_| r.normal()).collect();
         let mean = xs.iter().sum::<f64>() / n as f64;
         let var = xs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / n as f64;
-        assert!(
-            mean.abs() < 0.01 && (var - 1.0).abs() < 0.02,
-            "{mean} {var}"
-        );
+        assert!(mean.abs() < 0.01 && (var - 1.0).abs() < 0.02, "{mean} {var}");
         let below: u64 = (0..n).map(|_| r.below(10)).sum();
         assert!((below as f64 / n as f64 - 4.5).abs() < 0.03);
         let e = (0..n).map(|_| r.exp(3.0)).sum::<f64>() / n as f64;

@@ -126,15 +126,7 @@ pub struct SadcWriter {
 }
 
 impl SadcWriter {
-    pub fn create(
-        dir: &Path,
-        node: usize,
-        host: &str,
-        cores: f64,
-        disk_mb_s: f64,
-        seed: u64,
-        gzip: bool,
-    ) -> io::Result<SadcWriter> {
+    pub fn create(dir: &Path, node: usize, host: &str, cores: f64, disk_mb_s: f64, seed: u64, gzip: bool) -> io::Result<SadcWriter> {
         std::fs::create_dir_all(dir)?;
         let spool_path = dir.join(format!(".{host}.spool"));
         Ok(SadcWriter {
@@ -154,40 +146,20 @@ impl SadcWriter {
     }
 
     /// Writes the rows of every second before `second` (relative to the run's start).
-    pub fn advance(
-        &mut self,
-        usage: &mut Usage,
-        second: i64,
-        epoch_ms: i64,
-        fault: Option<&Injected>,
-    ) -> io::Result<()> {
+    pub fn advance(&mut self, usage: &mut Usage, second: i64, epoch_ms: i64, fault: Option<&Injected>) -> io::Result<()> {
         for (s, bin) in usage.take_before(second) {
             self.row(s, &bin, epoch_ms, fault)?;
         }
         Ok(())
     }
 
-    fn row(
-        &mut self,
-        second: i64,
-        bin: &Bin,
-        epoch_ms: i64,
-        fault: Option<&Injected>,
-    ) -> io::Result<()> {
+    fn row(&mut self, second: i64, bin: &Bin, epoch_ms: i64, fault: Option<&Injected>) -> io::Result<()> {
         let t_ms = second * 1000;
         let hog = |kind: Fault| fault.is_some_and(|f| f.fault == kind && f.at(self.node, t_ms));
         let r = &mut self.rng;
         let cores = self.cores;
-        let hog_cpu = if hog(Fault::CpuHog) {
-            Injected::cpu_hog_cores(cores)
-        } else {
-            0.0
-        };
-        let hog_disk = if hog(Fault::DiskHog) {
-            Injected::disk_hog_mb_s(self.disk_mb_s)
-        } else {
-            0.0
-        };
+        let hog_cpu = if hog(Fault::CpuHog) { Injected::cpu_hog_cores(cores) } else { 0.0 };
+        let hog_disk = if hog(Fault::DiskHog) { Injected::disk_hog_mb_s(self.disk_mb_s) } else { 0.0 };
         // A killed attempt's use is taken back, which can leave a rounding error below zero.
         let get = |x: f32| f64::from(x.max(0.0));
         let disk_w = get(bin.disk_write_mb) + hog_disk;
@@ -198,12 +170,8 @@ impl SadcWriter {
         let busy = demand.min(cores);
         let disk_util = ((disk_r + disk_w) / self.disk_mb_s).min(1.0);
         let user = (100.0 * busy * 0.9 / cores * r.jitter(0.03)).clamp(0.0, 100.0);
-        let system = (100.0 * (busy * 0.08 + (disk_r + disk_w + rx + tx) * 0.004) / cores
-            * r.jitter(0.05)
-            + 0.3)
-            .min(100.0 - user);
-        let iowait = (100.0 * disk_util * (cores - busy).max(0.0) / cores * 0.5 * r.jitter(0.05))
-            .min(100.0 - user - system);
+        let system = (100.0 * (busy * 0.08 + (disk_r + disk_w + rx + tx) * 0.004) / cores * r.jitter(0.05) + 0.3).min(100.0 - user);
+        let iowait = (100.0 * disk_util * (cores - busy).max(0.0) / cores * 0.5 * r.jitter(0.05)).min(100.0 - user - system);
         let idle = (100.0 - user - system - iowait).max(0.0);
         let blocked = (disk_util * tasks).round();
         let running = demand + blocked;
@@ -214,18 +182,8 @@ impl SadcWriter {
         let launches = get(bin.launches);
         let io_kb = (disk_r + disk_w) * 1024.0;
         let rows: [(u8, String); 6] = [
-            (
-                0,
-                format!("-1;{user:.2};0.00;{system:.2};{iowait:.2};0.00;{idle:.2}"),
-            ),
-            (
-                1,
-                format!(
-                    "{:.2};{:.2}",
-                    launches * 6.0 + r.below(2) as f64,
-                    (350.0 + 900.0 * tasks + 25.0 * (io_kb / 1024.0 + rx + tx)) * r.jitter(0.05)
-                ),
-            ),
+            (0, format!("-1;{user:.2};0.00;{system:.2};{iowait:.2};0.00;{idle:.2}")),
+            (1, format!("{:.2};{:.2}", launches * 6.0 + r.below(2) as f64, (350.0 + 900.0 * tasks + 25.0 * (io_kb / 1024.0 + rx + tx)) * r.jitter(0.05))),
             (2, {
                 let faults = (150.0 + 2500.0 * launches + 300.0 * tasks) * r.jitter(0.08);
                 format!(
@@ -238,47 +196,27 @@ impl SadcWriter {
             }),
             (3, {
                 let (rtps, wtps) = (disk_r * 8.0, disk_w * 8.0 + 0.5);
-                format!(
-                    "{:.2};{rtps:.2};{wtps:.2};0.00;{:.2};{:.2};0.00",
-                    rtps + wtps,
-                    disk_r * 2048.0,
-                    disk_w * 2048.0
-                )
+                format!("{:.2};{rtps:.2};{wtps:.2};0.00;{:.2};{:.2};0.00", rtps + wtps, disk_r * 2048.0, disk_w * 2048.0)
             }),
-            (
-                4,
-                format!(
-                    "{};{};{:.2};{:.2};{:.2};{blocked}",
-                    (demand - cores).max(0.0).round() as u64 + r.below(2),
-                    (160.0 + 45.0 * tasks).round(),
-                    self.load[0],
-                    self.load[1],
-                    self.load[2]
-                ),
-            ),
+            (4, format!(
+                "{};{};{:.2};{:.2};{:.2};{blocked}",
+                (demand - cores).max(0.0).round() as u64 + r.below(2),
+                (160.0 + 45.0 * tasks).round(),
+                self.load[0],
+                self.load[1],
+                self.load[2]
+            )),
             (5, {
                 let (rx_kb, tx_kb) = (rx * 1024.0, tx * 1024.0);
-                let (rx_pck, tx_pck) = (
-                    rx_kb / 1.45 + tx_kb / 30.0 + 4.0,
-                    tx_kb / 1.45 + rx_kb / 30.0 + 4.0,
-                );
+                let (rx_pck, tx_pck) = (rx_kb / 1.45 + tx_kb / 30.0 + 4.0, tx_kb / 1.45 + rx_kb / 30.0 + 4.0);
                 let util = rx_kb.max(tx_kb) * 8.0 / 10_000.0;
-                format!(
-                    "eth0;{rx_pck:.2};{tx_pck:.2};{rx_kb:.2};{tx_kb:.2};0.00;0.00;0.00;{:.2}",
-                    util.min(100.0)
-                )
+                format!("eth0;{rx_pck:.2};{tx_pck:.2};{rx_kb:.2};{tx_kb:.2};0.00;0.00;0.00;{:.2}", util.min(100.0))
             }),
         ];
-        let stamp =
-            String::from_utf8_lossy(self.clock.seconds_text((epoch_ms + t_ms).div_euclid(1000)))
-                .into_owned();
+        let stamp = String::from_utf8_lossy(self.clock.seconds_text((epoch_ms + t_ms).div_euclid(1000))).into_owned();
         for (activity, fields) in rows {
             if activity == 5 {
-                self.spool_row(
-                    activity,
-                    &stamp,
-                    "lo;0.00;0.00;0.00;0.00;0.00;0.00;0.00;0.00",
-                )?;
+                self.spool_row(activity, &stamp, "lo;0.00;0.00;0.00;0.00;0.00;0.00;0.00;0.00")?;
             }
             self.spool_row(activity, &stamp, &fields)?;
         }
@@ -293,13 +231,7 @@ impl SadcWriter {
     }
 
     /// Writes the capture, activity by activity, and drops the spool.
-    pub fn finish(
-        mut self,
-        usage: &mut Usage,
-        end_s: i64,
-        epoch_ms: i64,
-        fault: Option<&Injected>,
-    ) -> io::Result<u64> {
+    pub fn finish(mut self, usage: &mut Usage, end_s: i64, epoch_ms: i64, fault: Option<&Injected>) -> io::Result<u64> {
         self.advance(usage, end_s, epoch_ms, fault)?;
         self.spool.flush()?;
         drop(self.spool);
@@ -338,13 +270,7 @@ mod tests {
         assert_eq!(bins[1].1.launches, 1.0);
         // Seconds already written take nothing more.
         u.add(0, 4000, Use::Tasks, 1.0);
-        assert_eq!(
-            u.take_before(4)
-                .iter()
-                .map(|(s, b)| (*s, b.tasks))
-                .collect::<Vec<_>>(),
-            vec![(3, 1.0)]
-        );
+        assert_eq!(u.take_before(4).iter().map(|(s, b)| (*s, b.tasks)).collect::<Vec<_>>(), vec![(3, 1.0)]);
     }
 
     #[test]
@@ -359,17 +285,10 @@ mod tests {
         let text = std::fs::read_to_string(dir.path().join("r01n01.sadf-d.csv")).unwrap();
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(lines[0], HEADERS[0]);
-        assert!(
-            lines[1].starts_with("r01n01;1;2008-08-25 00:00:00 UTC;-1;"),
-            "{}",
-            lines[1]
-        );
+        assert!(lines[1].starts_with("r01n01;1;2008-08-25 00:00:00 UTC;-1;"), "{}", lines[1]);
         let user = |l: &str| l.split(';').nth(4).unwrap().parse::<f64>().unwrap();
         // Two cores of four busy, then the hog's 2.8 cores on top.
-        assert!(
-            (user(lines[1]) - 46.1).abs() < 5.0 && user(lines[2]) > 80.0,
-            "{text}"
-        );
+        assert!((user(lines[1]) - 46.1).abs() < 5.0 && user(lines[2]) > 80.0, "{text}");
         assert_eq!(lines.iter().filter(|l| l.starts_with('#')).count(), 6);
         assert_eq!(lines.iter().filter(|l| l.contains(";eth0;")).count(), 2);
         assert!(!dir.path().join(".r01n01.spool").exists());

@@ -63,34 +63,14 @@ enum End {
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 enum Ev {
-    Submit {
-        job: u32,
-    },
-    Launch {
-        job: u32,
-    },
-    Heartbeat {
-        node: u16,
-    },
-    MapEnd {
-        job: u32,
-        idx: u32,
-        attempt: u8,
-        end: End,
-    },
-    ReduceEnd {
-        job: u32,
-        idx: u32,
-        attempt: u8,
-        end: End,
-    },
-    KillJob {
-        job: u32,
-    },
+    Submit { job: u32 },
+    Launch { job: u32 },
+    Heartbeat { node: u16 },
+    MapEnd { job: u32, idx: u32, attempt: u8, end: End },
+    ReduceEnd { job: u32, idx: u32, attempt: u8, end: End },
+    KillJob { job: u32 },
     /// The JobTracker's look for stragglers, once a heartbeat interval while the job runs.
-    Speculate {
-        job: u32,
-    },
+    Speculate { job: u32 },
 }
 
 /// How a job ended, or that it has not.
@@ -122,18 +102,10 @@ const RENAME_TRIES: u32 = 3;
 /// The running tasks (`progress`: index and best attempt's progress) that a backup attempt is
 /// for: `eligible` (one attempt, begun long enough ago) and behind the average progress of all
 /// `total` tasks (`done` of them finished) by `SPECULATIVE_GAP`; least progressed first.
-fn stragglers(
-    progress: Vec<(u32, f32)>,
-    done: u32,
-    total: u32,
-    eligible: impl Fn(u32) -> bool,
-) -> Vec<u32> {
+fn stragglers(progress: Vec<(u32, f32)>, done: u32, total: u32, eligible: impl Fn(u32) -> bool) -> Vec<u32> {
     let average = (done as f32 + progress.iter().map(|p| p.1).sum::<f32>()) / total.max(1) as f32;
-    let mut late: Vec<(f32, u32)> = progress
-        .into_iter()
-        .filter(|&(i, p)| eligible(i) && average - p >= SPECULATIVE_GAP)
-        .map(|(i, p)| (p, i))
-        .collect();
+    let mut late: Vec<(f32, u32)> =
+        progress.into_iter().filter(|&(i, p)| eligible(i) && average - p >= SPECULATIVE_GAP).map(|(i, p)| (p, i)).collect();
     late.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
     late.into_iter().map(|(_, i)| i).collect()
 }
@@ -214,11 +186,7 @@ impl ReduceRun {
             && t >= shuffled
         {
             let part = |a: i64, b: i64| ((t - a) as f32 / (b - a).max(1) as f32).clamp(0.0, 1.0);
-            return if t < sorted {
-                (1.0 + part(shuffled, sorted)) / 3.0
-            } else {
-                (2.0 + part(sorted, end)) / 3.0
-            };
+            return if t < sorted { (1.0 + part(shuffled, sorted)) / 3.0 } else { (2.0 + part(sorted, end)) / 3.0 };
         }
         while let Some(&Reverse(e)) = self.in_flight.peek() {
             if e > t {
@@ -353,12 +321,7 @@ impl<'a, S: JobSource> Sim<'a, S> {
             sim.submit(at, stream, job);
         }
         // A full DataNode says so every five minutes.
-        if let Some(f) = sim
-            .spec
-            .fault
-            .clone()
-            .filter(|f| f.fault == Fault::DiskFull)
-        {
+        if let Some(f) = sim.spec.fault.clone().filter(|f| f.fault == Fault::DiskFull) {
             let mut t = f.start_ms;
             while t < f.end_ms.min(sim.spec.end_ms) {
                 sim.push(f.node, t, 0, Line::DiskFull);
@@ -383,17 +346,12 @@ impl<'a, S: JobSource> Sim<'a, S> {
             if *t >= until || *t >= self.spec.end_ms {
                 break;
             }
-            let Some(Reverse((t, _, ev))) = self.events.pop() else {
-                break;
-            };
+            let Some(Reverse((t, _, ev))) = self.events.pop() else { break };
             self.now = t;
             self.handle(ev);
         }
         self.now = self.now.max(until.min(self.spec.end_ms));
-        self.events
-            .peek()
-            .is_some_and(|Reverse((t, _, _))| *t < self.spec.end_ms)
-            && until < self.spec.end_ms
+        self.events.peek().is_some_and(|Reverse((t, _, _))| *t < self.spec.end_ms) && until < self.spec.end_ms
     }
 
     /// Lays down the progress reports due before `until`.
@@ -406,17 +364,9 @@ impl<'a, S: JobSource> Sim<'a, S> {
                     let frac = s.lo + (s.hi - s.lo) * ((s.next - s.from) as f64 / span) as f32;
                     let line = match s.phase {
                         None => Line::MapProgress { task: s.task, frac },
-                        Some(phase) => Line::ReduceProgress {
-                            task: s.task,
-                            frac,
-                            phase,
-                        },
+                        Some(phase) => Line::ReduceProgress { task: s.task, frac, phase },
                     };
-                    buf.push(Rec {
-                        ts_ms: s.next,
-                        owner: s.owner,
-                        line,
-                    });
+                    buf.push(Rec { ts_ms: s.next, owner: s.owner, line });
                     s.next += (PROGRESS_MS * s.rng.range(0.8, 1.2)) as i64;
                 }
                 s.next < s.to
@@ -446,18 +396,8 @@ impl<'a, S: JobSource> Sim<'a, S> {
                 self.nodes[usize::from(node)].heartbeat_due = false;
                 self.assign(node);
             }
-            Ev::MapEnd {
-                job,
-                idx,
-                attempt,
-                end,
-            } => self.map_end(job, idx, attempt, end),
-            Ev::ReduceEnd {
-                job,
-                idx,
-                attempt,
-                end,
-            } => self.reduce_end(job, idx, attempt, end),
+            Ev::MapEnd { job, idx, attempt, end } => self.map_end(job, idx, attempt, end),
+            Ev::ReduceEnd { job, idx, attempt, end } => self.reduce_end(job, idx, attempt, end),
             Ev::KillJob { job } => {
                 if self.jobs[job as usize].state != JobState::Done(Status::Success) {
                     self.abort(job, Status::Killed);
@@ -481,15 +421,11 @@ impl<'a, S: JobSource> Sim<'a, S> {
     fn assign(&mut self, node: u16) {
         let n = usize::from(node);
         while self.nodes[n].free_maps > 0 {
-            let Some((job, idx)) = self.pick_map(node) else {
-                break;
-            };
+            let Some((job, idx)) = self.pick_map(node) else { break };
             self.launch_map(job, idx, node);
         }
         while self.nodes[n].free_reduces > 0 {
-            let Some((job, idx)) = self.pick_reduce(node) else {
-                break;
-            };
+            let Some((job, idx)) = self.pick_reduce(node) else { break };
             self.launch_reduce(job, idx, node);
         }
     }
@@ -500,10 +436,7 @@ impl<'a, S: JobSource> Sim<'a, S> {
             let j = &self.jobs[job as usize];
             let allowed = |i: &u32| j.maps[*i as usize].avoid != Some(node);
             let local = j.pending_maps.iter().position(|i| {
-                allowed(i)
-                    && j.maps[*i as usize]
-                        .replicas
-                        .is_some_and(|r| r.contains(&node))
+                allowed(i) && j.maps[*i as usize].replicas.is_some_and(|r| r.contains(&node))
             });
             let at = local.or_else(|| j.pending_maps.iter().position(allowed));
             if let Some(at) = at {
@@ -525,11 +458,7 @@ impl<'a, S: JobSource> Sim<'a, S> {
             if self.slowstart(j) {
                 continue;
             }
-            if let Some(at) = j
-                .pending_reduces
-                .iter()
-                .position(|i| j.reduces[*i as usize].avoid != Some(node))
-            {
+            if let Some(at) = j.pending_reduces.iter().position(|i| j.reduces[*i as usize].avoid != Some(node)) {
                 let idx = self.jobs[job as usize].pending_reduces.remove(at)?;
                 return Some((job, idx));
             }
@@ -551,53 +480,30 @@ impl<'a, S: JobSource> Sim<'a, S> {
             let progress: Vec<(u32, f32)> = j
                 .live_maps
                 .iter()
-                .map(|&i| {
-                    (
-                        i,
-                        j.maps[i as usize]
-                            .runs
-                            .iter()
-                            .map(|r| r.prog.at(now))
-                            .fold(0.0, f32::max),
-                    )
-                })
+                .map(|&i| (i, j.maps[i as usize].runs.iter().map(|r| r.prog.at(now)).fold(0.0, f32::max)))
                 .collect();
             let alone = |i: u32| {
                 let m = &j.maps[i as usize];
                 m.runs.len() == 1 && m.started.is_some_and(|s| now - s >= SPECULATIVE_LAG_MS)
             };
-            backups.extend(
-                stragglers(progress, j.maps_done, j.spec.maps, alone)
-                    .into_iter()
-                    .map(|i| (false, i)),
-            );
+            backups.extend(stragglers(progress, j.maps_done, j.spec.maps, alone).into_iter().map(|i| (false, i)));
         }
         let maps = j.spec.maps;
         if j.pending_reduces.is_empty() && !j.live_reduces.is_empty() {
             let live = j.live_reduces.clone();
             let mut progress = Vec::with_capacity(live.len());
             for i in live {
-                let best = j.reduces[i as usize]
-                    .runs
-                    .iter_mut()
-                    .map(|r| r.progress(now, maps))
-                    .fold(0.0, f32::max);
+                let best = j.reduces[i as usize].runs.iter_mut().map(|r| r.progress(now, maps)).fold(0.0, f32::max);
                 progress.push((i, best));
             }
             let alone = |i: u32| {
                 let r = &j.reduces[i as usize];
                 r.runs.len() == 1 && r.started.is_some_and(|s| now - s >= SPECULATIVE_LAG_MS)
             };
-            backups.extend(
-                stragglers(progress, j.reduces_done, j.spec.reduces, alone)
-                    .into_iter()
-                    .map(|i| (true, i)),
-            );
+            backups.extend(stragglers(progress, j.reduces_done, j.spec.reduces, alone).into_iter().map(|i| (true, i)));
         }
         for (reduce, idx) in backups {
-            let Some(node) = self.backup_node(job, idx, reduce) else {
-                continue;
-            };
+            let Some(node) = self.backup_node(job, idx, reduce) else { continue };
             if reduce {
                 self.launch_reduce(job, idx, node);
             } else {
@@ -617,13 +523,7 @@ impl<'a, S: JobSource> Sim<'a, S> {
             let m = &j.maps[idx as usize];
             (m.runs.iter().map(|x| x.node).collect(), m.avoid, m.replicas)
         };
-        let free = |n: usize| {
-            if reduce {
-                self.nodes[n].free_reduces > 0
-            } else {
-                self.nodes[n].free_maps > 0
-            }
-        };
+        let free = |n: usize| if reduce { self.nodes[n].free_reduces > 0 } else { self.nodes[n].free_maps > 0 };
         let fits: Vec<u16> = (0..self.nodes.len())
             .filter(|&n| free(n) && !running.contains(&(n as u16)) && avoid != Some(n as u16))
             .map(|n| n as u16)
@@ -631,22 +531,14 @@ impl<'a, S: JobSource> Sim<'a, S> {
         if fits.is_empty() {
             return None;
         }
-        let local: Vec<u16> = fits
-            .iter()
-            .copied()
-            .filter(|n| replicas.is_some_and(|r| r.contains(n)))
-            .collect();
+        let local: Vec<u16> = fits.iter().copied().filter(|n| replicas.is_some_and(|r| r.contains(n))).collect();
         let pool = if local.is_empty() { fits } else { local };
         Some(pool[self.rng.below(pool.len() as u64) as usize])
     }
 
     fn port(&mut self, node: usize) -> u16 {
         let s = &mut self.nodes[node];
-        s.next_port = if s.next_port >= 60_000 {
-            40_000
-        } else {
-            s.next_port + 1
-        };
+        s.next_port = if s.next_port >= 60_000 { 40_000 } else { s.next_port + 1 };
         s.next_port
     }
 
@@ -675,51 +567,23 @@ impl<'a, S: JobSource> Sim<'a, S> {
         }
         self.usage[node].add(from, to, what, rate);
         if owner != 0 {
-            self.used
-                .entry(owner)
-                .or_default()
-                .push((node as u16, from, to, what, rate));
+            self.used.entry(owner).or_default().push((node as u16, from, to, what, rate));
         }
     }
 
     /// A total spread evenly over [from, to).
-    fn use_total(
-        &mut self,
-        owner: u64,
-        node: usize,
-        (from, to): (i64, i64),
-        what: Use,
-        total: f64,
-    ) {
+    fn use_total(&mut self, owner: u64, node: usize, (from, to): (i64, i64), what: Use, total: f64) {
         let to = to.max(from + 1);
         let secs = ((to - from) as f64 / 1000.0).max(0.001);
         self.use_rate(owner, node, (from, to), what, total / secs);
     }
 
     /// Progress reports of a task over [from, to), fractions `lo..hi` of the way.
-    fn progress(
-        &mut self,
-        node: usize,
-        task: TaskRef,
-        (from, to): (i64, i64),
-        (lo, hi): (f32, f32),
-        phase: Option<ReducePhase>,
-        rng: &mut Rng,
-    ) {
+    fn progress(&mut self, node: usize, task: TaskRef, (from, to): (i64, i64), (lo, hi): (f32, f32), phase: Option<ReducePhase>, rng: &mut Rng) {
         let mut rng = Rng::new(rng.next_u64());
         let next = from + (rng.range(0.3, 1.0) * PROGRESS_MS) as i64;
         if next < to {
-            self.series[node].push(Series {
-                owner: task.key(),
-                task,
-                next,
-                from,
-                to,
-                lo,
-                hi,
-                phase,
-                rng,
-            });
+            self.series[node].push(Series { owner: task.key(), task, next, from, to, lo, hi, phase, rng });
         }
     }
 
@@ -736,75 +600,30 @@ impl<'a, S: JobSource> Sim<'a, S> {
         if m.runs.is_empty() {
             j.live_maps.push(idx);
         }
-        let task = TaskRef {
-            job,
-            idx,
-            attempt,
-            reduce: false,
-        };
+        let task = TaskRef { job, idx, attempt, reduce: false };
         let owner = task.key();
-        let mut rng = Rng::derive(
-            self.spec.seed,
-            Stream::Map,
-            &[u64::from(job), u64::from(idx), u64::from(attempt)],
-        );
+        let mut rng = Rng::derive(self.spec.seed, Stream::Map, &[u64::from(job), u64::from(idx), u64::from(attempt)]);
         if first_start {
-            j.hist(
-                t0,
-                Hist::TaskStart {
-                    idx,
-                    reduce: false,
-                    splits: replicas,
-                },
-            );
+            j.hist(t0, Hist::TaskStart { idx, reduce: false, splits: replicas });
         }
         j.hist(t0, Hist::AttemptStart { task, node });
         let spec = j.spec.clone();
         self.nodes[n].free_maps -= 1;
         self.nodes[n].running += 1;
         let free = self.nodes[n].free_maps;
-        self.push(
-            n,
-            t0,
-            owner,
-            Line::Launch {
-                task,
-                free_slots: free + 1,
-            },
-        );
+        self.push(n, t0, owner, Line::Launch { task, free_slots: free + 1 });
         if self.spec.usage {
             self.usage[n].launch(t0);
         }
         let start = t0 + 700 + rng.below(800) as i64;
-        let run = |prog: Prog, out_mb: f64| MapRun {
-            attempt,
-            node,
-            prog,
-            out_mb,
-        };
+        let run = |prog: Prog, out_mb: f64| MapRun { attempt, node, prog, out_mb };
 
         if spec.poison_map == Some(idx) {
             let t = start + 2000 + rng.below(6000) as i64;
             self.push(n, t, owner, Line::ChildError { task });
             self.use_rate(owner, n, (t0, t), Use::Tasks, 1.0);
-            self.jobs[job as usize].maps[idx as usize].runs.push(run(
-                Prog {
-                    t0: start,
-                    t1: t,
-                    f0: 0.0,
-                    f1: 0.0,
-                },
-                0.0,
-            ));
-            self.at(
-                t,
-                Ev::MapEnd {
-                    job,
-                    idx,
-                    attempt,
-                    end: End::Failed,
-                },
-            );
+            self.jobs[job as usize].maps[idx as usize].runs.push(run(Prog { t0: start, t1: t, f0: 0.0, f1: 0.0 }, 0.0));
+            self.at(t, Ev::MapEnd { job, idx, attempt, end: End::Failed });
             return;
         }
         if self.struck.is_none() && Injected::hangs_map(self.spec.fault.as_ref(), n, t0) {
@@ -815,24 +634,8 @@ impl<'a, S: JobSource> Sim<'a, S> {
             let timeout = died + TASK_TIMEOUT_MS + rng.below(3000) as i64;
             self.push(n, timeout, owner, Line::Timeout { task });
             self.use_rate(owner, n, (t0, died), Use::Tasks, 1.0);
-            self.jobs[job as usize].maps[idx as usize].runs.push(run(
-                Prog {
-                    t0: start,
-                    t1: died,
-                    f0: 0.0,
-                    f1: 0.02,
-                },
-                0.0,
-            ));
-            self.at(
-                timeout,
-                Ev::MapEnd {
-                    job,
-                    idx,
-                    attempt,
-                    end: End::TimedOut,
-                },
-            );
+            self.jobs[job as usize].maps[idx as usize].runs.push(run(Prog { t0: start, t1: died, f0: 0.0, f1: 0.02 }, 0.0));
+            self.at(timeout, Ev::MapEnd { job, idx, attempt, end: End::TimedOut });
             return;
         }
 
@@ -841,38 +644,19 @@ impl<'a, S: JobSource> Sim<'a, S> {
         if let (false, Some(replicas)) = (generated, replicas) {
             // Local if it can; else a replica whose DataNode answers (the client skips a dead one).
             let fault = self.spec.fault.as_ref();
-            let live: Vec<u16> = replicas
-                .iter()
-                .copied()
-                .filter(|&r| !Injected::drops_connections(fault, usize::from(r), t))
-                .collect();
-            let pool = if live.is_empty() {
-                &replicas[..]
-            } else {
-                &live[..]
-            };
-            let src = if replicas.contains(&node) {
-                n
-            } else {
-                usize::from(pool[rng.below(pool.len() as u64) as usize])
-            };
+            let live: Vec<u16> = replicas.iter().copied().filter(|&r| !Injected::drops_connections(fault, usize::from(r), t)).collect();
+            let pool = if live.is_empty() { &replicas[..] } else { &live[..] };
+            let src = if replicas.contains(&node) { n } else { usize::from(pool[rng.below(pool.len() as u64) as usize]) };
             t = self.read_block(src, n, t, spec.input_mb * rng.jitter(0.02), task, &mut rng);
         }
-        let (in_mb, out_mb) = if generated {
-            (spec.map_out_mb, spec.map_out_mb)
-        } else {
-            (spec.input_mb, spec.input_mb * spec.map_out_mb)
-        };
+        let (in_mb, out_mb) = if generated { (spec.map_out_mb, spec.map_out_mb) } else { (spec.input_mb, spec.input_mb * spec.map_out_mb) };
         let out_mb = out_mb * rng.jitter(0.03);
         if spec.map_wait_s > 0.0 {
             // Waiting on the outside world (a fetcher's web servers), through the node's NIC.
-            let wait = spec.map_wait_s
-                * rng.jitter(0.2)
-                * Injected::wan_slowdown(self.spec.fault.as_ref(), n, t);
+            let wait = spec.map_wait_s * rng.jitter(0.2) * Injected::wan_slowdown(self.spec.fault.as_ref(), n, t);
             t += (wait * 1000.0) as i64;
         }
-        let cpu_s =
-            (in_mb * spec.map_cpu_s_per_mb + spec.map_fixed_s * rng.jitter(0.2)) * rng.jitter(0.04);
+        let cpu_s = (in_mb * spec.map_cpu_s_per_mb + spec.map_fixed_s * rng.jitter(0.2)) * rng.jitter(0.04);
         let cpu_ms = cpu_s / self.cpu_rate(n, t) * 1000.0;
         if spec.map_writes_hdfs {
             let blocks = (out_mb / BLOCK_MB).ceil().max(1.0) as usize;
@@ -894,36 +678,12 @@ impl<'a, S: JobSource> Sim<'a, S> {
         self.push(n, t, owner, Line::MapProgress { task, frac: 1.0 });
         self.push(n, t, owner, Line::Done { task });
         self.use_rate(owner, n, (t0, t), Use::Tasks, 1.0);
-        self.jobs[job as usize].maps[idx as usize].runs.push(run(
-            Prog {
-                t0: start,
-                t1: t,
-                f0: 0.0,
-                f1: 1.0,
-            },
-            out_mb,
-        ));
-        self.at(
-            t,
-            Ev::MapEnd {
-                job,
-                idx,
-                attempt,
-                end: End::Ok,
-            },
-        );
+        self.jobs[job as usize].maps[idx as usize].runs.push(run(Prog { t0: start, t1: t, f0: 0.0, f1: 1.0 }, out_mb));
+        self.at(t, Ev::MapEnd { job, idx, attempt, end: End::Ok });
     }
 
     /// A block read by a task on `reader` from the DataNode on `src`; returns when it ends.
-    fn read_block(
-        &mut self,
-        src: usize,
-        reader: usize,
-        t: i64,
-        mb: f64,
-        client: TaskRef,
-        rng: &mut Rng,
-    ) -> i64 {
+    fn read_block(&mut self, src: usize, reader: usize, t: i64, mb: f64, client: TaskRef, rng: &mut Rng) -> i64 {
         let block = hdfs::new_block_id(rng);
         let link = Injected::link(self.spec.fault.as_ref(), src, reader, t);
         let mut t = t;
@@ -933,40 +693,18 @@ impl<'a, S: JobSource> Sim<'a, S> {
             // The transfer stalls until the DataNode's write timeout gives up on it.
             self.push(src, t, owner, Line::ReadStart);
             t += 60_000;
-            self.push(
-                src,
-                t,
-                owner,
-                Line::ServeFailed {
-                    block,
-                    to: reader as u16,
-                },
-            );
+            self.push(src, t, owner, Line::ServeFailed { block, to: reader as u16 });
         }
         let rate = if src == reader {
             self.disk_rate(src, t, false)
         } else {
-            self.disk_rate(src, t, false)
-                .min(self.net_rate(src, reader))
-                .min(link.cap_mb_s)
+            self.disk_rate(src, t, false).min(self.net_rate(src, reader)).min(link.cap_mb_s)
         };
         let dur = (mb / rate * 1000.0 + link.extra_ms + 5.0) as i64;
         self.push(src, t, owner, Line::ReadStart);
         let end = t + dur;
         let size = (mb * 1048576.0) as u32;
-        self.push(
-            src,
-            end,
-            owner,
-            Line::Served {
-                block,
-                to: reader as u16,
-                port,
-                size,
-                client,
-                dur_ms: dur as u32,
-            },
-        );
+        self.push(src, end, owner, Line::Served { block, to: reader as u16, port, size, client, dur_ms: dur as u32 });
         self.use_total(owner, src, (t, end), Use::DiskRead, mb);
         if src != reader {
             self.use_total(owner, src, (t, end), Use::Tx, mb);
@@ -977,19 +715,9 @@ impl<'a, S: JobSource> Sim<'a, S> {
 
     /// A block written by a task on `client` through a pipeline of `copies` replicas; returns
     /// when the last acknowledgement is back.
-    fn write_block(
-        &mut self,
-        client: usize,
-        t: i64,
-        mb: f64,
-        copies: usize,
-        task: TaskRef,
-        rng: &mut Rng,
-    ) -> i64 {
+    fn write_block(&mut self, client: usize, t: i64, mb: f64, copies: usize, task: TaskRef, rng: &mut Rng) -> i64 {
         let fault = self.spec.fault.clone();
-        let mut replicas = hdfs::place(client, &self.spec.cluster.nodes, rng, |i| {
-            Injected::refuses_writes(fault.as_ref(), i, t)
-        });
+        let mut replicas = hdfs::place(client, &self.spec.cluster.nodes, rng, |i| Injected::refuses_writes(fault.as_ref(), i, t));
         replicas.truncate(copies.max(1));
         if replicas.is_empty() {
             return t;
@@ -1009,11 +737,7 @@ impl<'a, S: JobSource> Sim<'a, S> {
             replicas.iter().position(|&r| r != client && dead(r))
         };
         if let Some(lost) = lost {
-            let src = if lost == 0 {
-                client
-            } else {
-                replicas[lost - 1]
-            };
+            let src = if lost == 0 { client } else { replicas[lost - 1] };
             let r = replicas[lost];
             if dead(client) {
                 replicas.truncate(1);
@@ -1021,16 +745,7 @@ impl<'a, S: JobSource> Sim<'a, S> {
                 replicas.remove(lost);
             }
             let port = self.port(src);
-            self.push(
-                r,
-                t + 2 * lost as i64,
-                owner,
-                Line::Receiving {
-                    block,
-                    src: src as u16,
-                    port,
-                },
-            );
+            self.push(r, t + 2 * lost as i64, owner, Line::Receiving { block, src: src as u16, port });
             extra += RECOVERY_MS;
             if replicas.is_empty() {
                 return t + RECOVERY_MS as i64;
@@ -1054,26 +769,9 @@ impl<'a, S: JobSource> Sim<'a, S> {
         for (i, &r) in replicas.iter().enumerate() {
             let port = self.port(src);
             let downstream = (replicas.len() - 1 - i) as u8;
-            self.push(
-                r,
-                t + 2 * i as i64,
-                owner,
-                Line::Receiving {
-                    block,
-                    src: src as u16,
-                    port,
-                },
-            );
+            self.push(r, t + 2 * i as i64, owner, Line::Receiving { block, src: src as u16, port });
             let done = end - i64::from(downstream);
-            let line = Line::Received {
-                block,
-                src: src as u16,
-                port,
-                size,
-                client: task,
-                dur_ms: (done - t) as u32,
-                downstream,
-            };
+            let line = Line::Received { block, src: src as u16, port, size, client: task, dur_ms: (done - t) as u32, downstream };
             self.push(r, done, owner, line);
             self.use_total(owner, r, (t, end), Use::DiskWrite, mb);
             if r != src {
@@ -1117,16 +815,7 @@ impl<'a, S: JobSource> Sim<'a, S> {
             }
         }
         self.free_slot(node, task.reduce);
-        self.jobs[task.job as usize].hist(
-            now,
-            Hist::AttemptEnd {
-                task,
-                node,
-                status: Status::Killed,
-                shuffle_ms: 0,
-                sort_ms: 0,
-            },
-        );
+        self.jobs[task.job as usize].hist(now, Hist::AttemptEnd { task, node, status: Status::Killed, shuffle_ms: 0, sort_ms: 0 });
         self.wake(node, now);
     }
 
@@ -1137,17 +826,10 @@ impl<'a, S: JobSource> Sim<'a, S> {
             return;
         }
         let m = &mut j.maps[idx as usize];
-        let Some(at) = m.runs.iter().position(|r| r.attempt == attempt) else {
-            return;
-        };
+        let Some(at) = m.runs.iter().position(|r| r.attempt == attempt) else { return };
         let run = m.runs.remove(at);
         let node = run.node;
-        let task = TaskRef {
-            job,
-            idx,
-            attempt,
-            reduce: false,
-        };
+        let task = TaskRef { job, idx, attempt, reduce: false };
         self.used.remove(&task.key());
         self.free_slot(node, false);
         let j = &mut self.jobs[job as usize];
@@ -1158,38 +840,16 @@ impl<'a, S: JobSource> Sim<'a, S> {
             let others: Vec<(u8, u16)> = m.runs.drain(..).map(|r| (r.attempt, r.node)).collect();
             j.live_maps.retain(|&i| i != idx);
             j.maps_done += 1;
-            j.hist(
-                now,
-                Hist::AttemptEnd {
-                    task,
-                    node,
-                    status: Status::Success,
-                    shuffle_ms: 0,
-                    sort_ms: 0,
-                },
-            );
+            j.hist(now, Hist::AttemptEnd { task, node, status: Status::Success, shuffle_ms: 0, sort_ms: 0 });
             j.hist(now, Hist::TaskEnd { idx, reduce: false });
             for (a, n) in others {
-                self.kill(
-                    TaskRef {
-                        job,
-                        idx,
-                        attempt: a,
-                        reduce: false,
-                    },
-                    n,
-                );
+                self.kill(TaskRef { job, idx, attempt: a, reduce: false }, n);
             }
             let j = &self.jobs[job as usize];
             let running: Vec<(u32, u8)> = j
                 .live_reduces
                 .iter()
-                .flat_map(|&r| {
-                    j.reduces[r as usize]
-                        .runs
-                        .iter()
-                        .map(move |x| (r, x.attempt))
-                })
+                .flat_map(|&r| j.reduces[r as usize].runs.iter().map(move |x| (r, x.attempt)))
                 .collect();
             for (r, a) in running {
                 self.copy(job, r, a, idx);
@@ -1229,41 +889,17 @@ impl<'a, S: JobSource> Sim<'a, S> {
         if red.runs.is_empty() {
             j.live_reduces.push(idx);
         }
-        let task = TaskRef {
-            job,
-            idx,
-            attempt,
-            reduce: true,
-        };
-        let mut rng = Rng::derive(
-            self.spec.seed,
-            Stream::Reduce,
-            &[u64::from(job), u64::from(idx), u64::from(attempt)],
-        );
+        let task = TaskRef { job, idx, attempt, reduce: true };
+        let mut rng = Rng::derive(self.spec.seed, Stream::Reduce, &[u64::from(job), u64::from(idx), u64::from(attempt)]);
         if first_start {
-            j.hist(
-                t0,
-                Hist::TaskStart {
-                    idx,
-                    reduce: true,
-                    splits: None,
-                },
-            );
+            j.hist(t0, Hist::TaskStart { idx, reduce: true, splits: None });
         }
         j.hist(t0, Hist::AttemptStart { task, node });
         let maps = j.spec.maps;
         self.nodes[n].free_reduces -= 1;
         self.nodes[n].running += 1;
         let free = self.nodes[n].free_reduces;
-        self.push(
-            n,
-            t0,
-            task.key(),
-            Line::Launch {
-                task,
-                free_slots: free + 1,
-            },
-        );
+        self.push(n, t0, task.key(), Line::Launch { task, free_slots: free + 1 });
         if self.spec.usage {
             self.usage[n].launch(t0);
         }
@@ -1289,9 +925,7 @@ impl<'a, S: JobSource> Sim<'a, S> {
             tail: None,
             stall: None,
         });
-        let done: Vec<u32> = (0..maps)
-            .filter(|m| j.maps[*m as usize].done.is_some())
-            .collect();
+        let done: Vec<u32> = (0..maps).filter(|m| j.maps[*m as usize].done.is_some()).collect();
         for m in done {
             self.copy(job, idx, attempt, m);
         }
@@ -1299,25 +933,15 @@ impl<'a, S: JobSource> Sim<'a, S> {
     }
 
     fn reduce_run(&mut self, job: u32, r: u32, attempt: u8) -> Option<&mut ReduceRun> {
-        self.jobs[job as usize].reduces[r as usize]
-            .runs
-            .iter_mut()
-            .find(|x| x.attempt == attempt)
+        self.jobs[job as usize].reduces[r as usize].runs.iter_mut().find(|x| x.attempt == attempt)
     }
 
     /// A hung reduce: no progress from `at` on, so the TaskTracker kills it
     /// `mapred.task.timeout` after its last report, unless a backup attempt wins first.
     fn hang_reduce(&mut self, job: u32, r: u32, attempt: u8, at: i64, rng: &mut Rng) {
         let maps = self.jobs[job as usize].spec.maps;
-        let task = TaskRef {
-            job,
-            idx: r,
-            attempt,
-            reduce: true,
-        };
-        let Some(run) = self.reduce_run(job, r, attempt) else {
-            return;
-        };
+        let task = TaskRef { job, idx: r, attempt, reduce: true };
+        let Some(run) = self.reduce_run(job, r, attempt) else { return };
         let frozen = run.copied.saturating_sub(1) as f32 / maps.max(1) as f32 / 3.0;
         run.stall = Some((at, frozen));
         let (node, start) = (usize::from(run.node), run.start);
@@ -1325,22 +949,9 @@ impl<'a, S: JobSource> Sim<'a, S> {
         let timeout = last_report + TASK_TIMEOUT_MS + rng.below(3000) as i64;
         self.struck = Some((at, task));
         self.push(node, timeout, task.key(), Line::Timeout { task });
-        self.push(
-            node,
-            timeout,
-            task.key(),
-            Line::SyslogClose { task, done: false },
-        );
+        self.push(node, timeout, task.key(), Line::SyslogClose { task, done: false });
         self.use_rate(task.key(), node, (start, at), Use::Tasks, 1.0);
-        self.at(
-            timeout,
-            Ev::ReduceEnd {
-                job,
-                idx: r,
-                attempt,
-                end: End::TimedOut,
-            },
-        );
+        self.at(timeout, Ev::ReduceEnd { job, idx: r, attempt, end: End::TimedOut });
     }
 
     /// The reduce attempt fetches one map's output from the map's TaskTracker.
@@ -1348,47 +959,18 @@ impl<'a, S: JobSource> Sim<'a, S> {
         let j = &self.jobs[job as usize];
         let reduces = j.spec.reduces.max(1);
         let maps = j.spec.maps;
-        let Some((map_end, from, map_attempt)) = j.maps[map as usize].done else {
-            return;
-        };
+        let Some((map_end, from, map_attempt)) = j.maps[map as usize].done else { return };
         let out_mb = j.maps[map as usize].out_mb;
-        let map_task = TaskRef {
-            job,
-            idx: map,
-            attempt: map_attempt,
-            reduce: false,
-        };
-        let task = TaskRef {
-            job,
-            idx: r,
-            attempt,
-            reduce: true,
-        };
-        let mut rng = Rng::derive(
-            self.spec.seed,
-            Stream::Copy,
-            &[
-                u64::from(job),
-                u64::from(r),
-                u64::from(attempt),
-                u64::from(map),
-            ],
-        );
-        let Some(run) = j.reduces[r as usize]
-            .runs
-            .iter()
-            .find(|x| x.attempt == attempt)
-        else {
-            return;
-        };
+        let map_task = TaskRef { job, idx: map, attempt: map_attempt, reduce: false };
+        let task = TaskRef { job, idx: r, attempt, reduce: true };
+        let mut rng = Rng::derive(self.spec.seed, Stream::Copy, &[u64::from(job), u64::from(r), u64::from(attempt), u64::from(map)]);
+        let Some(run) = j.reduces[r as usize].runs.iter().find(|x| x.attempt == attempt) else { return };
         if run.stall.is_some() {
             return;
         }
         let (node, lanes, port, copied) = (usize::from(run.node), run.lanes, run.port, run.copied);
         let lane = (0..COPIERS).min_by_key(|&l| lanes[l]).unwrap_or(0);
-        let mut start = lanes[lane]
-            .max(map_end + 500 + rng.below(1500) as i64)
-            .max(self.now);
+        let mut start = lanes[lane].max(map_end + 500 + rng.below(1500) as i64).max(self.now);
         let from_n = usize::from(from);
         let mb = out_mb / f64::from(reduces) * rng.jitter(0.05);
         let fault = self.spec.fault.as_ref();
@@ -1397,9 +979,7 @@ impl<'a, S: JobSource> Sim<'a, S> {
         let rate = if from_n == node {
             self.disk_rate(node, start, false)
         } else {
-            (self.net_rate(from_n, node) / 2.0)
-                .min(link.cap_mb_s)
-                .min(self.disk_rate(from_n, start, false))
+            (self.net_rate(from_n, node) / 2.0).min(link.cap_mb_s).min(self.disk_rate(from_n, start, false))
         };
         let dur = (mb / rate * 1000.0 + 40.0 + link.extra_ms) as i64;
         // HADOOP-1152: the last output is fetched, but renaming it in the in-memory file
@@ -1408,28 +988,9 @@ impl<'a, S: JobSource> Sim<'a, S> {
         if copied + 1 == maps && self.struck.is_none() && Injected::hangs_copy(fault, node, start) {
             let stall = start;
             for _ in 0..RENAME_TRIES {
-                self.push(
-                    node,
-                    start,
-                    owner,
-                    Line::CopyStart {
-                        reduce: task,
-                        map: map_task,
-                        from,
-                    },
-                );
+                self.push(node, start, owner, Line::CopyStart { reduce: task, map: map_task, from });
                 let failed = start + dur;
-                self.push(
-                    node,
-                    failed,
-                    owner,
-                    Line::CopyFailed {
-                        reduce: task,
-                        map: map_task,
-                        from,
-                        why: CopyFault::Rename,
-                    },
-                );
+                self.push(node, failed, owner, Line::CopyFailed { reduce: task, map: map_task, from, why: CopyFault::Rename });
                 self.use_total(owner, from_n, (start, failed), Use::DiskRead, mb);
                 start = failed + 4000 + rng.below(8000) as i64;
             }
@@ -1440,76 +1001,24 @@ impl<'a, S: JobSource> Sim<'a, S> {
             return;
         }
         if rng.chance(link.fail_p) {
-            self.push(
-                node,
-                start,
-                owner,
-                Line::CopyStart {
-                    reduce: task,
-                    map: map_task,
-                    from,
-                },
-            );
+            self.push(node, start, owner, Line::CopyStart { reduce: task, map: map_task, from });
             start += 30_000;
-            self.push(
-                node,
-                start,
-                owner,
-                Line::CopyFailed {
-                    reduce: task,
-                    map: map_task,
-                    from,
-                    why: CopyFault::Timeout,
-                },
-            );
+            self.push(node, start, owner, Line::CopyFailed { reduce: task, map: map_task, from, why: CopyFault::Timeout });
             start += 1000;
         }
         let end = start + dur;
-        self.push(
-            node,
-            start,
-            owner,
-            Line::CopyStart {
-                reduce: task,
-                map: map_task,
-                from,
-            },
-        );
-        self.push(
-            node,
-            end,
-            owner,
-            Line::CopyDone {
-                reduce: task,
-                map: map_task,
-                from,
-            },
-        );
+        self.push(node, start, owner, Line::CopyStart { reduce: task, map: map_task, from });
+        self.push(node, end, owner, Line::CopyDone { reduce: task, map: map_task, from });
         let bytes = (mb * 1048576.0) as u32;
-        self.push(
-            from_n,
-            end,
-            owner,
-            Line::ShuffleServed {
-                map: map_task,
-                reduce: task,
-                to: node as u16,
-                port,
-                bytes,
-                dur_ms: dur as u32,
-            },
-        );
+        self.push(from_n, end, owner, Line::ShuffleServed { map: map_task, reduce: task, to: node as u16, port, bytes, dur_ms: dur as u32 });
         self.use_total(owner, from_n, (start, end), Use::DiskRead, mb);
         if from_n != node {
             self.use_total(owner, from_n, (start, end), Use::Tx, mb);
             self.use_total(owner, node, (start, end), Use::Rx, mb);
         }
         let disk = self.disk_rate(node, end, true);
-        let strike =
-            self.struck.is_none() && Injected::hangs_merge(self.spec.fault.as_ref(), node, end);
-        let Some(run) = self.reduce_run(job, r, attempt) else {
-            return;
-        };
+        let strike = self.struck.is_none() && Injected::hangs_merge(self.spec.fault.as_ref(), node, end);
+        let Some(run) = self.reduce_run(job, r, attempt) else { return };
         run.lanes[lane] = end;
         run.copied += 1;
         run.copied_mb += mb;
@@ -1526,12 +1035,7 @@ impl<'a, S: JobSource> Sim<'a, S> {
             } else {
                 let m_end = m_start + (run.batch_mb / disk * 1000.0) as i64 + 100;
                 run.merges += 1;
-                let merged = Line::MergeDone {
-                    reduce: task,
-                    files: run.batch_files,
-                    merge: run.merges,
-                    bytes: (run.batch_mb * 1048576.0) as u32,
-                };
+                let merged = Line::MergeDone { reduce: task, files: run.batch_files, merge: run.merges, bytes: (run.batch_mb * 1048576.0) as u32 };
                 lines.push((m_end, merged));
                 run.merge_free = m_end;
                 run.batch_files = 0;
@@ -1541,19 +1045,8 @@ impl<'a, S: JobSource> Sim<'a, S> {
         if hang_at.is_none() && end - run.last_progress >= PROGRESS_MS as i64 {
             run.last_progress = end;
             let secs = ((end - run.start) as f64 / 1000.0).max(0.001);
-            let phase = ReducePhase::Copy {
-                done: run.copied,
-                total: maps,
-                mb_s: (run.copied_mb / secs) as f32,
-            };
-            lines.push((
-                end,
-                Line::ReduceProgress {
-                    task,
-                    frac: run.copied as f32 / maps as f32 / 3.0,
-                    phase,
-                },
-            ));
+            let phase = ReducePhase::Copy { done: run.copied, total: maps, mb_s: (run.copied_mb / secs) as f32 };
+            lines.push((end, Line::ReduceProgress { task, frac: run.copied as f32 / maps as f32 / 3.0, phase }));
         }
         for (t, line) in lines {
             self.push(node, t, owner, line);
@@ -1568,54 +1061,22 @@ impl<'a, S: JobSource> Sim<'a, S> {
     /// Once every map's output is in: the last merge, sort, reduce and output write.
     fn maybe_finish_copies(&mut self, job: u32, r: u32, attempt: u8) {
         let j = &self.jobs[job as usize];
-        let Some(run) = j.reduces[r as usize]
-            .runs
-            .iter()
-            .find(|x| x.attempt == attempt)
-        else {
-            return;
-        };
-        if j.maps_done < j.spec.maps
-            || run.copied < j.spec.maps
-            || run.stall.is_some()
-            || run.tail.is_some()
-        {
+        let Some(run) = j.reduces[r as usize].runs.iter().find(|x| x.attempt == attempt) else { return };
+        if j.maps_done < j.spec.maps || run.copied < j.spec.maps || run.stall.is_some() || run.tail.is_some() {
             return;
         }
         let spec = j.spec.clone();
-        let task = TaskRef {
-            job,
-            idx: r,
-            attempt,
-            reduce: true,
-        };
+        let task = TaskRef { job, idx: r, attempt, reduce: true };
         let owner = task.key();
         let node = usize::from(run.node);
-        let mut rng = Rng::derive(
-            self.spec.seed,
-            Stream::ReduceEnd,
-            &[u64::from(job), u64::from(r), u64::from(attempt)],
-        );
+        let mut rng = Rng::derive(self.spec.seed, Stream::ReduceEnd, &[u64::from(job), u64::from(r), u64::from(attempt)]);
         let total_mb = run.copied_mb;
-        let mut t = run
-            .lanes
-            .iter()
-            .copied()
-            .max()
-            .unwrap_or(run.start)
-            .max(run.merge_free)
-            .max(self.now);
-        let (batch_files, batch_mb, merges, start) =
-            (run.batch_files, run.batch_mb, run.merges, run.start);
+        let mut t = run.lanes.iter().copied().max().unwrap_or(run.start).max(run.merge_free).max(self.now);
+        let (batch_files, batch_mb, merges, start) = (run.batch_files, run.batch_mb, run.merges, run.start);
         if batch_files > 0 {
             self.push(node, t, owner, Line::MergeStart { reduce: task });
             let m_end = t + (batch_mb / self.disk_rate(node, t, true) * 1000.0) as i64 + 100;
-            let merged = Line::MergeDone {
-                reduce: task,
-                files: batch_files,
-                merge: merges + 1,
-                bytes: (batch_mb * 1048576.0) as u32,
-            };
+            let merged = Line::MergeDone { reduce: task, files: batch_files, merge: merges + 1, bytes: (batch_mb * 1048576.0) as u32 };
             self.push(node, m_end, owner, merged);
             self.use_total(owner, node, (t, m_end), Use::DiskWrite, batch_mb);
             t = m_end;
@@ -1623,19 +1084,10 @@ impl<'a, S: JobSource> Sim<'a, S> {
         let shuffle_done = t;
         let sort_ms = (total_mb / self.disk_rate(node, t, false) * 500.0) as i64 + 200;
         self.use_total(owner, node, (t, t + sort_ms), Use::DiskRead, total_mb);
-        self.progress(
-            node,
-            task,
-            (t, t + sort_ms),
-            (0.6667, 0.6667),
-            Some(ReducePhase::Sort),
-            &mut rng,
-        );
+        self.progress(node, task, (t, t + sort_ms), (0.6667, 0.6667), Some(ReducePhase::Sort), &mut rng);
         t += sort_ms;
         let sort_done = t;
-        let cpu_ms = total_mb * spec.reduce_cpu_s_per_mb * rng.jitter(0.04)
-            / self.cpu_rate(node, t)
-            * 1000.0;
+        let cpu_ms = total_mb * spec.reduce_cpu_s_per_mb * rng.jitter(0.04) / self.cpu_rate(node, t) * 1000.0;
         let out_mb = total_mb * spec.reduce_out_ratio;
         let blocks = (out_mb / BLOCK_MB).ceil().max(1.0) as usize;
         for b in 0..blocks {
@@ -1647,14 +1099,7 @@ impl<'a, S: JobSource> Sim<'a, S> {
             t = self.write_block(node, t, mb, spec.replication, task, &mut rng);
             let lo = 0.6667 + 0.3333 * (b as f32 / blocks as f32);
             let hi = 0.6667 + 0.3333 * ((b + 1) as f32 / blocks as f32);
-            self.progress(
-                node,
-                task,
-                (from, t),
-                (lo, hi),
-                Some(ReducePhase::Reduce),
-                &mut rng,
-            );
+            self.progress(node, task, (from, t), (lo, hi), Some(ReducePhase::Reduce), &mut rng);
         }
         self.push(node, t, owner, Line::Done { task });
         self.push(node, t, owner, Line::SyslogClose { task, done: true });
@@ -1662,15 +1107,7 @@ impl<'a, S: JobSource> Sim<'a, S> {
         if let Some(run) = self.reduce_run(job, r, attempt) {
             run.tail = Some((shuffle_done, sort_done, t));
         }
-        self.at(
-            t,
-            Ev::ReduceEnd {
-                job,
-                idx: r,
-                attempt,
-                end: End::Ok,
-            },
-        );
+        self.at(t, Ev::ReduceEnd { job, idx: r, attempt, end: End::Ok });
     }
 
     fn reduce_end(&mut self, job: u32, idx: u32, attempt: u8, end: End) {
@@ -1680,17 +1117,10 @@ impl<'a, S: JobSource> Sim<'a, S> {
             return;
         }
         let red = &mut j.reduces[idx as usize];
-        let Some(at) = red.runs.iter().position(|x| x.attempt == attempt) else {
-            return;
-        };
+        let Some(at) = red.runs.iter().position(|x| x.attempt == attempt) else { return };
         let run = red.runs.remove(at);
         let node = run.node;
-        let task = TaskRef {
-            job,
-            idx,
-            attempt,
-            reduce: true,
-        };
+        let task = TaskRef { job, idx, attempt, reduce: true };
         self.used.remove(&task.key());
         self.free_slot(node, true);
         let j = &mut self.jobs[job as usize];
@@ -1701,27 +1131,10 @@ impl<'a, S: JobSource> Sim<'a, S> {
             j.live_reduces.retain(|&i| i != idx);
             j.reduces_done += 1;
             let (shuffle_ms, sort_ms) = run.tail.map_or((now, now), |(s, o, _)| (s, o));
-            j.hist(
-                now,
-                Hist::AttemptEnd {
-                    task,
-                    node,
-                    status: Status::Success,
-                    shuffle_ms,
-                    sort_ms,
-                },
-            );
+            j.hist(now, Hist::AttemptEnd { task, node, status: Status::Success, shuffle_ms, sort_ms });
             j.hist(now, Hist::TaskEnd { idx, reduce: true });
             for (a, n) in others {
-                self.kill(
-                    TaskRef {
-                        job,
-                        idx,
-                        attempt: a,
-                        reduce: true,
-                    },
-                    n,
-                );
+                self.kill(TaskRef { job, idx, attempt: a, reduce: true }, n);
             }
             self.job_progress(job);
         } else {
@@ -1743,21 +1156,8 @@ impl<'a, S: JobSource> Sim<'a, S> {
     fn retry(&mut self, task: TaskRef, node: u16, requeue: bool) {
         let now = self.now;
         let j = &mut self.jobs[task.job as usize];
-        j.hist(
-            now,
-            Hist::AttemptEnd {
-                task,
-                node,
-                status: Status::Failed,
-                shuffle_ms: 0,
-                sort_ms: 0,
-            },
-        );
-        let failures = if task.reduce {
-            j.reduces[task.idx as usize].failures
-        } else {
-            j.maps[task.idx as usize].failures
-        };
+        j.hist(now, Hist::AttemptEnd { task, node, status: Status::Failed, shuffle_ms: 0, sort_ms: 0 });
+        let failures = if task.reduce { j.reduces[task.idx as usize].failures } else { j.maps[task.idx as usize].failures };
         if failures >= MAX_ATTEMPTS {
             self.abort(task.job, Status::Failed);
             return;
@@ -1818,30 +1218,10 @@ impl<'a, S: JobSource> Sim<'a, S> {
         let mut running = Vec::new();
         let j = &mut self.jobs[job as usize];
         for (idx, m) in j.maps.iter_mut().enumerate() {
-            running.extend(m.runs.drain(..).map(|x| {
-                (
-                    TaskRef {
-                        job,
-                        idx: idx as u32,
-                        attempt: x.attempt,
-                        reduce: false,
-                    },
-                    x.node,
-                )
-            }));
+            running.extend(m.runs.drain(..).map(|x| (TaskRef { job, idx: idx as u32, attempt: x.attempt, reduce: false }, x.node)));
         }
         for (idx, r) in j.reduces.iter_mut().enumerate() {
-            running.extend(r.runs.drain(..).map(|x| {
-                (
-                    TaskRef {
-                        job,
-                        idx: idx as u32,
-                        attempt: x.attempt,
-                        reduce: true,
-                    },
-                    x.node,
-                )
-            }));
+            running.extend(r.runs.drain(..).map(|x| (TaskRef { job, idx: idx as u32, attempt: x.attempt, reduce: true }, x.node)));
         }
         j.live_maps.clear();
         j.live_reduces.clear();
@@ -1868,23 +1248,11 @@ impl<'a, S: JobSource> Sim<'a, S> {
             })
             .collect();
         let reduces = (0..spec.reduces)
-            .map(|_| ReduceTask {
-                next_attempt: 0,
-                failures: 0,
-                runs: Vec::new(),
-                done: false,
-                avoid: None,
-                started: None,
-            })
+            .map(|_| ReduceTask { next_attempt: 0, failures: 0, runs: Vec::new(), done: false, avoid: None, started: None })
             .collect();
         self.names.push(JobName {
             id: format!("{}_{:04}", self.spec.jt_stamp, job + 1),
-            input: format!(
-                "/user/{}/{}/in-{:04}",
-                spec.user,
-                spec.name.split([' ', ':']).next().unwrap_or("job"),
-                job + 1
-            ),
+            input: format!("/user/{}/{}/in-{:04}", spec.user, spec.name.split([' ', ':']).next().unwrap_or("job"), job + 1),
             input_mb: spec.input_mb,
         });
         self.jobs.push(Job {

@@ -22,13 +22,8 @@ pub enum Workload {
 }
 
 impl Workload {
-    pub const ALL: [Workload; 5] = [
-        Workload::RandWriter,
-        Workload::Sort,
-        Workload::Nutch,
-        Workload::Pig,
-        Workload::Gridmix,
-    ];
+    pub const ALL: [Workload; 5] =
+        [Workload::RandWriter, Workload::Sort, Workload::Nutch, Workload::Pig, Workload::Gridmix];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -41,9 +36,7 @@ impl Workload {
     }
 
     pub fn parse(name: &str) -> Option<Workload> {
-        Workload::ALL
-            .into_iter()
-            .find(|w| w.name().eq_ignore_ascii_case(name))
+        Workload::ALL.into_iter().find(|w| w.name().eq_ignore_ascii_case(name))
     }
 
     /// Streams of jobs running side by side.
@@ -132,24 +125,13 @@ impl JobSpec {
 /// thousands of waves, which keeps the shuffle — maps × reduces copies — realistic), and no,
 /// one or a share of the nodes' worth of reduces.
 pub fn research_job(rng: &mut Rng, user: &str, nodes: usize, budget_s: f64) -> JobSpec {
-    let kinds = [
-        "streamjob",
-        "wordcount",
-        "PigLatin:DefaultJobName",
-        "indexer",
-        "translate",
-        "grep-search",
-    ];
+    let kinds = ["streamjob", "wordcount", "PigLatin:DefaultJobName", "indexer", "translate", "grep-search"];
     let name = kinds[rng.below(kinds.len() as u64) as usize];
     let slots = nodes as f64 * f64::from(MAP_SLOTS);
     let waves = rng.range(1.0, 6.0).min((budget_s / 40.0).max(1.0));
     let map_s = ((budget_s * 0.95 - 20.0) / waves).max(4.0);
     let cpu = rng.range(0.02, 0.1);
-    let fill = if budget_s < 60.0 {
-        rng.range(0.1, 1.0)
-    } else {
-        rng.range(0.8, 1.0)
-    };
+    let fill = if budget_s < 60.0 { rng.range(0.1, 1.0) } else { rng.range(0.8, 1.0) };
     let maps = (waves * slots * fill).round().max(1.0) as u32;
     // A third of M45 jobs had no reduces (Kahuna §IV). Of the others, some keep Hadoop's
     // default of one reduce (aggregates: little map output), the rest scale theirs to a share
@@ -157,12 +139,7 @@ pub fn research_job(rng: &mut Rng, user: &str, nodes: usize, budget_s: f64) -> J
     let (reduces, map_out) = match rng.f64() {
         x if x < 1.0 / 3.0 => (0, rng.range(0.05, 0.5)),
         x if x < 0.5 => (1, rng.range(0.001, 0.01)),
-        _ => (
-            ((nodes as f64 * rng.range(0.25, 1.0)).round() as u32)
-                .max(1)
-                .min(maps),
-            rng.range(0.05, 0.5),
-        ),
+        _ => (((nodes as f64 * rng.range(0.25, 1.0)).round() as u32).max(1).min(maps), rng.range(0.05, 0.5)),
     };
     let mut spec = JobSpec::new(name, user, maps, reduces, 64.0).cpu(cpu, rng.range(0.01, 0.05));
     spec.map_fixed_s = (map_s - 3.0 - 64.0 * cpu).max(0.0);
@@ -184,12 +161,7 @@ pub struct Driver {
 
 impl Driver {
     pub fn new(workload: Workload, seed: u64, nodes: usize) -> Driver {
-        Driver {
-            workload,
-            seed,
-            nodes: nodes as u32,
-            drawn: vec![0; workload.streams() as usize],
-        }
+        Driver { workload, seed, nodes: nodes as u32, drawn: vec![0; workload.streams() as usize] }
     }
 
     pub fn streams(&self) -> u32 {
@@ -217,15 +189,9 @@ impl Driver {
                 s
             }
             // The Sort example: 512 MB of RandWriter output per node, 0.9 reduces per slot.
-            Workload::Sort => JobSpec::new(
-                "sorter",
-                "hadoop",
-                8 * n,
-                (reduce_slots * 9).div_ceil(10),
-                64.0,
-            )
-            .cpu(0.12, 0.08)
-            .output(1.0, 1.0),
+            Workload::Sort => JobSpec::new("sorter", "hadoop", 8 * n, (reduce_slots * 9).div_ceil(10), 64.0)
+                .cpu(0.12, 0.08)
+                .output(1.0, 1.0),
             // Crawl rounds: generate, fetch (downloads: long, uneven waits on remote sites),
             // parse (CPU-heavy), updatedb. Sizes fluctuate from round to round.
             Workload::Nutch => {
@@ -238,10 +204,9 @@ impl Driver {
                     1 => {
                         // Fetch lists in, pages out: ~20 MB of content per map.
                         // The fetcher parses what it fetched as it goes (`fetcher.parse`).
-                        let mut s =
-                            JobSpec::new("fetch: crawl/segments", "nutch", maps(2.0), n, 2.0)
-                                .cpu(0.5, 0.2)
-                                .output(10.0, 1.0);
+                        let mut s = JobSpec::new("fetch: crawl/segments", "nutch", maps(2.0), n, 2.0)
+                            .cpu(0.5, 0.2)
+                            .output(10.0, 1.0);
                         s.map_wait_s = rng.range(40.0, 120.0);
                         s.map_fixed_s = rng.range(30.0, 60.0);
                         s
@@ -296,10 +261,7 @@ mod tests {
         let names: Vec<String> = (0..4).map(|_| nutch.next(0).1.name).collect();
         assert_eq!(names[1], "fetch: crawl/segments");
         let rw = Driver::new(Workload::RandWriter, 3, 25).next(0).1;
-        assert_eq!(
-            (rw.maps, rw.reduces, rw.map_writes_hdfs, rw.replication),
-            (250, 0, true, 1)
-        );
+        assert_eq!((rw.maps, rw.reduces, rw.map_writes_hdfs, rw.replication), (250, 0, true, 1));
         assert_eq!(Driver::new(Workload::Gridmix, 1, 10).streams(), 5);
         assert_eq!(Workload::parse("RandWriter"), Some(Workload::RandWriter));
     }

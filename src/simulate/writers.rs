@@ -27,10 +27,7 @@ pub struct TaskRef {
 impl TaskRef {
     /// One number per attempt, to find an attempt's records again.
     pub fn key(self) -> u64 {
-        (u64::from(self.job) << 32)
-            | (u64::from(self.idx) << 9)
-            | (u64::from(self.attempt) << 1)
-            | u64::from(self.reduce)
+        (u64::from(self.job) << 32) | (u64::from(self.idx) << 9) | (u64::from(self.attempt) << 1) | u64::from(self.reduce)
     }
 }
 
@@ -54,102 +51,29 @@ pub enum CopyFault {
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Line {
     // TaskTracker log.
-    Launch {
-        task: TaskRef,
-        free_slots: u8,
-    },
-    MapProgress {
-        task: TaskRef,
-        frac: f32,
-    },
-    ReduceProgress {
-        task: TaskRef,
-        frac: f32,
-        phase: ReducePhase,
-    },
-    Done {
-        task: TaskRef,
-    },
-    Timeout {
-        task: TaskRef,
-    },
-    ChildError {
-        task: TaskRef,
-    },
-    Kill {
-        task: TaskRef,
-    },
+    Launch { task: TaskRef, free_slots: u8 },
+    MapProgress { task: TaskRef, frac: f32 },
+    ReduceProgress { task: TaskRef, frac: f32, phase: ReducePhase },
+    Done { task: TaskRef },
+    Timeout { task: TaskRef },
+    ChildError { task: TaskRef },
+    Kill { task: TaskRef },
     /// The map's TaskTracker served its output to a reduce on `to`.
-    ShuffleServed {
-        map: TaskRef,
-        reduce: TaskRef,
-        to: u16,
-        port: u16,
-        bytes: u32,
-        dur_ms: u32,
-    },
+    ShuffleServed { map: TaskRef, reduce: TaskRef, to: u16, port: u16, bytes: u32, dur_ms: u32 },
     // A reduce attempt's syslog.
-    SyslogOpen {
-        task: TaskRef,
-        maps: u32,
-    },
-    CopyStart {
-        reduce: TaskRef,
-        map: TaskRef,
-        from: u16,
-    },
-    CopyDone {
-        reduce: TaskRef,
-        map: TaskRef,
-        from: u16,
-    },
-    CopyFailed {
-        reduce: TaskRef,
-        map: TaskRef,
-        from: u16,
-        why: CopyFault,
-    },
-    MergeStart {
-        reduce: TaskRef,
-    },
-    MergeDone {
-        reduce: TaskRef,
-        files: u16,
-        merge: u16,
-        bytes: u32,
-    },
-    SyslogClose {
-        task: TaskRef,
-        done: bool,
-    },
+    SyslogOpen { task: TaskRef, maps: u32 },
+    CopyStart { reduce: TaskRef, map: TaskRef, from: u16 },
+    CopyDone { reduce: TaskRef, map: TaskRef, from: u16 },
+    CopyFailed { reduce: TaskRef, map: TaskRef, from: u16, why: CopyFault },
+    MergeStart { reduce: TaskRef },
+    MergeDone { reduce: TaskRef, files: u16, merge: u16, bytes: u32 },
+    SyslogClose { task: TaskRef, done: bool },
     // DataNode log.
-    Receiving {
-        block: i64,
-        src: u16,
-        port: u16,
-    },
-    Received {
-        block: i64,
-        src: u16,
-        port: u16,
-        size: u32,
-        client: TaskRef,
-        dur_ms: u32,
-        downstream: u8,
-    },
+    Receiving { block: i64, src: u16, port: u16 },
+    Received { block: i64, src: u16, port: u16, size: u32, client: TaskRef, dur_ms: u32, downstream: u8 },
     ReadStart,
-    Served {
-        block: i64,
-        to: u16,
-        port: u16,
-        size: u32,
-        client: TaskRef,
-        dur_ms: u32,
-    },
-    ServeFailed {
-        block: i64,
-        to: u16,
-    },
+    Served { block: i64, to: u16, port: u16, size: u32, client: TaskRef, dur_ms: u32 },
+    ServeFailed { block: i64, to: u16 },
     DiskFull,
 }
 
@@ -193,11 +117,7 @@ impl Out {
             std::fs::create_dir_all(dir)?;
         }
         let file = BufWriter::with_capacity(1 << 15, File::create(path)?);
-        Ok(if gzip {
-            Out::Gzip(Box::new(GzEncoder::new(file, Compression::fast())))
-        } else {
-            Out::Plain(file)
-        })
+        Ok(if gzip { Out::Gzip(Box::new(GzEncoder::new(file, Compression::fast()))) } else { Out::Plain(file) })
     }
 
     pub fn finish(self) -> io::Result<()> {
@@ -233,11 +153,7 @@ impl Write for Out {
 
 /// `name` or `name.gz`.
 pub fn file_name(name: &str, gzip: bool) -> String {
-    if gzip {
-        format!("{name}.gz")
-    } else {
-        name.to_string()
-    }
+    if gzip { format!("{name}.gz") } else { name.to_string() }
 }
 
 // Byte-buffer formatting.
@@ -313,11 +229,7 @@ pub struct Clock {
 
 impl Clock {
     pub fn new() -> Clock {
-        Clock {
-            second: i64::MIN,
-            day: i64::MIN,
-            text: *b"1970-01-01 00:00:00",
-        }
+        Clock { second: i64::MIN, day: i64::MIN, text: *b"1970-01-01 00:00:00" }
     }
 
     pub fn seconds_text(&mut self, second: i64) -> &[u8; 19] {
@@ -345,12 +257,7 @@ impl Clock {
     fn push_stamp(&mut self, buf: &mut Vec<u8>, ms: i64) {
         buf.extend_from_slice(self.seconds_text(ms.div_euclid(1000)));
         let milli = ms.rem_euclid(1000) as u32;
-        buf.extend_from_slice(&[
-            b',',
-            b'0' + (milli / 100) as u8,
-            b'0' + (milli / 10 % 10) as u8,
-            b'0' + (milli % 10) as u8,
-        ]);
+        buf.extend_from_slice(&[b',', b'0' + (milli / 100) as u8, b'0' + (milli / 10 % 10) as u8, b'0' + (milli % 10) as u8]);
     }
 }
 
@@ -429,23 +336,11 @@ enum Dest {
 
 impl NodeWriter {
     /// Opens the node's daemon logs under `dir/<host>/` and writes their start-up banners.
-    pub fn create(
-        dir: &Path,
-        node: u16,
-        user: &str,
-        names: &Names,
-        gzip: bool,
-    ) -> io::Result<NodeWriter> {
+    pub fn create(dir: &Path, node: u16, user: &str, names: &Names, gzip: bool) -> io::Result<NodeWriter> {
         let (host, ip) = &names.hosts[usize::from(node)];
         let dir = dir.join(host);
-        let tt_path = dir.join(file_name(
-            &format!("hadoop-{user}-tasktracker-{host}.log"),
-            gzip,
-        ));
-        let dn_path = dir.join(file_name(
-            &format!("hadoop-{user}-datanode-{host}.log"),
-            gzip,
-        ));
+        let tt_path = dir.join(file_name(&format!("hadoop-{user}-tasktracker-{host}.log"), gzip));
+        let dn_path = dir.join(file_name(&format!("hadoop-{user}-datanode-{host}.log"), gzip));
         let mut w = NodeWriter {
             node,
             tasktracker: Out::create(&tt_path, gzip)?,
@@ -469,11 +364,7 @@ impl NodeWriter {
                 w.buf,
                 "STARTUP_MSG: \n/************************************************************\nSTARTUP_MSG: Starting {daemon}\nSTARTUP_MSG:   host = {host}/{ip}\nSTARTUP_MSG:   args = []\nSTARTUP_MSG:   version = {release}\n************************************************************/\n"
             );
-            let dest = if daemon == "TaskTracker" {
-                Dest::TaskTracker
-            } else {
-                Dest::DataNode
-            };
+            let dest = if daemon == "TaskTracker" { Dest::TaskTracker } else { Dest::DataNode };
             w.emit(dest)?;
         }
         Ok(w)
@@ -491,11 +382,7 @@ impl NodeWriter {
     fn emit(&mut self, dest: Dest) -> io::Result<()> {
         // Lines as a reader counts them: an event with a stack trace is several.
         let body = &self.buf[..self.buf.len().saturating_sub(1)];
-        let lines = if memchr::memchr(b'\n', body).is_none() {
-            1
-        } else {
-            1 + memchr::memchr_iter(b'\n', body).count() as u64
-        };
+        let lines = if memchr::memchr(b'\n', body).is_none() { 1 } else { 1 + memchr::memchr_iter(b'\n', body).count() as u64 };
         let out = match dest {
             Dest::TaskTracker => {
                 self.counts.tasktracker += lines;
@@ -524,27 +411,11 @@ impl NodeWriter {
     /// Writes the records due before `until` in time order (records of one instant in the
     /// order they were made), but none of an attempt after it was killed (`killed`: owner keys
     /// with the kill's time, sorted by key), and keeps the others in `buf`.
-    pub fn write_due(
-        &mut self,
-        buf: &mut Vec<Rec>,
-        until: i64,
-        names: &Names,
-        killed: &[(u64, i64)],
-    ) -> io::Result<()> {
+    pub fn write_due(&mut self, buf: &mut Vec<Rec>, until: i64, names: &Names, killed: &[(u64, i64)]) -> io::Result<()> {
         // Sort keys rather than records: (time from the earliest due, index) in one u64.
-        let base = buf
-            .iter()
-            .map(|r| r.ts_ms)
-            .filter(|&t| t < until)
-            .min()
-            .unwrap_or(until);
+        let base = buf.iter().map(|r| r.ts_ms).filter(|&t| t < until).min().unwrap_or(until);
         self.keys.clear();
-        self.keys.extend(
-            buf.iter()
-                .enumerate()
-                .filter(|(_, r)| r.ts_ms < until)
-                .map(|(i, r)| ((r.ts_ms - base) as u64) << 32 | i as u64),
-        );
+        self.keys.extend(buf.iter().enumerate().filter(|(_, r)| r.ts_ms < until).map(|(i, r)| ((r.ts_ms - base) as u64) << 32 | i as u64));
         self.keys.sort_unstable();
         let keys = std::mem::take(&mut self.keys);
         for &k in &keys {
@@ -568,8 +439,7 @@ impl NodeWriter {
     }
 
     fn ip(&mut self, node: u16, names: &Names) {
-        self.buf
-            .extend_from_slice(names.hosts[usize::from(node)].1.as_bytes());
+        self.buf.extend_from_slice(names.hosts[usize::from(node)].1.as_bytes());
     }
 
     fn block(&mut self, block: i64, names: &Names) {
@@ -692,14 +562,7 @@ impl NodeWriter {
                 self.s("\n");
                 self.emit(Dest::TaskTracker)
             }
-            Line::ShuffleServed {
-                map,
-                reduce,
-                to,
-                port,
-                bytes,
-                dur_ms,
-            } => {
+            Line::ShuffleServed { map, reduce, to, port, bytes, dur_ms } => {
                 match v {
                     Version::V018 => {
                         self.head(ms, "INFO", TT);
@@ -736,20 +599,14 @@ impl NodeWriter {
                 self.emit(Dest::TaskTracker)
             }
             Line::SyslogOpen { task, maps } => {
-                let path = self
-                    .dir
-                    .join("userlogs")
-                    .join(attempt_text(task, names))
-                    .join(file_name("syslog", self.gzip));
+                let path = self.dir.join("userlogs").join(attempt_text(task, names)).join(file_name("syslog", self.gzip));
                 let out = Out::create(&path, self.gzip)?;
                 self.syslogs.push((task, out));
                 self.head(ms, "INFO", "org.apache.hadoop.metrics.jvm.JvmMetrics");
                 self.s("Initializing JVM Metrics with processName=SHUFFLE, sessionId=\n");
                 self.emit(Dest::Syslog(task))?;
                 self.head(ms, "INFO", REDUCE);
-                self.s(
-                    "ShuffleRamManager: MemoryLimit=141937872, MaxSingleShuffleLimit=35484468\n",
-                );
+                self.s("ShuffleRamManager: MemoryLimit=141937872, MaxSingleShuffleLimit=35484468\n");
                 self.emit(Dest::Syslog(task))?;
                 self.head(ms, "INFO", REDUCE);
                 self.attempt(task, names);
@@ -765,23 +622,14 @@ impl NodeWriter {
             Line::CopyStart { reduce, map, from } | Line::CopyDone { reduce, map, from } => {
                 self.head(ms, "INFO", REDUCE);
                 self.attempt(reduce, names);
-                self.s(if matches!(rec.line, Line::CopyStart { .. }) {
-                    " Copying "
-                } else {
-                    " done copying "
-                });
+                self.s(if matches!(rec.line, Line::CopyStart { .. }) { " Copying " } else { " done copying " });
                 self.attempt(map, names);
                 self.s(" output from ");
                 self.s(&names.hosts[usize::from(from)].0);
                 self.s(".\n");
                 self.emit(Dest::Syslog(reduce))
             }
-            Line::CopyFailed {
-                reduce,
-                map,
-                from,
-                why,
-            } => {
+            Line::CopyFailed { reduce, map, from, why } => {
                 self.head(ms, "WARN", REDUCE);
                 self.attempt(reduce, names);
                 self.s(" copy failed: ");
@@ -789,9 +637,7 @@ impl NodeWriter {
                 self.s(" from ");
                 self.s(&names.hosts[usize::from(from)].0);
                 match why {
-                    CopyFault::Timeout => {
-                        self.s("\njava.net.SocketTimeoutException: Read timed out\n")
-                    }
+                    CopyFault::Timeout => self.s("\njava.net.SocketTimeoutException: Read timed out\n"),
                     CopyFault::Rename => {
                         self.s("\njava.io.FileNotFoundException: ramfs://mapoutput/");
                         self.attempt(map, names);
@@ -806,12 +652,7 @@ impl NodeWriter {
                 self.s(" Thread started: Thread for merging in memory files\n");
                 self.emit(Dest::Syslog(reduce))
             }
-            Line::MergeDone {
-                reduce,
-                files,
-                merge,
-                bytes,
-            } => {
+            Line::MergeDone { reduce, files, merge, bytes } => {
                 self.head(ms, "INFO", REDUCE);
                 self.attempt(reduce, names);
                 self.s(" Merge of the ");
@@ -867,15 +708,7 @@ impl NodeWriter {
                 self.s(":50010\n");
                 self.emit(Dest::DataNode)
             }
-            Line::Received {
-                block,
-                src,
-                port,
-                size,
-                client,
-                dur_ms,
-                downstream,
-            } => {
+            Line::Received { block, src, port, size, client, dur_ms, downstream } => {
                 match v {
                     Version::V018 => {
                         self.head(ms, "INFO", dn_logger(v));
@@ -888,15 +721,7 @@ impl NodeWriter {
                         self.s("\n");
                     }
                     Version::V020 => {
-                        let trace = Trace {
-                            src: (src, port),
-                            dest: (self.node, 50010),
-                            size,
-                            op: "HDFS_WRITE",
-                            client,
-                            block,
-                            dur_ms,
-                        };
+                        let trace = Trace { src: (src, port), dest: (self.node, 50010), size, op: "HDFS_WRITE", client, block, dur_ms };
                         self.datanode_trace(ms, &trace, names);
                     }
                 }
@@ -911,14 +736,7 @@ impl NodeWriter {
                 self.connection(ms, -1, names)
             }
             Line::ReadStart => self.connection(ms, 1, names),
-            Line::Served {
-                block,
-                to,
-                port,
-                size,
-                client,
-                dur_ms,
-            } => {
+            Line::Served { block, to, port, size, client, dur_ms } => {
                 match v {
                     Version::V018 => {
                         self.head(ms, "INFO", dn_logger(v));
@@ -930,15 +748,7 @@ impl NodeWriter {
                         self.s("\n");
                     }
                     Version::V020 => {
-                        let trace = Trace {
-                            src: (self.node, 50010),
-                            dest: (to, port),
-                            size,
-                            op: "HDFS_READ",
-                            client,
-                            block,
-                            dur_ms,
-                        };
+                        let trace = Trace { src: (self.node, 50010), dest: (to, port), size, op: "HDFS_READ", client, block, dur_ms };
                         self.datanode_trace(ms, &trace, names);
                     }
                 }
@@ -966,11 +776,7 @@ impl NodeWriter {
 
     /// 0.20's DataNode clienttrace line of a finished block transfer.
     fn datanode_trace(&mut self, ms: i64, t: &Trace, names: &Names) {
-        self.head(
-            ms,
-            "INFO",
-            "org.apache.hadoop.hdfs.server.datanode.DataNode.clienttrace",
-        );
+        self.head(ms, "INFO", "org.apache.hadoop.hdfs.server.datanode.DataNode.clienttrace");
         for (key, (node, port)) in [("src: /", t.src), (", dest: /", t.dest)] {
             self.s(key);
             self.ip(node, names);
@@ -1056,10 +862,7 @@ mod tests {
         assert_eq!(String::from_utf8(b).unwrap(), "2008-08-23 17:12:32,466");
         // Every day over four centuries (leap years and their exceptions) reads as chrono has it.
         for second in (-86_400 * 365 * 70..86_400 * 365 * 330).step_by(86_400 - 7) {
-            let want = chrono::DateTime::from_timestamp(second, 0)
-                .unwrap()
-                .format("%Y-%m-%d %H:%M:%S")
-                .to_string();
+            let want = chrono::DateTime::from_timestamp(second, 0).unwrap().format("%Y-%m-%d %H:%M:%S").to_string();
             assert_eq!(c.seconds_text(second), want.as_bytes(), "{second}");
         }
     }
@@ -1067,113 +870,36 @@ mod tests {
     #[test]
     fn lines_read_as_hadoop_wrote_them() {
         let dir = tempfile::tempdir().unwrap();
-        let hosts = vec![
-            ("r01n01".to_string(), "10.1.1.10".to_string()),
-            ("r01n02".to_string(), "10.1.1.11".to_string()),
-        ];
-        let jobs = vec![JobName {
-            id: "200808250000_0001".into(),
-            input: "/user/hadoop/in".into(),
-            input_mb: 64.0,
-        }];
-        let names = Names {
-            version: Version::V018,
-            epoch_ms: 1_219_622_400_000,
-            hosts: &hosts,
-            jobs: &jobs,
-        };
+        let hosts = vec![("r01n01".to_string(), "10.1.1.10".to_string()), ("r01n02".to_string(), "10.1.1.11".to_string())];
+        let jobs = vec![JobName { id: "200808250000_0001".into(), input: "/user/hadoop/in".into(), input_mb: 64.0 }];
+        let names = Names { version: Version::V018, epoch_ms: 1_219_622_400_000, hosts: &hosts, jobs: &jobs };
         let mut w = NodeWriter::create(dir.path(), 0, "hadoop", &names, false).unwrap();
-        let m = TaskRef {
-            job: 0,
-            idx: 3,
-            attempt: 0,
-            reduce: false,
-        };
-        let r = TaskRef {
-            job: 0,
-            idx: 0,
-            attempt: 1,
-            reduce: true,
-        };
+        let m = TaskRef { job: 0, idx: 3, attempt: 0, reduce: false };
+        let r = TaskRef { job: 0, idx: 0, attempt: 1, reduce: true };
         let recs = [
-            Line::Launch {
-                task: m,
-                free_slots: 1,
-            },
+            Line::Launch { task: m, free_slots: 1 },
             Line::MapProgress { task: m, frac: 0.5 },
             Line::Done { task: m },
             Line::SyslogOpen { task: r, maps: 4 },
-            Line::CopyStart {
-                reduce: r,
-                map: m,
-                from: 1,
-            },
-            Line::SyslogClose {
-                task: r,
-                done: true,
-            },
-            Line::Receiving {
-                block: -42,
-                src: 1,
-                port: 40001,
-            },
-            Line::Received {
-                block: -42,
-                src: 1,
-                port: 40001,
-                size: 100,
-                client: m,
-                dur_ms: 5,
-                downstream: 0,
-            },
+            Line::CopyStart { reduce: r, map: m, from: 1 },
+            Line::SyslogClose { task: r, done: true },
+            Line::Receiving { block: -42, src: 1, port: 40001 },
+            Line::Received { block: -42, src: 1, port: 40001, size: 100, client: m, dur_ms: 5, downstream: 0 },
         ];
-        let mut recs: Vec<Rec> = recs
-            .iter()
-            .enumerate()
-            .map(|(i, &line)| Rec {
-                ts_ms: i as i64 * 10,
-                owner: 0,
-                line,
-            })
-            .collect();
+        let mut recs: Vec<Rec> = recs.iter().enumerate().map(|(i, &line)| Rec { ts_ms: i as i64 * 10, owner: 0, line }).collect();
         w.write_due(&mut recs, i64::MAX, &names, &[]).unwrap();
         assert!(recs.is_empty());
-        assert_eq!(
-            w.finish().unwrap(),
-            LineCounts {
-                tasktracker: 7 + 3,
-                datanode: 7 + 5,
-                syslog: 7
-            }
-        );
-        let tt = std::fs::read_to_string(
-            dir.path()
-                .join("r01n01/hadoop-hadoop-tasktracker-r01n01.log"),
-        )
-        .unwrap();
+        assert_eq!(w.finish().unwrap(), LineCounts { tasktracker: 7 + 3, datanode: 7 + 5, syslog: 7 });
+        let tt = std::fs::read_to_string(dir.path().join("r01n01/hadoop-hadoop-tasktracker-r01n01.log")).unwrap();
         let tt: Vec<&str> = tt.lines().filter(|l| l.starts_with("2008")).collect();
-        assert_eq!(
-            tt[1],
-            "2008-08-25 00:00:00,000 INFO org.apache.hadoop.mapred.TaskTracker: LaunchTaskAction: attempt_200808250000_0001_m_000003_0"
-        );
-        assert_eq!(
-            tt[2],
-            "2008-08-25 00:00:00,010 INFO org.apache.hadoop.mapred.TaskTracker: attempt_200808250000_0001_m_000003_0 0.5% hdfs://master:9000/user/hadoop/in/part-00003:0+67108864"
-        );
-        let syslog = dir
-            .path()
-            .join("r01n01/userlogs/attempt_200808250000_0001_r_000000_1/syslog");
+        assert_eq!(tt[1], "2008-08-25 00:00:00,000 INFO org.apache.hadoop.mapred.TaskTracker: LaunchTaskAction: attempt_200808250000_0001_m_000003_0");
+        assert_eq!(tt[2], "2008-08-25 00:00:00,010 INFO org.apache.hadoop.mapred.TaskTracker: attempt_200808250000_0001_m_000003_0 0.5% hdfs://master:9000/user/hadoop/in/part-00003:0+67108864");
+        let syslog = dir.path().join("r01n01/userlogs/attempt_200808250000_0001_r_000000_1/syslog");
         let syslog = std::fs::read_to_string(syslog).unwrap();
         assert!(syslog.contains("attempt_200808250000_0001_r_000000_1 Copying attempt_200808250000_0001_m_000003_0 output from r01n02.\n"));
-        let dn =
-            std::fs::read_to_string(dir.path().join("r01n01/hadoop-hadoop-datanode-r01n01.log"))
-                .unwrap();
-        assert!(dn.contains(
-            "DataNode: Receiving block blk_-42 src: /10.1.1.11:40001 dest: /10.1.1.10:50010\n"
-        ));
+        let dn = std::fs::read_to_string(dir.path().join("r01n01/hadoop-hadoop-datanode-r01n01.log")).unwrap();
+        assert!(dn.contains("DataNode: Receiving block blk_-42 src: /10.1.1.11:40001 dest: /10.1.1.10:50010\n"));
         assert!(dn.contains("DataNode: Received block blk_-42 of size 100 from /10.1.1.11\n"));
-        assert!(dn.contains(
-            "DEBUG org.apache.hadoop.dfs.DataNode: Number of active connections is: 1\n"
-        ));
+        assert!(dn.contains("DEBUG org.apache.hadoop.dfs.DataNode: Number of active connections is: 1\n"));
     }
 }

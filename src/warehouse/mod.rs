@@ -18,16 +18,16 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{Context, Result};
-use delta_kernel::expressions::Scalar;
-use deltalake::DeltaTable;
 use deltalake::kernel::engine::arrow_conversion::TryIntoKernel as _;
 use deltalake::kernel::transaction::{CommitBuilder, CommitProperties};
+use delta_kernel::expressions::Scalar;
 use deltalake::kernel::{Action, Add, CommitInfo, StructField, Transaction};
 use deltalake::parquet::basic::{Compression, ZstdLevel};
 use deltalake::parquet::file::properties::{EnabledStatistics, WriterProperties};
 use deltalake::parquet::schema::types::ColumnPath;
 use deltalake::protocol::{DeltaOperation, SaveMode};
 use deltalake::writer::{DeltaWriter, RecordBatchWriter};
+use deltalake::DeltaTable;
 use futures::TryStreamExt;
 use indexmap::IndexMap;
 use url::Url;
@@ -58,8 +58,7 @@ impl Warehouse {
         std::fs::create_dir_all(self.root.join(table))
             .with_context(|| format!("cannot create {}", self.root.join(table).display()))?;
         let dir = std::fs::canonicalize(self.root.join(table))?;
-        Url::from_directory_path(&dir)
-            .map_err(|()| anyhow::anyhow!("{}: not a usable path", dir.display()))
+        Url::from_directory_path(&dir).map_err(|()| anyhow::anyhow!("{}: not a usable path", dir.display()))
     }
 
     /// The Delta table of `name` if it exists.
@@ -80,38 +79,24 @@ impl Warehouse {
             return Ok(HashSet::new());
         };
         let infos: Vec<CommitInfo> = ingests.history(Some(RECENT_COMMITS)).try_collect().await?;
-        Ok(infos
-            .iter()
-            .filter_map(ingest_of_commit)
-            .map(str::to_string)
-            .collect())
+        Ok(infos.iter().filter_map(ingest_of_commit).map(str::to_string).collect())
     }
 
     /// The table as readers should see it: at its newest commit that is not the work of an
     /// unfinished ingest run.
-    pub async fn open_visible(
-        &self,
-        name: &str,
-        completed: &HashSet<String>,
-    ) -> Result<Option<DeltaTable>> {
-        let Some(mut table) = self.open(name).await? else {
-            return Ok(None);
-        };
+    pub async fn open_visible(&self, name: &str, completed: &HashSet<String>) -> Result<Option<DeltaTable>> {
+        let Some(mut table) = self.open(name).await? else { return Ok(None) };
         if name == Table::Ingests.name() {
             return Ok(Some(table));
         }
-        let Some(latest) = table.version() else {
-            return Ok(Some(table));
-        };
+        let Some(latest) = table.version() else { return Ok(Some(table)) };
         let infos: Vec<CommitInfo> = table.history(Some(RECENT_COMMITS)).try_collect().await?;
         let unfinished = infos
             .iter()
             .take_while(|info| ingest_of_commit(info).is_some_and(|id| !completed.contains(id)))
             .count() as u64;
         if unfinished > 0 {
-            table
-                .load_version(latest.saturating_sub(unfinished))
-                .await?;
+            table.load_version(latest.saturating_sub(unfinished)).await?;
         }
         Ok(Some(table))
     }
@@ -136,13 +121,7 @@ impl Warehouse {
             .with_partition_columns(PARTITION_COLUMNS)
             .with_save_mode(SaveMode::Ignore)
             .await
-            .with_context(|| {
-                format!(
-                    "cannot create table {} in {}",
-                    table.name(),
-                    self.root.display()
-                )
-            })?;
+            .with_context(|| format!("cannot create table {} in {}", table.name(), self.root.display()))?;
         Ok(created)
     }
 
@@ -164,17 +143,14 @@ impl Warehouse {
     pub async fn optimize(&self, retention: Duration) -> Result<Vec<String>> {
         let mut report = Vec::new();
         for name in self.table_names() {
-            let Some(table) = self.open(&name).await? else {
-                continue;
-            };
+            let Some(table) = self.open(&name).await? else { continue };
             let (table, metrics) = table
                 .optimize()
                 .with_target_size(NonZeroU64::new(TARGET_FILE_BYTES).unwrap_or(NonZeroU64::MIN))
                 .with_writer_properties(writer_properties(None))
                 .await
                 .with_context(|| format!("cannot optimize {name}"))?;
-            let retention_chrono =
-                chrono::Duration::from_std(retention).unwrap_or(chrono::Duration::days(7));
+            let retention_chrono = chrono::Duration::from_std(retention).unwrap_or(chrono::Duration::days(7));
             let (_, vacuumed) = table
                 .vacuum()
                 .with_retention_period(retention_chrono)
@@ -203,8 +179,7 @@ fn writer_properties(table: Option<Table>) -> WriterProperties {
             builder = builder.set_column_dictionary_enabled(ColumnPath::from(*column), false);
         }
         for column in table.columns_without_statistics() {
-            builder = builder
-                .set_column_statistics_enabled(ColumnPath::from(*column), EnabledStatistics::None);
+            builder = builder.set_column_statistics_enabled(ColumnPath::from(*column), EnabledStatistics::None);
         }
     }
     builder.build()
@@ -226,10 +201,7 @@ pub fn file_app_id(cluster: &str, file_key: &str) -> String {
 
 /// How far each table holds the file `app_id` ([`TableAppender::ingested_up_to`]).
 pub fn held_by_tables(appenders: &[TableAppender], app_id: &str) -> Vec<Option<u64>> {
-    appenders
-        .iter()
-        .map(|appender| appender.ingested_up_to(app_id))
-        .collect()
+    appenders.iter().map(|appender| appender.ingested_up_to(app_id)).collect()
 }
 
 /// Appends to one table during an ingest; nothing is visible until [`TableAppender::commit`].
@@ -246,22 +218,10 @@ impl TableAppender {
     pub async fn open(warehouse: &Warehouse, table: Table, cluster: &str) -> Result<TableAppender> {
         let delta = warehouse.open_or_create(table).await?;
         let log_dir = warehouse.root().join(table.name()).join("_delta_log");
-        let version = delta
-            .version()
-            .and_then(|v| u64::try_from(v).ok())
-            .unwrap_or(0);
-        let held = transactions::latest_versions(&log_dir, version).with_context(|| {
-            format!(
-                "cannot read the ingest transactions of table {}",
-                table.name()
-            )
-        })?;
-        Ok(TableAppender {
-            table,
-            delta,
-            cluster: cluster.to_string(),
-            held,
-        })
+        let version = delta.version().and_then(|v| u64::try_from(v).ok()).unwrap_or(0);
+        let held = transactions::latest_versions(&log_dir, version)
+            .with_context(|| format!("cannot read the ingest transactions of table {}", table.name()))?;
+        Ok(TableAppender { table, delta, cluster: cluster.to_string(), held })
     }
 
     /// How far this table already holds the file with `app_id`, in bytes of the file.
@@ -274,12 +234,7 @@ impl TableAppender {
         let writer = RecordBatchWriter::for_table(&self.delta)?
             .with_writer_properties(writer_properties(Some(self.table)))
             .with_target_file_size(TARGET_FILE_BYTES);
-        Ok(PartWriter {
-            table: self.table,
-            writer,
-            cluster: Scalar::String(self.cluster.clone()),
-            adds: Vec::new(),
-        })
+        Ok(PartWriter { table: self.table, writer, cluster: Scalar::String(self.cluster.clone()), adds: Vec::new() })
     }
 
     pub fn table(&self) -> Table {
@@ -288,22 +243,14 @@ impl TableAppender {
 
     /// One commit: every file the part writers wrote plus one transaction per source file, so
     /// this table says exactly how far it holds each.
-    pub async fn commit(
-        &self,
-        adds: Vec<Add>,
-        transactions: Vec<Transaction>,
-        ingest_id: &str,
-    ) -> Result<Option<i64>> {
+    pub async fn commit(&self, adds: Vec<Add>, transactions: Vec<Transaction>, ingest_id: &str) -> Result<Option<i64>> {
         if adds.is_empty() && transactions.is_empty() {
             return Ok(None);
         }
         let actions: Vec<Action> = adds.into_iter().map(Action::Add).collect();
         let properties = CommitProperties::default()
             .with_application_transactions(transactions)
-            .with_metadata(HashMap::from([(
-                INGEST_ID_KEY.to_string(),
-                serde_json::json!(ingest_id),
-            )]));
+            .with_metadata(HashMap::from([(INGEST_ID_KEY.to_string(), serde_json::json!(ingest_id))]));
         let operation = DeltaOperation::Write {
             mode: SaveMode::Append,
             partition_by: Some(PARTITION_COLUMNS.map(String::from).to_vec()),

@@ -13,8 +13,7 @@ use std::sync::Arc;
 use anyhow::{Context, Result};
 use chrono::{DateTime, NaiveDate, Utc};
 use datafusion::arrow::array::{
-    ArrayRef, BooleanArray, Date32Array, Float64Array, Int64Array, RecordBatch, StringArray,
-    TimestampMicrosecondArray,
+    ArrayRef, BooleanArray, Date32Array, Float64Array, Int64Array, RecordBatch, StringArray, TimestampMicrosecondArray,
 };
 use datafusion::arrow::compute::concat_batches;
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
@@ -150,12 +149,8 @@ pub fn diagnoses_batch(run: &RunInfo, rows: &[Diagnosis]) -> Result<RecordBatch>
         each(&|d| d.job_id.as_deref()),
         each(&|d| d.host.as_deref()),
         each(&|d| d.subject.as_deref()),
-        Arc::new(Float64Array::from(
-            rows.iter().map(|d| d.score).collect::<Vec<_>>(),
-        )),
-        Arc::new(BooleanArray::from(
-            rows.iter().map(|d| d.indicted).collect::<Vec<_>>(),
-        )),
+        Arc::new(Float64Array::from(rows.iter().map(|d| d.score).collect::<Vec<_>>())),
+        Arc::new(BooleanArray::from(rows.iter().map(|d| d.indicted).collect::<Vec<_>>())),
         each(&|d| d.detail.as_deref()),
         timestamps(vec![Some(run.ran_at.timestamp_micros()); n]),
         each(&|d| Some(d.cluster.as_str())),
@@ -182,16 +177,9 @@ pub fn ledger_batch(entries: &[LedgerEntry]) -> Result<RecordBatch> {
         int(&|e| e.rows),
         int(&|e| e.duration_ms),
         text(&|e| e.error.as_deref()),
-        timestamps(
-            entries
-                .iter()
-                .map(|e| Some(e.started.timestamp_micros()))
-                .collect(),
-        ),
+        timestamps(entries.iter().map(|e| Some(e.started.timestamp_micros())).collect()),
         text(&|e| Some(&e.cluster)),
-        Arc::new(Date32Array::from(
-            entries.iter().map(|e| days(e.run_date)).collect::<Vec<_>>(),
-        )),
+        Arc::new(Date32Array::from(entries.iter().map(|e| days(e.run_date)).collect::<Vec<_>>())),
     ];
     Ok(RecordBatch::try_new(ledger_schema(), columns)?)
 }
@@ -211,24 +199,14 @@ pub fn partition_predicate(cluster: Option<&str>, date: NaiveDate) -> String {
 
 /// Appends `batch` to table `name` (created on first use, partitioned like every table), or,
 /// with `replace`, overwrites the rows matching that predicate in the same commit.
-pub async fn write(
-    warehouse: &Warehouse,
-    name: &str,
-    batch: RecordBatch,
-    replace: Option<String>,
-) -> Result<()> {
+pub async fn write(warehouse: &Warehouse, name: &str, batch: RecordBatch, replace: Option<String>) -> Result<()> {
     let table = match warehouse.open(name).await? {
         Some(table) => table,
         None => DeltaTable::try_from_url(warehouse.table_url(name)?).await?,
     };
-    let mut builder = table
-        .write(vec![batch])
-        .with_table_name(name)
-        .with_partition_columns(PARTITION_COLUMNS);
+    let mut builder = table.write(vec![batch]).with_table_name(name).with_partition_columns(PARTITION_COLUMNS);
     builder = match &replace {
-        Some(predicate) => builder
-            .with_save_mode(SaveMode::Overwrite)
-            .with_replace_where(predicate.clone()),
+        Some(predicate) => builder.with_save_mode(SaveMode::Overwrite).with_replace_where(predicate.clone()),
         None => builder.with_save_mode(SaveMode::Append),
     };
     builder.await.with_context(|| match replace {
@@ -240,21 +218,14 @@ pub async fn write(
 
 /// `batches` (any schema without `cluster`/`date`, or with a `cluster` column of its own) as one
 /// batch with the partition columns last: the row's cluster if it has one, else `cluster`.
-pub fn with_partition_values(
-    batches: &[RecordBatch],
-    schema: SchemaRef,
-    cluster: &str,
-    date: NaiveDate,
-) -> Result<RecordBatch> {
+pub fn with_partition_values(batches: &[RecordBatch], schema: SchemaRef, cluster: &str, date: NaiveDate) -> Result<RecordBatch> {
     let data = concat_batches(&schema, batches)?;
     let mut fields = Vec::new();
     let mut columns = Vec::new();
     let mut own_cluster = None;
     for (field, column) in schema.fields().iter().zip(data.columns()) {
         match field.name().as_str() {
-            "cluster" => {
-                own_cluster = Some(datafusion::arrow::compute::cast(column, &DataType::Utf8)?)
-            }
+            "cluster" => own_cluster = Some(datafusion::arrow::compute::cast(column, &DataType::Utf8)?),
             "date" => {}
             _ => {
                 // Nullable always: a later run may leave empty what this one filled.
@@ -267,12 +238,7 @@ pub fn with_partition_values(
     let clusters: ArrayRef = match own_cluster {
         Some(values) => {
             let values = datafusion::arrow::array::cast::as_string_array(&values);
-            Arc::new(
-                values
-                    .iter()
-                    .map(|v| Some(v.unwrap_or(cluster)))
-                    .collect::<StringArray>(),
-            )
+            Arc::new(values.iter().map(|v| Some(v.unwrap_or(cluster))).collect::<StringArray>())
         }
         None => Arc::new(StringArray::from(vec![cluster; n])),
     };
@@ -290,9 +256,7 @@ pub(crate) async fn query_rows(warehouse: &Warehouse, sql: &str) -> Vec<String> 
     for b in &batches {
         for r in 0..b.num_rows() {
             let cells: Vec<String> = (0..b.num_columns())
-                .map(|c| {
-                    datafusion::arrow::util::display::array_value_to_string(b.column(c), r).unwrap()
-                })
+                .map(|c| datafusion::arrow::util::display::array_value_to_string(b.column(c), r).unwrap())
                 .collect();
             out.push(cells.join(" "));
         }
@@ -318,14 +282,7 @@ mod tests {
     }
 
     fn verdict(cluster: &str, hosts: &[&str]) -> Vec<Diagnosis> {
-        hosts
-            .iter()
-            .map(|h| Diagnosis {
-                cluster: cluster.into(),
-                host: Some(h.to_string()),
-                ..Diagnosis::default()
-            })
-            .collect()
+        hosts.iter().map(|h| Diagnosis { cluster: cluster.into(), host: Some(h.to_string()), ..Diagnosis::default() }).collect()
     }
 
     #[tokio::test]
@@ -334,66 +291,18 @@ mod tests {
         let wh = Warehouse::new(dir.path());
         let d1 = NaiveDate::from_ymd_opt(2008, 8, 23).unwrap();
         let d2 = d1.succ_opt().unwrap();
-        let replace = |c: &str, d| {
-            Some(format!(
-                "query = 'q' AND {}",
-                partition_predicate(Some(c), d)
-            ))
-        };
-        write(
-            &wh,
-            DIAGNOSES,
-            diagnoses_batch(&run("r1", d1), &verdict("c1", &["a", "b"])).unwrap(),
-            replace("c1", d1),
-        )
-        .await
-        .unwrap();
-        write(
-            &wh,
-            DIAGNOSES,
-            diagnoses_batch(&run("r2", d2), &verdict("c1", &["a"])).unwrap(),
-            replace("c1", d2),
-        )
-        .await
-        .unwrap();
-        write(
-            &wh,
-            DIAGNOSES,
-            diagnoses_batch(&run("r3", d1), &verdict("c2", &["x"])).unwrap(),
-            replace("c2", d1),
-        )
-        .await
-        .unwrap();
+        let replace = |c: &str, d| Some(format!("query = 'q' AND {}", partition_predicate(Some(c), d)));
+        write(&wh, DIAGNOSES, diagnoses_batch(&run("r1", d1), &verdict("c1", &["a", "b"])).unwrap(), replace("c1", d1)).await.unwrap();
+        write(&wh, DIAGNOSES, diagnoses_batch(&run("r2", d2), &verdict("c1", &["a"])).unwrap(), replace("c1", d2)).await.unwrap();
+        write(&wh, DIAGNOSES, diagnoses_batch(&run("r3", d1), &verdict("c2", &["x"])).unwrap(), replace("c2", d1)).await.unwrap();
         // The rerun of c1 on the 23rd: its three rows replace the two, nothing else moves.
-        write(
-            &wh,
-            DIAGNOSES,
-            diagnoses_batch(&run("r4", d1), &verdict("c1", &["a", "b", "c"])).unwrap(),
-            replace("c1", d1),
-        )
-        .await
-        .unwrap();
+        write(&wh, DIAGNOSES, diagnoses_batch(&run("r4", d1), &verdict("c1", &["a", "b", "c"])).unwrap(), replace("c1", d1))
+            .await
+            .unwrap();
         let sql = "SELECT cluster, CAST(date AS VARCHAR) AS d, run_id, count(*) FROM diagnoses GROUP BY 1, 2, 3 ORDER BY 1, 2";
-        assert_eq!(
-            query_rows(&wh, sql).await,
-            vec![
-                "c1 2008-08-23 r4 3",
-                "c1 2008-08-24 r2 1",
-                "c2 2008-08-23 r3 1"
-            ]
-        );
+        assert_eq!(query_rows(&wh, sql).await, vec!["c1 2008-08-23 r4 3", "c1 2008-08-24 r2 1", "c2 2008-08-23 r3 1"]);
         // Appends add.
-        write(
-            &wh,
-            DIAGNOSES,
-            diagnoses_batch(&run("r5", d2), &verdict("c1", &["z"])).unwrap(),
-            None,
-        )
-        .await
-        .unwrap();
-        assert_eq!(
-            query_rows(&wh, "SELECT count(*) FROM diagnoses").await,
-            vec!["6"]
-        );
+        write(&wh, DIAGNOSES, diagnoses_batch(&run("r5", d2), &verdict("c1", &["z"])).unwrap(), None).await.unwrap();
+        assert_eq!(query_rows(&wh, "SELECT count(*) FROM diagnoses").await, vec!["6"]);
     }
 }

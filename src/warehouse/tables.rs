@@ -5,8 +5,7 @@
 use std::sync::Arc;
 
 use datafusion::arrow::array::{
-    ArrayRef, BooleanBuilder, Float64Builder, Int64Builder, RecordBatch, StringBuilder,
-    TimestampMicrosecondBuilder,
+    ArrayRef, BooleanBuilder, Float64Builder, Int64Builder, RecordBatch, StringBuilder, TimestampMicrosecondBuilder,
 };
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
 use datafusion::arrow::error::ArrowError;
@@ -127,16 +126,8 @@ impl Table {
                     Field::new("restart", DataType::Boolean, false),
                     int("interval_s", true),
                 ];
-                fields.extend(
-                    SADC_METRICS
-                        .iter()
-                        .map(|m| Field::new(*m, DataType::Float64, true)),
-                );
-                fields.extend([
-                    text("file", false),
-                    int("line", false),
-                    text("ingest_id", false),
-                ]);
+                fields.extend(SADC_METRICS.iter().map(|m| Field::new(*m, DataType::Float64, true)));
+                fields.extend([text("file", false), int("line", false), text("ingest_id", false)]);
                 fields
             }
             Table::SarMetrics => vec![
@@ -215,12 +206,7 @@ impl Table {
 
     /// Every column, partition columns last, as the Delta table declares them.
     pub fn table_schema(self) -> SchemaRef {
-        let mut fields: Vec<Field> = self
-            .data_schema()
-            .fields()
-            .iter()
-            .map(|f| f.as_ref().clone())
-            .collect();
+        let mut fields: Vec<Field> = self.data_schema().fields().iter().map(|f| f.as_ref().clone()).collect();
         fields.push(text("cluster", false));
         fields.push(Field::new("date", DataType::Date32, false));
         Arc::new(Schema::new(fields))
@@ -235,14 +221,7 @@ impl Table {
             Table::Sadc => &["ts", "line"],
             Table::SarMetrics => &["value"],
             Table::Jobs => &["job_id", "submit_ts", "launch_ts", "finish_ts"],
-            Table::Attempts => &[
-                "task_id",
-                "attempt_id",
-                "start_ts",
-                "finish_ts",
-                "shuffle_finish_ts",
-                "sort_finish_ts",
-            ],
+            Table::Attempts => &["task_id", "attempt_id", "start_ts", "finish_ts", "shuffle_finish_ts", "sort_finish_ts"],
             Table::Ingests => &[],
         }
     }
@@ -269,11 +248,7 @@ fn int(name: &str, nullable: bool) -> Field {
 }
 
 fn ts(name: &str, nullable: bool) -> Field {
-    Field::new(
-        name,
-        DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into())),
-        nullable,
-    )
+    Field::new(name, DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into())), nullable)
 }
 
 /// A column being built, whatever its type.
@@ -326,19 +301,8 @@ pub fn date_of_ms(ms: i64) -> i32 {
 impl Rows {
     pub fn new(table: Table, date: i32) -> Rows {
         let schema = table.data_schema();
-        let columns = schema
-            .fields()
-            .iter()
-            .map(|f| Column::for_type(f.data_type()))
-            .collect();
-        Rows {
-            table,
-            date,
-            schema,
-            columns,
-            len: 0,
-            built: None,
-        }
+        let columns = schema.fields().iter().map(|f| Column::for_type(f.data_type())).collect();
+        Rows { table, date, schema, columns, len: 0, built: None }
     }
 
     /// Rows whose columns, in schema order, were built whole: `sar_metrics`, dozens of rows per
@@ -346,14 +310,7 @@ impl Rows {
     /// against the schema by [`Rows::finish`]; no row is to be appended to them.
     pub fn from_arrays(table: Table, date: i32, arrays: Vec<ArrayRef>) -> Rows {
         let len = arrays.first().map_or(0, |a| a.len());
-        Rows {
-            table,
-            date,
-            schema: table.data_schema(),
-            columns: Vec::new(),
-            len,
-            built: Some(arrays),
-        }
+        Rows { table, date, schema: table.data_schema(), columns: Vec::new(), len, built: Some(arrays) }
     }
 
     pub fn len(&self) -> usize {
@@ -367,10 +324,7 @@ impl Rows {
     /// Starts a row; its values follow in schema order through the returned appender.
     pub fn row(&mut self) -> RowAppender<'_> {
         self.len += 1;
-        RowAppender {
-            columns: &mut self.columns,
-            next: 0,
-        }
+        RowAppender { columns: &mut self.columns, next: 0 }
     }
 
     pub fn finish(&mut self) -> Result<RecordBatch, ArrowError> {
@@ -441,21 +395,12 @@ mod tests {
     #[test]
     fn rows_build_batches_of_the_table_schema() {
         let mut rows = Rows::new(Table::Rejects, 14_000);
-        rows.row()
-            .text(Some("i1"))
-            .text(Some("f.log"))
-            .int(Some(3))
-            .int(Some(120))
-            .text(Some("why"))
-            .text(Some("raw"));
+        rows.row().text(Some("i1")).text(Some("f.log")).int(Some(3)).int(Some(120)).text(Some("why")).text(Some("raw"));
         let batch = rows.finish().unwrap();
         assert_eq!(batch.num_rows(), 1);
         assert_eq!(batch.schema(), Table::Rejects.data_schema());
         assert!(rows.is_empty());
-        assert_eq!(
-            Table::Logs.table_schema().fields().len(),
-            Table::Logs.data_schema().fields().len() + 2
-        );
+        assert_eq!(Table::Logs.table_schema().fields().len(), Table::Logs.data_schema().fields().len() + 2);
         assert_eq!(date_of_ms(1_219_511_552_466), 14_114);
         assert_eq!(date_of_ms(-1), -1);
     }

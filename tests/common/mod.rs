@@ -16,16 +16,11 @@ pub fn data_dir() -> PathBuf {
 
 /// `../shared/samples/<rel>`, or None (with the reason printed) where that folder is absent.
 pub fn sample(rel: &str) -> Option<PathBuf> {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../shared/samples")
-        .join(rel);
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/samples").join(rel);
     if path.exists() {
         Some(path)
     } else {
-        println!(
-            "skipped: {} is absent (the shared samples live beside the checkout)",
-            path.display()
-        );
+        println!("skipped: {} is absent (the shared samples live beside the checkout)", path.display());
         None
     }
 }
@@ -36,10 +31,7 @@ pub fn options(paths: Vec<PathBuf>, warehouse: &Path, host: Option<&str>) -> Ing
         cluster: "test".into(),
         warehouse: Warehouse::new(warehouse),
         zone: None,
-        hints: Hints {
-            host: host.map(str::to_string),
-            ..Hints::default()
-        },
+        hints: Hints { host: host.map(str::to_string), ..Hints::default() },
         progress: false,
         threads: 2,
         dry_run: false,
@@ -47,32 +39,18 @@ pub fn options(paths: Vec<PathBuf>, warehouse: &Path, host: Option<&str>) -> Ing
 }
 
 pub async fn ingest_into(paths: Vec<PathBuf>, warehouse: &Path, host: Option<&str>) -> Summary {
-    ingest(&options(paths, warehouse, host))
-        .await
-        .expect("ingest")
+    ingest(&options(paths, warehouse, host)).await.expect("ingest")
 }
 
 /// Every row of a query's answer, each value as the shell would print it.
 pub async fn rows(warehouse: &Path, sql: &str) -> Vec<Vec<String>> {
-    let ctx = kahuna::catalog::session(&Warehouse::new(warehouse))
-        .await
-        .expect("session");
-    let batches = ctx
-        .sql(sql)
-        .await
-        .expect("plan")
-        .collect()
-        .await
-        .expect("run");
+    let ctx = kahuna::catalog::session(&Warehouse::new(warehouse)).await.expect("session");
+    let batches = ctx.sql(sql).await.expect("plan").collect().await.expect("run");
     let mut out = Vec::new();
     for batch in batches {
         for row in 0..batch.num_rows() {
             out.push(
-                batch
-                    .columns()
-                    .iter()
-                    .map(|c| array_value_to_string(c, row).expect("display"))
-                    .collect(),
+                batch.columns().iter().map(|c| array_value_to_string(c, row).expect("display")).collect(),
             );
         }
     }
@@ -88,8 +66,5 @@ pub async fn scalar(warehouse: &Path, sql: &str) -> String {
 
 /// Expected rows written as string literals, in the shape [`rows`] returns.
 pub fn owned<const N: usize>(expect: &[[&str; N]]) -> Vec<Vec<String>> {
-    expect
-        .iter()
-        .map(|r| r.map(String::from).to_vec())
-        .collect()
+    expect.iter().map(|r| r.map(String::from).to_vec()).collect()
 }

@@ -50,10 +50,7 @@ impl Rng {
 /// Time this thread has spent on a CPU: other processes on a shared machine do not count
 /// against it, as they would against wall time.
 fn thread_cpu_time() -> Duration {
-    let mut now = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
+    let mut now = libc::timespec { tv_sec: 0, tv_nsec: 0 };
     // SAFETY: `now` is a valid, writable timespec; the clock id is a constant Linux defines.
     let status = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut now) };
     assert_eq!(status, 0, "clock_gettime(CLOCK_THREAD_CPUTIME_ID) failed");
@@ -78,9 +75,7 @@ fn time<T>(runs: usize, mut f: impl FnMut() -> T) -> Duration {
 }
 
 fn histograms(rng: &mut Rng, count: usize, bins: usize) -> Vec<Vec<f64>> {
-    (0..count)
-        .map(|_| (0..bins).map(|_| (rng.unit() * 20.0).floor()).collect())
-        .collect()
+    (0..count).map(|_| (0..bins).map(|_| (rng.unit() * 20.0).floor()).collect()).collect()
 }
 
 fn bench_jsd(scale: usize) {
@@ -105,16 +100,8 @@ fn bench_jsd(scale: usize) {
         total
     };
     let t = time(7, all_pairs);
-    println!(
-        "jsd_sqrt, 32 bins, normalised once per histogram: {:.1} ns/pair",
-        t.as_nanos() as f64 / pairs as f64
-    );
-    let t = time(3, || {
-        raw.windows(2)
-            .take(1000)
-            .map(|w| kernels::jsd_sqrt_raw(&w[0], &w[1]))
-            .sum::<Option<f64>>()
-    });
+    println!("jsd_sqrt, 32 bins, normalised once per histogram: {:.1} ns/pair", t.as_nanos() as f64 / pairs as f64);
+    let t = time(3, || raw.windows(2).take(1000).map(|w| kernels::jsd_sqrt_raw(&w[0], &w[1])).sum::<Option<f64>>());
     println!(
         "jsd_sqrt_raw, 32 bins, normalising both sides: {:.1} ns/pair",
         t.as_nanos() as f64 / (raw.len() - 1) as f64
@@ -133,40 +120,21 @@ fn bench_histogram(scale: usize) {
     let batches: Vec<RecordBatch> = (0..rows.div_ceil(BATCH))
         .map(|i| {
             let len = BATCH.min(rows - i * BATCH);
-            let g: UInt32Array = (0..len)
-                .map(|_| (rng.next_u64() % groups as u64) as u32)
-                .collect();
+            let g: UInt32Array = (0..len).map(|_| (rng.next_u64() % groups as u64) as u32).collect();
             let v: Float64Array = (0..len).map(|_| rng.unit() * 1200.0).collect();
-            RecordBatch::try_new(schema.clone(), vec![Arc::new(g), Arc::new(v)])
-                .expect("valid batch")
+            RecordBatch::try_new(schema.clone(), vec![Arc::new(g), Arc::new(v)]).expect("valid batch")
         })
         .collect();
 
     // The groups accumulator alone, as DataFusion's hash aggregation drives it.
-    let udaf = kahuna_udfs::aggregate_functions()
+    let udaf =
+        kahuna_udfs::aggregate_functions().into_iter().find(|f| f.name() == "state_histogram").expect("registered");
+    let exprs = [col("v", &schema).expect("column v"), lit(0.0), lit(1000.0), lit(20i64)];
+    let expr_fields: Vec<_> = [DataType::Float64, DataType::Float64, DataType::Float64, DataType::Int64]
         .into_iter()
-        .find(|f| f.name() == "state_histogram")
-        .expect("registered");
-    let exprs = [
-        col("v", &schema).expect("column v"),
-        lit(0.0),
-        lit(1000.0),
-        lit(20i64),
-    ];
-    let expr_fields: Vec<_> = [
-        DataType::Float64,
-        DataType::Float64,
-        DataType::Float64,
-        DataType::Int64,
-    ]
-    .into_iter()
-    .map(|t| Arc::new(Field::new("x", t, true)))
-    .collect();
-    let return_field = Arc::new(Field::new(
-        "h",
-        udaf.return_type(&[]).expect("return type"),
-        true,
-    ));
+        .map(|t| Arc::new(Field::new("x", t, true)))
+        .collect();
+    let return_field = Arc::new(Field::new("h", udaf.return_type(&[]).expect("return type"), true));
     let args = || AccumulatorArgs {
         return_field: return_field.clone(),
         schema: &schema,
@@ -180,23 +148,13 @@ fn bench_histogram(scale: usize) {
     };
     let group_indices: Vec<Vec<usize>> = batches
         .iter()
-        .map(|b| {
-            b.column(0)
-                .as_primitive::<UInt32Type>()
-                .values()
-                .iter()
-                .map(|&g| g as usize)
-                .collect()
-        })
+        .map(|b| b.column(0).as_primitive::<UInt32Type>().values().iter().map(|&g| g as usize).collect())
         .collect();
     let t = time(5, || {
-        let mut acc = udaf
-            .create_groups_accumulator(args())
-            .expect("groups accumulator");
+        let mut acc = udaf.create_groups_accumulator(args()).expect("groups accumulator");
         for (batch, indices) in batches.iter().zip(&group_indices) {
             let values: ArrayRef = batch.column(1).clone();
-            acc.update_batch(&[values], indices, None, groups)
-                .expect("update");
+            acc.update_batch(&[values], indices, None, groups).expect("update");
         }
         acc.evaluate(EmitTo::All).expect("evaluate").len()
     });
@@ -206,9 +164,7 @@ fn bench_histogram(scale: usize) {
     );
 
     // The whole query on one partition, hashing included.
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .build()
-        .expect("runtime");
+    let runtime = tokio::runtime::Builder::new_current_thread().build().expect("runtime");
     let t = runtime.block_on(async {
         let ctx = SessionContext::new_with_config(SessionConfig::new().with_target_partitions(1));
         kahuna_udfs::register_all(&ctx);
@@ -217,10 +173,7 @@ fn bench_histogram(scale: usize) {
         let mut runs = Vec::new();
         for _ in 0..3 {
             let start = thread_cpu_time();
-            let df = ctx
-                .sql("SELECT g, state_histogram(v, 0, 1000, 20) FROM t GROUP BY g")
-                .await
-                .expect("plan");
+            let df = ctx.sql("SELECT g, state_histogram(v, 0, 1000, 20) FROM t GROUP BY g").await.expect("plan");
             std::hint::black_box(df.collect().await.expect("run"));
             runs.push(thread_cpu_time() - start);
         }
@@ -242,9 +195,7 @@ fn bench_indict() {
         Arc::new(Float64Array::from(values)),
         None,
     ));
-    let t = time(51, || {
-        kernels::count_far_peers("indict", &list, 0.3).expect("counts")
-    });
+    let t = time(51, || kernels::count_far_peers("indict", &list, 0.3).expect("counts"));
     println!(
         "indict over one 100-node partition of 32-bin histograms (4950 pairs): {:.1} µs",
         t.as_nanos() as f64 / 1e3
@@ -256,30 +207,15 @@ fn bench_gmm(scale: usize) {
     const DIMS: usize = 14;
     const K: usize = 7;
     let mut rng = Rng(4);
-    let centres: Vec<Vec<f64>> = (0..K)
-        .map(|_| (0..DIMS).map(|_| rng.unit() * 100.0).collect())
-        .collect();
-    let points: Vec<f64> = (0..rows)
-        .flat_map(|i| centres[i % K].clone())
-        .map(|c| c + 3.0 * rng.normal())
-        .collect();
+    let centres: Vec<Vec<f64>> = (0..K).map(|_| (0..DIMS).map(|_| rng.unit() * 100.0).collect()).collect();
+    let points: Vec<f64> = (0..rows).flat_map(|i| centres[i % K].clone()).map(|c| c + 3.0 * rng.normal()).collect();
     let t = time(3, || kernels::fit(&points, DIMS, K, 42));
-    println!(
-        "gmm_fit K = 7 on {rows} × 14 (diagonal covariances): {:.2} s",
-        t.as_secs_f64()
-    );
+    println!("gmm_fit K = 7 on {rows} × 14 (diagonal covariances): {:.2} s", t.as_secs_f64());
 }
 
 fn main() {
-    let scale = if std::env::args().any(|a| a == "--bench") {
-        1
-    } else {
-        1000
-    };
-    let wanted: Vec<String> = std::env::args()
-        .skip(1)
-        .filter(|a| !a.starts_with('-'))
-        .collect();
+    let scale = if std::env::args().any(|a| a == "--bench") { 1 } else { 1000 };
+    let wanted: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with('-')).collect();
     let run = |name: &str| wanted.is_empty() || wanted.iter().any(|w| w == name);
     println!("times are the thread's CPU time, medians of several runs");
     if run("jsd") {

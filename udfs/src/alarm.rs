@@ -13,10 +13,7 @@ use datafusion::logical_expr::{
     window_doc_sections::DOC_SECTION_ANALYTICAL,
 };
 
-use crate::args::{
-    Literals, arg_error, check_arity, exec_error, is_number, physical_literals, require_number,
-    to_f64,
-};
+use crate::args::{Literals, arg_error, check_arity, exec_error, is_number, physical_literals, require_number, to_f64};
 
 /// `consecutive(flag)`.
 #[derive(Debug, PartialEq, Eq, Hash)]
@@ -26,9 +23,7 @@ pub struct Consecutive {
 
 impl Default for Consecutive {
     fn default() -> Self {
-        Self {
-            signature: Signature::user_defined(Volatility::Immutable),
-        }
+        Self { signature: Signature::user_defined(Volatility::Immutable) }
     }
 }
 
@@ -37,11 +32,7 @@ pub(crate) fn run_lengths(flags: &datafusion::arrow::array::BooleanArray) -> Int
     let mut run = 0i64;
     (0..flags.len())
         .map(|i| {
-            run = if flags.is_valid(i) && flags.value(i) {
-                run + 1
-            } else {
-                0
-            };
+            run = if flags.is_valid(i) && flags.value(i) { run + 1 } else { 0 };
             run
         })
         .collect::<Vec<_>>()
@@ -53,9 +44,7 @@ struct ConsecutiveEvaluator;
 
 impl PartitionEvaluator for ConsecutiveEvaluator {
     fn evaluate_all(&mut self, values: &[ArrayRef], _num_rows: usize) -> Result<ArrayRef> {
-        let flags = values[0]
-            .as_boolean_opt()
-            .ok_or_else(|| exec_error("consecutive", "flag must be a boolean"))?;
+        let flags = values[0].as_boolean_opt().ok_or_else(|| exec_error("consecutive", "flag must be a boolean"))?;
         Ok(Arc::new(run_lengths(flags)))
     }
 }
@@ -88,19 +77,11 @@ impl WindowUDFImpl for Consecutive {
         check_arity(self.name(), t, 1, 1)?;
         match t[0] {
             DataType::Boolean | DataType::Null => Ok(vec![DataType::Boolean]),
-            ref other => Err(arg_error(
-                self.name(),
-                0,
-                "flag",
-                format!("must be a boolean, got {other}"),
-            )),
+            ref other => Err(arg_error(self.name(), 0, "flag", format!("must be a boolean, got {other}"))),
         }
     }
 
-    fn partition_evaluator(
-        &self,
-        _: PartitionEvaluatorArgs,
-    ) -> Result<Box<dyn PartitionEvaluator>> {
+    fn partition_evaluator(&self, _: PartitionEvaluatorArgs) -> Result<Box<dyn PartitionEvaluator>> {
         Ok(Box::new(ConsecutiveEvaluator))
     }
 
@@ -121,9 +102,7 @@ pub struct Ewma {
 
 impl Default for Ewma {
     fn default() -> Self {
-        Self {
-            signature: Signature::user_defined(Volatility::Immutable),
-        }
+        Self { signature: Signature::user_defined(Volatility::Immutable) }
     }
 }
 
@@ -162,14 +141,9 @@ static EWMA_DOC: LazyLock<Documentation> = LazyLock::new(|| {
          Ganesha's weighted alarm count. The frame is ignored.",
         "ewma(x, alpha) OVER (PARTITION BY host ORDER BY t)",
     )
-    .with_sql_example(
-        "SELECT host, t, ewma(alarm, 0.1) OVER (PARTITION BY host ORDER BY t) FROM alarms",
-    )
+    .with_sql_example("SELECT host, t, ewma(alarm, 0.1) OVER (PARTITION BY host ORDER BY t) FROM alarms")
     .with_argument("x", "Numeric or boolean column.")
-    .with_argument(
-        "alpha",
-        "Number literal in (0, 1]: the weight of the newest value.",
-    )
+    .with_argument("alpha", "Number literal in (0, 1]: the weight of the newest value.")
     .build()
 });
 
@@ -185,29 +159,17 @@ impl WindowUDFImpl for Ewma {
     fn coerce_types(&self, t: &[DataType]) -> Result<Vec<DataType>> {
         check_arity(self.name(), t, 2, 2)?;
         if !(is_number(&t[0]) || t[0] == DataType::Boolean) {
-            return Err(arg_error(
-                self.name(),
-                0,
-                "x",
-                format!("must be a number or boolean, got {}", t[0]),
-            ));
+            return Err(arg_error(self.name(), 0, "x", format!("must be a number or boolean, got {}", t[0])));
         }
         require_number(self.name(), 1, "alpha", &t[1])?;
         Ok(vec![DataType::Float64, t[1].clone()])
     }
 
-    fn partition_evaluator(
-        &self,
-        args: PartitionEvaluatorArgs,
-    ) -> Result<Box<dyn PartitionEvaluator>> {
+    fn partition_evaluator(&self, args: PartitionEvaluatorArgs) -> Result<Box<dyn PartitionEvaluator>> {
         let lits = physical_literals(args.input_exprs());
-        let alpha = Literals {
-            func: self.name(),
-            lits: &lits,
-        }
-        .number(1, "alpha", "a number literal in (0, 1]", |a| {
-            a > 0.0 && a <= 1.0
-        })?;
+        let alpha =
+            Literals { func: self.name(), lits: &lits }
+                .number(1, "alpha", "a number literal in (0, 1]", |a| a > 0.0 && a <= 1.0)?;
         Ok(Box::new(EwmaEvaluator { alpha }))
     }
 
@@ -230,10 +192,7 @@ mod tests {
     /// Booleans reach `ewma` cast to Float64 by coercion, as here.
     fn bools_to_f64(flags: &[Option<bool>]) -> Float64Array {
         let array: ArrayRef = Arc::new(BooleanArray::from(flags.to_vec()));
-        cast(&array, &DataType::Float64)
-            .unwrap()
-            .as_primitive()
-            .clone()
+        cast(&array, &DataType::Float64).unwrap().as_primitive().clone()
     }
 
     #[test]
@@ -248,20 +207,14 @@ mod tests {
             Some(true),
             Some(true),
         ]);
-        assert_eq!(
-            run_lengths(&flags).values().to_vec(),
-            [1, 2, 0, 1, 0, 1, 2, 3]
-        );
+        assert_eq!(run_lengths(&flags).values().to_vec(), [1, 2, 0, 1, 0, 1, 2, 3]);
     }
 
     #[test]
     fn ewma_by_hand() {
         let xs = bools_to_f64(&[None, Some(true), Some(false), None, Some(true)]);
         // Hand-computed with alpha 0.5: NULL, 1, 0.5, 0.5, 0.75.
-        assert_eq!(
-            ewma(&xs, 0.5).iter().collect::<Vec<_>>(),
-            [None, Some(1.0), Some(0.5), Some(0.5), Some(0.75)]
-        );
+        assert_eq!(ewma(&xs, 0.5).iter().collect::<Vec<_>>(), [None, Some(1.0), Some(0.5), Some(0.5), Some(0.75)]);
     }
 
     #[tokio::test]
@@ -270,33 +223,10 @@ mod tests {
         let sql = "SELECT h, t, consecutive(a) OVER (PARTITION BY h ORDER BY t), ewma(a, 0.5) OVER (PARTITION BY h ORDER BY t) \
                    FROM (VALUES ('x', 3, true), ('x', 1, true), ('x', 2, false), ('y', 1, true), ('x', 4, true)) AS v(h, t, a) \
                    ORDER BY h, t";
-        assert_eq!(
-            strings(&ctx, sql).await,
-            [
-                "x|1|1|1.0",
-                "x|2|0|0.5",
-                "x|3|1|0.75",
-                "x|4|2|0.875",
-                "y|1|1|1.0"
-            ]
-        );
-        let err = query_err(
-            &ctx,
-            "SELECT ewma(t, 1.5) OVER (ORDER BY t) FROM (VALUES (1)) AS v(t)",
-        )
-        .await;
-        assert!(
-            err.contains("ewma: argument 2 (alpha) must be a number literal in (0, 1]"),
-            "{err}"
-        );
-        let err = query_err(
-            &ctx,
-            "SELECT consecutive(t) OVER (ORDER BY t) FROM (VALUES (1)) AS v(t)",
-        )
-        .await;
-        assert!(
-            err.contains("consecutive: argument 1 (flag) must be a boolean"),
-            "{err}"
-        );
+        assert_eq!(strings(&ctx, sql).await, ["x|1|1|1.0", "x|2|0|0.5", "x|3|1|0.75", "x|4|2|0.875", "y|1|1|1.0"]);
+        let err = query_err(&ctx, "SELECT ewma(t, 1.5) OVER (ORDER BY t) FROM (VALUES (1)) AS v(t)").await;
+        assert!(err.contains("ewma: argument 2 (alpha) must be a number literal in (0, 1]"), "{err}");
+        let err = query_err(&ctx, "SELECT consecutive(t) OVER (ORDER BY t) FROM (VALUES (1)) AS v(t)").await;
+        assert!(err.contains("consecutive: argument 1 (flag) must be a boolean"), "{err}");
     }
 }

@@ -18,12 +18,7 @@ use datafusion::physical_expr::expressions::{CastExpr, Literal};
 
 /// A planning error that names the function and the (0-based here, 1-based in the message)
 /// argument.
-pub(crate) fn arg_error(
-    func: &str,
-    idx: usize,
-    name: &str,
-    msg: impl std::fmt::Display,
-) -> DataFusionError {
+pub(crate) fn arg_error(func: &str, idx: usize, name: &str, msg: impl std::fmt::Display) -> DataFusionError {
     DataFusionError::Plan(format!("{func}: argument {} ({name}) {msg}", idx + 1))
 }
 
@@ -39,11 +34,7 @@ pub(crate) fn exec_error(func: &str, msg: impl std::fmt::Display) -> DataFusionE
 
 pub(crate) fn check_arity(func: &str, types: &[DataType], min: usize, max: usize) -> Result<()> {
     if types.len() < min || types.len() > max {
-        let expected = if min == max {
-            format!("{min} arguments")
-        } else {
-            format!("{min} to {max} arguments")
-        };
+        let expected = if min == max { format!("{min} arguments") } else { format!("{min} to {max} arguments") };
         return Err(arity_error(func, &expected, types.len()));
     }
     Ok(())
@@ -55,51 +46,25 @@ pub(crate) fn is_number(t: &DataType) -> bool {
 }
 
 pub(crate) fn require_number(func: &str, idx: usize, name: &str, t: &DataType) -> Result<()> {
-    if is_number(t) {
-        Ok(())
-    } else {
-        Err(arg_error(
-            func,
-            idx,
-            name,
-            format!("must be a number, got {t}"),
-        ))
-    }
+    if is_number(t) { Ok(()) } else { Err(arg_error(func, idx, name, format!("must be a number, got {t}"))) }
 }
 
 pub(crate) fn require_integer(func: &str, idx: usize, name: &str, t: &DataType) -> Result<()> {
     if t.is_integer() || matches!(t, DataType::Null) {
         Ok(())
     } else {
-        Err(arg_error(
-            func,
-            idx,
-            name,
-            format!("must be an integer, got {t}"),
-        ))
+        Err(arg_error(func, idx, name, format!("must be an integer, got {t}")))
     }
 }
 
 /// Histograms and series: a list (also large or fixed-size) of numbers, coerced to `List<Float64>`.
-pub(crate) fn require_number_list(
-    func: &str,
-    idx: usize,
-    name: &str,
-    t: &DataType,
-) -> Result<DataType> {
+pub(crate) fn require_number_list(func: &str, idx: usize, name: &str, t: &DataType) -> Result<DataType> {
     match t {
-        DataType::List(f) | DataType::LargeList(f) | DataType::FixedSizeList(f, _)
-            if is_number(f.data_type()) =>
-        {
+        DataType::List(f) | DataType::LargeList(f) | DataType::FixedSizeList(f, _) if is_number(f.data_type()) => {
             Ok(f64_list_type())
         }
         DataType::Null => Ok(f64_list_type()),
-        _ => Err(arg_error(
-            func,
-            idx,
-            name,
-            format!("must be a list of numbers, got {t}"),
-        )),
+        _ => Err(arg_error(func, idx, name, format!("must be a list of numbers, got {t}"))),
     }
 }
 
@@ -152,30 +117,18 @@ pub(crate) fn to_f64_list(array: &ArrayRef) -> Result<ListArray> {
 
 /// The values of row `row` of a `List<Float64>`, with NULL items read as 0 (the histogram
 /// convention: an absent count is no count). Returns `None` for a NULL list.
-pub(crate) fn list_row<'a>(
-    list: &'a ListArray,
-    row: usize,
-    scratch: &'a mut Vec<f64>,
-) -> Option<&'a [f64]> {
+pub(crate) fn list_row<'a>(list: &'a ListArray, row: usize, scratch: &'a mut Vec<f64>) -> Option<&'a [f64]> {
     if list.is_null(row) {
         return None;
     }
     let offsets = list.value_offsets();
     let (start, end) = (offsets[row] as usize, offsets[row + 1] as usize);
-    let values = list
-        .values()
-        .as_primitive::<datafusion::arrow::datatypes::Float64Type>();
+    let values = list.values().as_primitive::<datafusion::arrow::datatypes::Float64Type>();
     let slice = &values.values()[start..end];
     match values.nulls() {
         Some(nulls) if nulls.slice(start, end - start).null_count() > 0 => {
             scratch.clear();
-            scratch.extend((start..end).map(|i| {
-                if nulls.is_valid(i) {
-                    values.value(i)
-                } else {
-                    0.0
-                }
-            }));
+            scratch.extend((start..end).map(|i| if nulls.is_valid(i) { values.value(i) } else { 0.0 }));
             Some(scratch.as_slice())
         }
         _ => Some(slice),
@@ -201,12 +154,7 @@ pub(crate) fn require_time(func: &str, idx: usize, name: &str, t: &DataType) -> 
     if matches!(t, DataType::Timestamp(_, _)) || is_number(t) {
         Ok(())
     } else {
-        Err(arg_error(
-            func,
-            idx,
-            name,
-            format!("must be a timestamp or a number, got {t}"),
-        ))
+        Err(arg_error(func, idx, name, format!("must be a timestamp or a number, got {t}")))
     }
 }
 
@@ -245,9 +193,7 @@ pub(crate) fn physical_literal(expr: &Arc<dyn PhysicalExpr>) -> Option<ScalarVal
         return Some(lit.value().clone());
     }
     let cast_expr = expr.downcast_ref::<CastExpr>()?;
-    physical_literal(cast_expr.expr())?
-        .cast_to(cast_expr.cast_type())
-        .ok()
+    physical_literal(cast_expr.expr())?.cast_to(cast_expr.cast_type()).ok()
 }
 
 pub(crate) fn physical_literals(args: &[Arc<dyn PhysicalExpr>]) -> Vec<Option<ScalarValue>> {
@@ -265,18 +211,8 @@ impl Literals<'_> {
     fn get(&self, idx: usize, name: &str, what: &str) -> Result<&ScalarValue> {
         match self.lits.get(idx) {
             Some(Some(v)) if !v.is_null() => Ok(v),
-            Some(Some(_)) => Err(arg_error(
-                self.func,
-                idx,
-                name,
-                format!("must be {what}, got NULL"),
-            )),
-            _ => Err(arg_error(
-                self.func,
-                idx,
-                name,
-                format!("must be {what}, got a non-literal expression"),
-            )),
+            Some(Some(_)) => Err(arg_error(self.func, idx, name, format!("must be {what}, got NULL"))),
+            _ => Err(arg_error(self.func, idx, name, format!("must be {what}, got a non-literal expression"))),
         }
     }
 
@@ -285,21 +221,11 @@ impl Literals<'_> {
         let what = format!("a positive integer literal (at most {max})");
         let v = self.get(idx, name, &what)?;
         if !v.data_type().is_integer() {
-            return Err(arg_error(
-                self.func,
-                idx,
-                name,
-                format!("must be {what}, got {v}"),
-            ));
+            return Err(arg_error(self.func, idx, name, format!("must be {what}, got {v}")));
         }
         match v.cast_to(&DataType::Int64)? {
             ScalarValue::Int64(Some(n)) if n >= 1 && n as u64 <= max as u64 => Ok(n as usize),
-            _ => Err(arg_error(
-                self.func,
-                idx,
-                name,
-                format!("must be {what}, got {v}"),
-            )),
+            _ => Err(arg_error(self.func, idx, name, format!("must be {what}, got {v}"))),
         }
     }
 
@@ -308,23 +234,12 @@ impl Literals<'_> {
         let v = self.get(idx, name, "an integer literal")?;
         match (v.data_type().is_integer(), v.cast_to(&DataType::Int64)?) {
             (true, ScalarValue::Int64(Some(n))) => Ok(n),
-            _ => Err(arg_error(
-                self.func,
-                idx,
-                name,
-                format!("must be an integer literal, got {v}"),
-            )),
+            _ => Err(arg_error(self.func, idx, name, format!("must be an integer literal, got {v}"))),
         }
     }
 
     /// A finite numeric literal accepted by `ok`, described by `what` in errors.
-    pub fn number(
-        &self,
-        idx: usize,
-        name: &str,
-        what: &str,
-        ok: impl Fn(f64) -> bool,
-    ) -> Result<f64> {
+    pub fn number(&self, idx: usize, name: &str, what: &str, ok: impl Fn(f64) -> bool) -> Result<f64> {
         let v = self.get(idx, name, what)?;
         let x = if v.data_type().is_numeric() {
             match v.cast_to(&DataType::Float64)? {
@@ -336,12 +251,7 @@ impl Literals<'_> {
         };
         match x {
             Some(x) if x.is_finite() && ok(x) => Ok(x),
-            _ => Err(arg_error(
-                self.func,
-                idx,
-                name,
-                format!("must be {what}, got {v}"),
-            )),
+            _ => Err(arg_error(self.func, idx, name, format!("must be {what}, got {v}"))),
         }
     }
 
@@ -350,12 +260,7 @@ impl Literals<'_> {
         let v = self.get(idx, name, what)?;
         match v.try_as_str() {
             Some(Some(s)) => Ok(s.to_string()),
-            _ => Err(arg_error(
-                self.func,
-                idx,
-                name,
-                format!("must be {what}, got {v}"),
-            )),
+            _ => Err(arg_error(self.func, idx, name, format!("must be {what}, got {v}"))),
         }
     }
 
@@ -376,12 +281,7 @@ impl Literals<'_> {
         };
         match x {
             Some(x) if x.is_finite() => Ok(x),
-            _ => Err(arg_error(
-                self.func,
-                idx,
-                name,
-                format!("must be {what}, got {v}"),
-            )),
+            _ => Err(arg_error(self.func, idx, name, format!("must be {what}, got {v}"))),
         }
     }
 
@@ -393,9 +293,7 @@ impl Literals<'_> {
             ScalarValue::IntervalMonthDayNano(Some(i)) if i.months == 0 => {
                 Some(i.days as f64 * 86_400.0 + i.nanoseconds as f64 / 1e9)
             }
-            ScalarValue::IntervalDayTime(Some(i)) => {
-                Some(i.days as f64 * 86_400.0 + i.milliseconds as f64 / 1e3)
-            }
+            ScalarValue::IntervalDayTime(Some(i)) => Some(i.days as f64 * 86_400.0 + i.milliseconds as f64 / 1e3),
             v if v.data_type().is_numeric() => match v.cast_to(&DataType::Float64)? {
                 ScalarValue::Float64(Some(x)) => Some(x),
                 _ => None,
@@ -404,12 +302,7 @@ impl Literals<'_> {
         };
         match x {
             Some(x) if x.is_finite() && x > 0.0 => Ok(x),
-            _ => Err(arg_error(
-                self.func,
-                idx,
-                name,
-                format!("must be {what}, got {v}"),
-            )),
+            _ => Err(arg_error(self.func, idx, name, format!("must be {what}, got {v}"))),
         }
     }
 }
@@ -422,32 +315,20 @@ mod tests {
     #[test]
     fn literal_checks_name_function_and_argument() {
         let lits = logical_literals(&[lit(0i64), lit(2.5), lit("x")]);
-        let l = Literals {
-            func: "f",
-            lits: &lits,
-        };
+        let l = Literals { func: "f", lits: &lits };
         let err = l.positive_int(0, "bins", 10).unwrap_err().to_string();
-        assert!(
-            err.contains("f: argument 1 (bins) must be a positive integer literal"),
-            "{err}"
-        );
+        assert!(err.contains("f: argument 1 (bins) must be a positive integer literal"), "{err}");
         assert!(l.positive_int(1, "bins", 10).is_err());
         assert_eq!(l.number(1, "lambda", "a number", |x| x > 0.0).unwrap(), 2.5);
         assert_eq!(l.string(2, "scale", "a string").unwrap(), "x");
         let err = l.integer(5, "seed").unwrap_err().to_string();
-        assert!(
-            err.contains("argument 6 (seed)") && err.contains("non-literal"),
-            "{err}"
-        );
+        assert!(err.contains("argument 6 (seed)") && err.contains("non-literal"), "{err}");
     }
 
     #[test]
     fn negative_literals_are_literals() {
         let lits = logical_literals(&[-lit(1.5)]);
-        let l = Literals {
-            func: "f",
-            lits: &lits,
-        };
+        let l = Literals { func: "f", lits: &lits };
         assert_eq!(l.number(0, "lo", "a number", |_| true).unwrap(), -1.5);
     }
 }

@@ -11,13 +11,13 @@ use datafusion::arrow::array::{Array, ArrayRef, Float64Array, ListArray};
 use datafusion::arrow::datatypes::{DataType, Field, FieldRef};
 use datafusion::common::{Result, ScalarValue};
 use datafusion::logical_expr::{
-    ColumnarValue, Documentation, ReturnFieldArgs, ScalarFunctionArgs, ScalarUDFImpl, Signature,
-    Volatility, scalar_doc_sections::DOC_SECTION_MATH,
+    ColumnarValue, Documentation, ReturnFieldArgs, ScalarFunctionArgs, ScalarUDFImpl, Signature, Volatility,
+    scalar_doc_sections::DOC_SECTION_MATH,
 };
 
 use crate::args::{
-    Literals, check_arity, exec_error, f64_list_type, list_row, require_number,
-    require_number_list, scalar_or_array, to_f64_list,
+    Literals, check_arity, exec_error, f64_list_type, list_row, require_number, require_number_list, scalar_or_array,
+    to_f64_list,
 };
 
 /// `a·b + c`, fused into one rounding where the CPU has FMA (`FUSED` is only set in functions
@@ -40,8 +40,7 @@ fn log2_normal<const FUSED: bool>(x: f64) -> f64 {
     let m = f64::from_bits((shifted & MANTISSA) + SQRT_HALF);
     // The biased exponent as a float without an int-to-float conversion (which SSE2 lacks for
     // 64-bit lanes): placed in the mantissa of 2^52, then 2^52 + 1023 subtracted.
-    let e = f64::from_bits((shifted >> 52) | 0x4330_0000_0000_0000)
-        - (4_503_599_627_370_496.0 + 1023.0);
+    let e = f64::from_bits((shifted >> 52) | 0x4330_0000_0000_0000) - (4_503_599_627_370_496.0 + 1023.0);
     let s = (m - 1.0) / (m + 1.0);
     let s2 = s * s;
     // Estrin's scheme: the same sum as Horner's, with a dependency chain a third as long.
@@ -51,15 +50,7 @@ fn log2_normal<const FUSED: bool>(x: f64) -> f64 {
     // This grouping keeps full-width registers; an equivalent one (the high terms nested
     // under one more fma) was split by LLVM into 128-bit halves and ran at half the speed.
     let series = fma(s4, fma(s2, 1.0 / 7.0, 1.0 / 5.0), fma(s2, 1.0 / 3.0, 1.0))
-        + s8 * fma(
-            s8,
-            1.0 / 17.0,
-            fma(
-                s4,
-                fma(s2, 1.0 / 15.0, 1.0 / 13.0),
-                fma(s2, 1.0 / 11.0, 1.0 / 9.0),
-            ),
-        );
+        + s8 * fma(s8, 1.0 / 17.0, fma(s4, fma(s2, 1.0 / 15.0, 1.0 / 13.0), fma(s2, 1.0 / 11.0, 1.0 / 9.0)));
     fma(2.0 * s * std::f64::consts::LOG2_E, series, e)
 }
 
@@ -116,14 +107,11 @@ fn mean_x_log2_x(p: &[f64], q: &[f64]) -> f64 {
     #[cfg(target_arch = "x86_64")]
     {
         // std caches the detection; each check is one load.
-        if std::arch::is_x86_feature_detected!("avx512f")
-            && std::arch::is_x86_feature_detected!("fma")
-        {
+        if std::arch::is_x86_feature_detected!("avx512f") && std::arch::is_x86_feature_detected!("fma") {
             // SAFETY: the CPU has AVX-512F and FMA, checked just above.
             return unsafe { mean_x_log2_x_avx512(p, q) };
         }
-        if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
-        {
+        if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma") {
             // SAFETY: the CPU has AVX2 and FMA, checked just above.
             return unsafe { mean_x_log2_x_avx2(p, q) };
         }
@@ -154,9 +142,7 @@ pub fn normalise(raw: &[f64], out: &mut Vec<f64>) -> Option<f64> {
 /// clamped so the result stays in [0, 1].
 #[inline]
 pub fn jsd_sqrt_normalised(p: &[f64], p_log_p: f64, q: &[f64], q_log_q: f64) -> f64 {
-    (0.5 * (p_log_p + q_log_q) - mean_x_log2_x(p, q))
-        .clamp(0.0, 1.0)
-        .sqrt()
+    (0.5 * (p_log_p + q_log_q) - mean_x_log2_x(p, q)).clamp(0.0, 1.0).sqrt()
 }
 
 /// `jsd_sqrt` of two raw histograms, `None` when either is not a distribution.
@@ -168,10 +154,7 @@ pub fn jsd_sqrt_raw(p: &[f64], q: &[f64]) -> Option<f64> {
 }
 
 fn list_arrays(args: &ScalarFunctionArgs, count: usize) -> Result<Vec<ListArray>> {
-    ColumnarValue::values_to_arrays(&args.args[..count])?
-        .iter()
-        .map(to_f64_list)
-        .collect()
+    ColumnarValue::values_to_arrays(&args.args[..count])?.iter().map(to_f64_list).collect()
 }
 
 /// `jsd_sqrt(p, q)`.
@@ -182,9 +165,7 @@ pub struct JsdSqrt {
 
 impl Default for JsdSqrt {
     fn default() -> Self {
-        Self {
-            signature: Signature::user_defined(Volatility::Immutable),
-        }
+        Self { signature: Signature::user_defined(Volatility::Immutable) }
     }
 }
 
@@ -214,10 +195,7 @@ impl ScalarUDFImpl for JsdSqrt {
 
     fn coerce_types(&self, t: &[DataType]) -> Result<Vec<DataType>> {
         check_arity(self.name(), t, 2, 2)?;
-        Ok(vec![
-            require_number_list(self.name(), 0, "p", &t[0])?,
-            require_number_list(self.name(), 1, "q", &t[1])?,
-        ])
+        Ok(vec![require_number_list(self.name(), 0, "p", &t[0])?, require_number_list(self.name(), 1, "q", &t[1])?])
     }
 
     fn return_type(&self, _: &[DataType]) -> Result<DataType> {
@@ -270,9 +248,7 @@ pub(crate) fn kde(hist: &[f64], sigma: f64, out: &mut Vec<f64>) {
     }
     out.resize(n, 0.0);
     let reach = ((4.0 * sigma).ceil() as usize).min(n - 1);
-    let kernel: Vec<f64> = (0..=reach)
-        .map(|d| (-((d * d) as f64) / (2.0 * sigma * sigma)).exp())
-        .collect();
+    let kernel: Vec<f64> = (0..=reach).map(|d| (-((d * d) as f64) / (2.0 * sigma * sigma)).exp()).collect();
     for (j, &count) in hist.iter().enumerate() {
         if count == 0.0 {
             continue;
@@ -294,9 +270,7 @@ pub struct KdeSmooth {
 
 impl Default for KdeSmooth {
     fn default() -> Self {
-        Self {
-            signature: Signature::user_defined(Volatility::Immutable),
-        }
+        Self { signature: Signature::user_defined(Volatility::Immutable) }
     }
 }
 
@@ -304,13 +278,7 @@ impl KdeSmooth {
     const FUNC: &'static str = "kde_smooth";
 
     fn bandwidth(lits: &[Option<ScalarValue>]) -> Result<f64> {
-        Literals {
-            func: Self::FUNC,
-            lits,
-        }
-        .number(1, "bandwidth_bins", "a non-negative number literal", |x| {
-            x >= 0.0
-        })
+        Literals { func: Self::FUNC, lits }.number(1, "bandwidth_bins", "a non-negative number literal", |x| x >= 0.0)
     }
 }
 
@@ -325,10 +293,7 @@ static KDE_SMOOTH_DOC: LazyLock<Documentation> = LazyLock::new(|| {
     )
     .with_sql_example("SELECT kde_smooth([0, 0, 10, 0, 0], 1.0)")
     .with_argument("hist", "List of numbers (a histogram).")
-    .with_argument(
-        "bandwidth_bins",
-        "Non-negative number literal: kernel standard deviation in bins.",
-    )
+    .with_argument("bandwidth_bins", "Non-negative number literal: kernel standard deviation in bins.")
     .build()
 });
 
@@ -344,10 +309,7 @@ impl ScalarUDFImpl for KdeSmooth {
     fn coerce_types(&self, t: &[DataType]) -> Result<Vec<DataType>> {
         check_arity(Self::FUNC, t, 2, 2)?;
         require_number(Self::FUNC, 1, "bandwidth_bins", &t[1])?;
-        Ok(vec![
-            require_number_list(Self::FUNC, 0, "hist", &t[0])?,
-            t[1].clone(),
-        ])
+        Ok(vec![require_number_list(Self::FUNC, 0, "hist", &t[0])?, t[1].clone()])
     }
 
     fn return_type(&self, _: &[DataType]) -> Result<DataType> {
@@ -356,8 +318,7 @@ impl ScalarUDFImpl for KdeSmooth {
 
     fn return_field_from_args(&self, args: ReturnFieldArgs) -> Result<FieldRef> {
         // Planning-time check that the bandwidth is a usable literal.
-        let lits: Vec<Option<ScalarValue>> =
-            args.scalar_arguments.iter().map(|v| v.cloned()).collect();
+        let lits: Vec<Option<ScalarValue>> = args.scalar_arguments.iter().map(|v| v.cloned()).collect();
         Self::bandwidth(&lits)?;
         Ok(Arc::new(Field::new(self.name(), f64_list_type(), true)))
     }
@@ -378,10 +339,7 @@ impl ScalarUDFImpl for KdeSmooth {
             } else {
                 // A NULL list keeps its (possibly non-empty) slot so the offsets stay valid.
                 let offsets = hists.value_offsets();
-                values.extend(std::iter::repeat_n(
-                    0.0,
-                    (offsets[row + 1] - offsets[row]) as usize,
-                ));
+                values.extend(std::iter::repeat_n(0.0, (offsets[row + 1] - offsets[row]) as usize));
             }
         }
         // Offsets from 0: a sliced input's offsets start wherever its slice began, while
@@ -410,20 +368,12 @@ mod tests {
     fn log2_is_accurate() {
         let mut x = 1e-300;
         while x < 1e300 {
-            for y in [
-                x,
-                x * std::f64::consts::FRAC_1_SQRT_2,
-                x * std::f64::consts::SQRT_2,
-                x * 1.1,
-            ] {
+            for y in [x, x * std::f64::consts::FRAC_1_SQRT_2, x * std::f64::consts::SQRT_2, x * 1.1] {
                 // Both the plain and the fused form (`mul_add` is exact in software where the
                 // CPU lacks FMA, so this checks the fused arithmetic on any machine).
                 for got in [log2_normal::<false>(y), log2_normal::<true>(y)] {
                     let want = y.log2();
-                    assert!(
-                        (got - want).abs() <= 4.0 * f64::EPSILON * want.abs().max(1.0),
-                        "{y}: {got} vs {want}"
-                    );
+                    assert!((got - want).abs() <= 4.0 * f64::EPSILON * want.abs().max(1.0), "{y}: {got} vs {want}");
                 }
             }
             x *= 3.7;
@@ -456,10 +406,7 @@ mod tests {
     fn matches_scipy() {
         for (p, q, expected) in SCIPY_CASES {
             let got = jsd_sqrt_raw(p, q).unwrap();
-            assert!(
-                (got - expected).abs() < 1e-12,
-                "{p:?} {q:?}: {got} vs {expected}"
-            );
+            assert!((got - expected).abs() < 1e-12, "{p:?} {q:?}: {got} vs {expected}");
         }
     }
 
@@ -469,14 +416,8 @@ mod tests {
     fn kernel_forms_agree() {
         for (p, q, _) in SCIPY_CASES {
             let dispatched = mean_x_log2_x(p, q);
-            for form in [
-                mean_x_log2_x_lanes::<4, false>(p, q),
-                mean_x_log2_x_lanes::<8, true>(p, q),
-            ] {
-                assert!(
-                    (form - dispatched).abs() < 1e-13 * dispatched.abs().max(1.0),
-                    "{form} vs {dispatched}"
-                );
+            for form in [mean_x_log2_x_lanes::<4, false>(p, q), mean_x_log2_x_lanes::<8, true>(p, q)] {
+                assert!((form - dispatched).abs() < 1e-13 * dispatched.abs().max(1.0), "{form} vs {dispatched}");
             }
         }
     }
@@ -500,10 +441,7 @@ mod tests {
         let norm = 1.0 + 2.0 * (-0.5f64).exp() + 2.0 * (-2.0f64).exp();
         assert!((out[2] - 10.0 / norm).abs() < 1e-12);
         kde(&[1.0, 0.0, 0.0, 0.0], 1.0, &mut out);
-        assert!(
-            (out.iter().sum::<f64>() - 1.0).abs() < 1e-12,
-            "edge bins keep their mass"
-        );
+        assert!((out.iter().sum::<f64>() - 1.0).abs() < 1e-12, "edge bins keep their mass");
         kde(&[1.0, 2.0], 0.0, &mut out);
         assert_eq!(out, [1.0, 2.0]);
     }
@@ -518,20 +456,10 @@ mod tests {
         .await;
         assert_eq!(got, [Some(1.0), None, None, None, Some(0.0)]);
         let err = query_err(&ctx, "SELECT jsd_sqrt([1, 2], [1, 2, 3])").await;
-        assert!(
-            err.contains("jsd_sqrt: p has 2 bins and q has 3 bins"),
-            "{err}"
-        );
+        assert!(err.contains("jsd_sqrt: p has 2 bins and q has 3 bins"), "{err}");
         let err = query_err(&ctx, "SELECT jsd_sqrt(1, [1])").await;
-        assert!(
-            err.contains("jsd_sqrt: argument 1 (p) must be a list of numbers"),
-            "{err}"
-        );
-        let smoothed = f64_lists(
-            &ctx,
-            "SELECT kde_smooth(h, 0.5) FROM (VALUES ([0, 4, 0]), (NULL)) AS v(h)",
-        )
-        .await;
+        assert!(err.contains("jsd_sqrt: argument 1 (p) must be a list of numbers"), "{err}");
+        let smoothed = f64_lists(&ctx, "SELECT kde_smooth(h, 0.5) FROM (VALUES ([0, 4, 0]), (NULL)) AS v(h)").await;
         assert_eq!(smoothed.len(), 2);
         assert!(smoothed[1].is_none());
         // A slice of a batch (OFFSET slices it) whose offsets do not start at 0.
@@ -541,16 +469,7 @@ mod tests {
         )
         .await;
         assert_eq!(sliced, [Some(vec![3.0, 4.0, 5.0]), Some(vec![6.0])]);
-        let err = query_err(
-            &ctx,
-            "SELECT kde_smooth(h, b) FROM (VALUES ([0, 4, 0], 1.0)) AS v(h, b)",
-        )
-        .await;
-        assert!(
-            err.contains(
-                "kde_smooth: argument 2 (bandwidth_bins) must be a non-negative number literal"
-            ),
-            "{err}"
-        );
+        let err = query_err(&ctx, "SELECT kde_smooth(h, b) FROM (VALUES ([0, 4, 0], 1.0)) AS v(h, b)").await;
+        assert!(err.contains("kde_smooth: argument 2 (bandwidth_bins) must be a non-negative number literal"), "{err}");
     }
 }

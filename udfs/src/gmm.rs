@@ -24,25 +24,21 @@
 use std::mem::size_of;
 use std::sync::{Arc, LazyLock};
 
-use datafusion::arrow::array::{
-    Array, ArrayRef, AsArray, Float64Array, Int64Array, ListArray, StructArray,
-};
+use datafusion::arrow::array::{Array, ArrayRef, AsArray, Float64Array, Int64Array, ListArray, StructArray};
 use datafusion::arrow::datatypes::{DataType, Field, FieldRef, Fields, Float64Type, Int64Type};
 use datafusion::common::{Result, ScalarValue};
 use datafusion::logical_expr::expr::{AggregateFunctionParams, WindowFunctionParams};
 use datafusion::logical_expr::function::{AccumulatorArgs, StateFieldsArgs};
 use datafusion::logical_expr::utils::format_state_name;
 use datafusion::logical_expr::{
-    Accumulator, AggregateUDFImpl, ColumnarValue, Documentation, ScalarFunctionArgs, ScalarUDFImpl,
-    Signature, Volatility, aggregate_doc_sections::DOC_SECTION_STATISTICAL,
-    scalar_doc_sections::DOC_SECTION_MATH, udaf_default_schema_name,
-    udaf_default_window_function_schema_name,
+    Accumulator, AggregateUDFImpl, ColumnarValue, Documentation, ScalarFunctionArgs, ScalarUDFImpl, Signature,
+    Volatility, aggregate_doc_sections::DOC_SECTION_STATISTICAL, scalar_doc_sections::DOC_SECTION_MATH,
+    udaf_default_schema_name, udaf_default_window_function_schema_name,
 };
 
 use crate::args::{
-    Literals, arg_error, arity_error, exec_error, f64_list_type, fixed_width_list, list_row,
-    list_scalar, logical_literals, physical_literals, require_integer, require_number,
-    scalar_or_array, to_f64, to_f64_list,
+    Literals, arg_error, arity_error, exec_error, f64_list_type, fixed_width_list, list_row, list_scalar,
+    logical_literals, physical_literals, require_integer, require_number, scalar_or_array, to_f64, to_f64_list,
 };
 
 const MAX_K: usize = 256;
@@ -125,19 +121,11 @@ impl Model {
             Arc::new(Int64Array::from(vec![self.k as i64])),
             Arc::new(Int64Array::from(vec![self.dims as i64])),
             Arc::new(fixed_width_list(self.means.clone(), self.means.len(), 1)),
-            Arc::new(fixed_width_list(
-                self.variances.clone(),
-                self.variances.len(),
-                1,
-            )),
+            Arc::new(fixed_width_list(self.variances.clone(), self.variances.len(), 1)),
             Arc::new(Float64Array::from(vec![self.max_d2])),
             Arc::new(Int64Array::from(vec![self.rows as i64])),
         ];
-        Ok(ScalarValue::Struct(Arc::new(StructArray::try_new(
-            model_fields(),
-            columns,
-            None,
-        )?)))
+        Ok(ScalarValue::Struct(Arc::new(StructArray::try_new(model_fields(), columns, None)?)))
     }
 }
 
@@ -185,24 +173,15 @@ impl<'a> ModelColumns<'a> {
 
     fn new(models: &'a StructArray) -> Result<Self> {
         let column = |name: &str| {
-            models
-                .column_by_name(name)
-                .ok_or_else(|| exec_error(Self::FUNC, format!("model has no field '{name}'")))
+            models.column_by_name(name).ok_or_else(|| exec_error(Self::FUNC, format!("model has no field '{name}'")))
         };
         let int = |name: &str| -> Result<Int64Array> {
-            Ok(
-                datafusion::arrow::compute::cast(column(name)?, &DataType::Int64)?
-                    .as_primitive::<Int64Type>()
-                    .clone(),
-            )
+            Ok(datafusion::arrow::compute::cast(column(name)?, &DataType::Int64)?.as_primitive::<Int64Type>().clone())
         };
         let list = |name: &str| -> Result<ListArray> {
             let lists = to_f64_list(column(name)?)?;
             if lists.values().null_count() > 0 {
-                return Err(exec_error(
-                    Self::FUNC,
-                    format!("model field '{name}' has NULL values"),
-                ));
+                return Err(exec_error(Self::FUNC, format!("model field '{name}' has NULL values")));
             }
             Ok(lists)
         };
@@ -220,15 +199,9 @@ impl<'a> ModelColumns<'a> {
         if self.models.is_null(row) {
             return Ok(None);
         }
-        let [k, dims, rows] = self
-            .ints
-            .each_ref()
-            .map(|c| c.is_valid(row).then(|| c.value(row)).filter(|v| *v > 0));
+        let [k, dims, rows] = self.ints.each_ref().map(|c| c.is_valid(row).then(|| c.value(row)).filter(|v| *v > 0));
         let (Some(k), Some(dims), Some(rows)) = (k, dims, rows) else {
-            return Err(exec_error(
-                Self::FUNC,
-                "model fields k, dims and rows must be positive integers",
-            ));
+            return Err(exec_error(Self::FUNC, "model fields k, dims and rows must be positive integers"));
         };
         let (k, dims) = (k as usize, dims as usize);
         let slice = |lists: &'s ListArray| -> &'s [f64] {
@@ -240,29 +213,16 @@ impl<'a> ModelColumns<'a> {
         if means.len() != k * dims || variances.len() != k * dims {
             return Err(exec_error(
                 Self::FUNC,
-                format!(
-                    "model means and variances must hold k * dims = {} values",
-                    k * dims
-                ),
+                format!("model means and variances must hold k * dims = {} values", k * dims),
             ));
         }
         if self.max_d2.is_null(row)
             || self.max_d2.value(row).is_nan()
             || variances.iter().any(|v| v.is_nan() || *v <= 0.0)
         {
-            return Err(exec_error(
-                Self::FUNC,
-                "model has a NULL or NaN max_d2 or a non-positive variance",
-            ));
+            return Err(exec_error(Self::FUNC, "model has a NULL or NaN max_d2 or a non-positive variance"));
         }
-        Ok(Some(ModelView {
-            k,
-            dims,
-            rows: rows as usize,
-            means,
-            variances,
-            max_d2: self.max_d2.value(row),
-        }))
+        Ok(Some(ModelView { k, dims, rows: rows as usize, means, variances, max_d2: self.max_d2.value(row) }))
     }
 }
 
@@ -278,11 +238,7 @@ struct Classifier {
 
 impl Classifier {
     fn new(m: &Model) -> Self {
-        let log_norms = m
-            .variances
-            .chunks(m.dims)
-            .map(|v| -0.5 * v.iter().map(|v| v.ln()).sum::<f64>())
-            .collect();
+        let log_norms = m.variances.chunks(m.dims).map(|v| -0.5 * v.iter().map(|v| v.ln()).sum::<f64>()).collect();
         Self {
             k: m.k,
             dims: m.dims,
@@ -314,11 +270,7 @@ impl Classifier {
 
 #[inline]
 fn mahalanobis2(x: &[f64], mean: &[f64], inv_var: &[f64]) -> f64 {
-    x.iter()
-        .zip(mean)
-        .zip(inv_var)
-        .map(|((x, m), iv)| (x - m) * (x - m) * iv)
-        .sum()
+    x.iter().zip(mean).zip(inv_var).map(|((x, m), iv)| (x - m) * (x - m) * iv).sum()
 }
 
 #[inline]
@@ -333,9 +285,7 @@ fn kmeans(points: &[f64], dims: usize, k: usize, rng: &mut Rng) -> (Vec<f64>, Ve
     let row = |i: usize| &points[i * dims..(i + 1) * dims];
     let mut centroids = Vec::with_capacity(k * dims);
     centroids.extend_from_slice(row(rng.below(n)));
-    let mut nearest: Vec<f64> = (0..n)
-        .map(|i| squared_distance(row(i), &centroids[..dims]))
-        .collect();
+    let mut nearest: Vec<f64> = (0..n).map(|i| squared_distance(row(i), &centroids[..dims])).collect();
     for _ in 1..k {
         let total: f64 = nearest.iter().sum();
         let chosen = if total > 0.0 {
@@ -361,16 +311,8 @@ fn kmeans(points: &[f64], dims: usize, k: usize, rng: &mut Rng) -> (Vec<f64>, Ve
         distortion = 0.0;
         for (i, a) in assignment.iter_mut().enumerate() {
             let (j, d) = (0..k)
-                .map(|j| {
-                    (
-                        j,
-                        squared_distance(row(i), &centroids[j * dims..(j + 1) * dims]),
-                    )
-                })
-                .fold(
-                    (0, f64::INFINITY),
-                    |best, c| if c.1 < best.1 { c } else { best },
-                );
+                .map(|j| (j, squared_distance(row(i), &centroids[j * dims..(j + 1) * dims])))
+                .fold((0, f64::INFINITY), |best, c| if c.1 < best.1 { c } else { best });
             distortion += d;
             changed |= *a != j;
             *a = j;
@@ -382,10 +324,7 @@ fn kmeans(points: &[f64], dims: usize, k: usize, rng: &mut Rng) -> (Vec<f64>, Ve
         let mut counts = vec![0usize; k];
         for (i, &j) in assignment.iter().enumerate() {
             counts[j] += 1;
-            sums[j * dims..(j + 1) * dims]
-                .iter_mut()
-                .zip(row(i))
-                .for_each(|(s, x)| *s += x);
+            sums[j * dims..(j + 1) * dims].iter_mut().zip(row(i)).for_each(|(s, x)| *s += x);
         }
         for j in (0..k).filter(|&j| counts[j] > 0) {
             for d in 0..dims {
@@ -413,13 +352,10 @@ pub fn fit(points: &[f64], dims: usize, k: usize, seed: u64) -> Option<Model> {
     let sample: Vec<f64> = if n <= KMEANS_SAMPLE {
         points.clone()
     } else {
-        (0..KMEANS_SAMPLE)
-            .flat_map(|_| points[rng.below(n) * dims..][..dims].to_vec())
-            .collect()
+        (0..KMEANS_SAMPLE).flat_map(|_| points[rng.below(n) * dims..][..dims].to_vec()).collect()
     };
-    let (centroids, assignment, _) = (0..KMEANS_RUNS)
-        .map(|_| kmeans(&sample, dims, k, &mut rng))
-        .min_by(|a, b| a.2.total_cmp(&b.2))?;
+    let (centroids, assignment, _) =
+        (0..KMEANS_RUNS).map(|_| kmeans(&sample, dims, k, &mut rng)).min_by(|a, b| a.2.total_cmp(&b.2))?;
 
     // EM starts from the clusters' means and per-metric variances.
     let mut means = centroids;
@@ -448,14 +384,7 @@ pub fn fit(points: &[f64], dims: usize, k: usize, seed: u64) -> Option<Model> {
             variances[j * dims + d] *= scale[d] * scale[d];
         }
     }
-    Some(Model {
-        k,
-        dims,
-        means,
-        variances,
-        max_d2: chi_square_quantile(dims, Z_999),
-        rows: n,
-    })
+    Some(Model { k, dims, means, variances, max_d2: chi_square_quantile(dims, Z_999), rows: n })
 }
 
 /// The rows sorted (so that the fit does not depend on the order in which partitions delivered
@@ -465,12 +394,7 @@ fn sorted_standardised(points: &[f64], dims: usize) -> (Vec<f64>, Vec<f64>, Vec<
     let row = |i: usize| &points[i * dims..(i + 1) * dims];
     let mut order: Vec<usize> = (0..n).collect();
     order.sort_unstable_by(|&a, &b| {
-        row(a)
-            .iter()
-            .zip(row(b))
-            .map(|(x, y)| x.total_cmp(y))
-            .find(|o| o.is_ne())
-            .unwrap_or(std::cmp::Ordering::Equal)
+        row(a).iter().zip(row(b)).map(|(x, y)| x.total_cmp(y)).find(|o| o.is_ne()).unwrap_or(std::cmp::Ordering::Equal)
     });
     let mut sorted: Vec<f64> = order.iter().flat_map(|&i| row(i).iter().copied()).collect();
     let mut centre = vec![0.0; dims];
@@ -480,25 +404,12 @@ fn sorted_standardised(points: &[f64], dims: usize) -> (Vec<f64>, Vec<f64>, Vec<
     }
     centre.iter_mut().for_each(|c| *c /= n as f64);
     for r in sorted.chunks_exact(dims) {
-        scale
-            .iter_mut()
-            .zip(r)
-            .zip(&centre)
-            .for_each(|((s, x), c)| *s += (x - c) * (x - c));
+        scale.iter_mut().zip(r).zip(&centre).for_each(|((s, x), c)| *s += (x - c) * (x - c));
     }
     // A constant metric keeps unit scale: it cannot separate profiles, and must not divide by 0.
-    scale.iter_mut().for_each(|s| {
-        *s = if *s > 0.0 {
-            (*s / n as f64).sqrt()
-        } else {
-            1.0
-        }
-    });
+    scale.iter_mut().for_each(|s| *s = if *s > 0.0 { (*s / n as f64).sqrt() } else { 1.0 });
     for r in sorted.chunks_exact_mut(dims) {
-        r.iter_mut()
-            .zip(&centre)
-            .zip(&scale)
-            .for_each(|((x, c), s)| *x = (*x - c) / s);
+        r.iter_mut().zip(&centre).zip(&scale).for_each(|((x, c), s)| *x = (*x - c) / s);
     }
     (sorted, centre, scale)
 }
@@ -510,19 +421,15 @@ fn em(points: &[f64], dims: usize, k: usize, means: &mut [f64], variances: &mut 
     let mut log_p = vec![0.0; k];
     for _ in 0..EM_MAX_ITERATIONS {
         let inv_var: Vec<f64> = variances.iter().map(|v| 1.0 / v).collect();
-        let log_norm: Vec<f64> = variances
-            .chunks(dims)
-            .map(|v| -0.5 * v.iter().map(|v| v.ln()).sum::<f64>())
-            .collect();
+        let log_norm: Vec<f64> = variances.chunks(dims).map(|v| -0.5 * v.iter().map(|v| v.ln()).sum::<f64>()).collect();
         let mut weight = vec![0.0; k];
         let mut sum = vec![0.0; k * dims];
         let mut sum_sq = vec![0.0; k * dims];
         let mut log_likelihood = 0.0;
         for x in points.chunks_exact(dims) {
             for j in 0..k {
-                log_p[j] = log_norm[j]
-                    - 0.5
-                        * mahalanobis2(x, &means[j * dims..][..dims], &inv_var[j * dims..][..dims]);
+                log_p[j] =
+                    log_norm[j] - 0.5 * mahalanobis2(x, &means[j * dims..][..dims], &inv_var[j * dims..][..dims]);
             }
             let top = log_p.iter().copied().fold(f64::NEG_INFINITY, f64::max);
             let total: f64 = log_p
@@ -536,10 +443,7 @@ fn em(points: &[f64], dims: usize, k: usize, means: &mut [f64], variances: &mut 
             for j in 0..k {
                 let r = log_p[j] / total;
                 weight[j] += r;
-                let (s, q) = (
-                    &mut sum[j * dims..][..dims],
-                    &mut sum_sq[j * dims..][..dims],
-                );
+                let (s, q) = (&mut sum[j * dims..][..dims], &mut sum_sq[j * dims..][..dims]);
                 for d in 0..dims {
                     s[d] += r * x[d];
                     q[d] += r * x[d] * x[d];
@@ -554,8 +458,7 @@ fn em(points: &[f64], dims: usize, k: usize, means: &mut [f64], variances: &mut 
             for d in 0..dims {
                 let mean = sum[j * dims + d] / weight[j];
                 means[j * dims + d] = mean;
-                variances[j * dims + d] =
-                    (sum_sq[j * dims + d] / weight[j] - mean * mean).max(0.0) + VARIANCE_FLOOR;
+                variances[j * dims + d] = (sum_sq[j * dims + d] / weight[j] - mean * mean).max(0.0) + VARIANCE_FLOOR;
             }
         }
         let mean_log_likelihood = log_likelihood / n as f64;
@@ -578,26 +481,14 @@ impl FitParams {
     const FUNC: &'static str = "gmm_fit";
 
     fn parse(lits: &[Option<ScalarValue>]) -> Result<Self> {
-        let l = Literals {
-            func: Self::FUNC,
-            lits,
-        };
+        let l = Literals { func: Self::FUNC, lits };
         let k = l.positive_int(0, "k", MAX_K)?;
         // A trailing integer literal is the seed: a literal metric would be a constant column.
-        let seeded =
-            lits.len() >= 3 && matches!(lits.last(), Some(Some(v)) if v.data_type().is_integer());
-        let seed = if seeded {
-            l.integer(lits.len() - 1, "seed")? as u64
-        } else {
-            DEFAULT_SEED
-        };
+        let seeded = lits.len() >= 3 && matches!(lits.last(), Some(Some(v)) if v.data_type().is_integer());
+        let seed = if seeded { l.integer(lits.len() - 1, "seed")? as u64 } else { DEFAULT_SEED };
         let dims = lits.len() - 1 - usize::from(seeded);
         if dims == 0 {
-            return Err(arity_error(
-                Self::FUNC,
-                "k and at least one metric",
-                lits.len(),
-            ));
+            return Err(arity_error(Self::FUNC, "k and at least one metric", lits.len()));
         }
         Ok(Self { k, dims, seed })
     }
@@ -612,17 +503,11 @@ struct GmmAccumulator {
 
 impl Accumulator for GmmAccumulator {
     fn update_batch(&mut self, values: &[ArrayRef]) -> Result<()> {
-        let metrics = values[1..=self.params.dims]
-            .iter()
-            .map(to_f64)
-            .collect::<Result<Vec<_>>>()?;
+        let metrics = values[1..=self.params.dims].iter().map(to_f64).collect::<Result<Vec<_>>>()?;
         let rows = metrics.first().map_or(0, |m| m.len());
         for row in 0..rows {
             // Rows with a NULL, NaN or infinite metric are not observations of a profile.
-            if metrics
-                .iter()
-                .all(|m| m.is_valid(row) && m.value(row).is_finite())
-            {
+            if metrics.iter().all(|m| m.is_valid(row) && m.value(row).is_finite()) {
                 self.points.extend(metrics.iter().map(|m| m.value(row)));
             }
         }
@@ -631,12 +516,7 @@ impl Accumulator for GmmAccumulator {
 
     /// Leaves the rows in place: a window frame evaluates the same accumulator again.
     fn evaluate(&mut self) -> Result<ScalarValue> {
-        match fit(
-            &self.points,
-            self.params.dims,
-            self.params.k,
-            self.params.seed,
-        ) {
+        match fit(&self.points, self.params.dims, self.params.k, self.params.seed) {
             Some(model) => model.to_scalar(),
             None => ScalarValue::try_from(&model_type()),
         }
@@ -652,10 +532,7 @@ impl Accumulator for GmmAccumulator {
         for row in 0..lists.len() {
             if let Some(points) = list_row(&lists, row, &mut scratch) {
                 if points.len() % self.params.dims != 0 {
-                    return Err(exec_error(
-                        FitParams::FUNC,
-                        "partial state is not a whole number of rows",
-                    ));
+                    return Err(exec_error(FitParams::FUNC, "partial state is not a whole number of rows"));
                 }
                 self.points.extend_from_slice(points);
             }
@@ -676,9 +553,7 @@ pub struct GmmFit {
 
 impl Default for GmmFit {
     fn default() -> Self {
-        Self {
-            signature: Signature::user_defined(Volatility::Immutable),
-        }
+        Self { signature: Signature::user_defined(Volatility::Immutable) }
     }
 }
 
@@ -712,11 +587,7 @@ impl AggregateUDFImpl for GmmFit {
 
     fn coerce_types(&self, t: &[DataType]) -> Result<Vec<DataType>> {
         if t.len() < 2 {
-            return Err(arity_error(
-                FitParams::FUNC,
-                "k and at least one metric",
-                t.len(),
-            ));
+            return Err(arity_error(FitParams::FUNC, "k and at least one metric", t.len()));
         }
         require_integer(FitParams::FUNC, 0, "k", &t[0])?;
         for (i, t) in t.iter().enumerate().skip(1) {
@@ -743,18 +614,11 @@ impl AggregateUDFImpl for GmmFit {
 
     fn accumulator(&self, args: AccumulatorArgs) -> Result<Box<dyn Accumulator>> {
         let params = FitParams::parse(&physical_literals(args.exprs))?;
-        Ok(Box::new(GmmAccumulator {
-            params,
-            points: Vec::new(),
-        }))
+        Ok(Box::new(GmmAccumulator { params, points: Vec::new() }))
     }
 
     fn state_fields(&self, args: StateFieldsArgs) -> Result<Vec<FieldRef>> {
-        Ok(vec![Arc::new(Field::new(
-            format_state_name(args.name, "points"),
-            f64_list_type(),
-            true,
-        ))])
+        Ok(vec![Arc::new(Field::new(format_state_name(args.name, "points"), f64_list_type(), true))])
     }
 
     fn documentation(&self) -> Option<&Documentation> {
@@ -770,9 +634,7 @@ pub struct GmmClassify {
 
 impl Default for GmmClassify {
     fn default() -> Self {
-        Self {
-            signature: Signature::user_defined(Volatility::Immutable),
-        }
+        Self { signature: Signature::user_defined(Volatility::Immutable) }
     }
 }
 
@@ -803,23 +665,12 @@ impl ScalarUDFImpl for GmmClassify {
 
     fn coerce_types(&self, t: &[DataType]) -> Result<Vec<DataType>> {
         if t.len() < 2 {
-            return Err(arity_error(
-                self.name(),
-                "a model and at least one metric",
-                t.len(),
-            ));
+            return Err(arity_error(self.name(), "a model and at least one metric", t.len()));
         }
         match &t[0] {
             DataType::Struct(fields) if fields.find("means").is_some() => {}
             DataType::Null => {}
-            other => {
-                return Err(arg_error(
-                    self.name(),
-                    0,
-                    "model",
-                    format!("must be a gmm_fit model, got {other}"),
-                ));
-            }
+            other => return Err(arg_error(self.name(), 0, "model", format!("must be a gmm_fit model, got {other}"))),
         }
         let mut out = vec![t[0].clone()];
         for (i, t) in t.iter().enumerate().skip(1) {
@@ -837,9 +688,9 @@ impl ScalarUDFImpl for GmmClassify {
         let arrays = ColumnarValue::values_to_arrays(&args.args)?;
         let models = match arrays[0].data_type() {
             DataType::Null => None,
-            _ => Some(ModelColumns::new(arrays[0].as_struct_opt().ok_or_else(
-                || exec_error(self.name(), "model must be a struct"),
-            )?)?),
+            _ => Some(ModelColumns::new(
+                arrays[0].as_struct_opt().ok_or_else(|| exec_error(self.name(), "model must be a struct"))?,
+            )?),
         };
         let metrics = arrays[1..].iter().map(to_f64).collect::<Result<Vec<_>>>()?;
         // Usually every row carries the same model (a one-row table joined in): prepare it once
@@ -855,17 +706,10 @@ impl ScalarUDFImpl for GmmClassify {
             if view.dims != metrics.len() {
                 return Err(exec_error(
                     self.name(),
-                    format!(
-                        "the model has {} metrics but {} were given",
-                        view.dims,
-                        metrics.len()
-                    ),
+                    format!("the model has {} metrics but {} were given", view.dims, metrics.len()),
                 ));
             }
-            if metrics
-                .iter()
-                .any(|m| m.is_null(row) || m.value(row).is_nan())
-            {
+            if metrics.iter().any(|m| m.is_null(row) || m.value(row).is_nan()) {
                 out.push(None);
                 continue;
             }
@@ -877,9 +721,7 @@ impl ScalarUDFImpl for GmmClassify {
                     &cached.insert((model, classifier)).1
                 }
             };
-            x.iter_mut()
-                .zip(&metrics)
-                .for_each(|(x, m)| *x = m.value(row));
+            x.iter_mut().zip(&metrics).for_each(|(x, m)| *x = m.value(row));
             out.push(Some(classifier.label(&x) as i64));
         }
         scalar_or_array(&args.args, Arc::new(Int64Array::from(out)))
@@ -892,12 +734,7 @@ impl ScalarUDFImpl for GmmClassify {
 
 /// Draws `n` points around each of `centres` with standard deviation `sigma` (Box–Muller).
 #[cfg(test)]
-pub(crate) fn gaussian_clusters(
-    centres: &[&[f64]],
-    sigma: f64,
-    n: usize,
-    rng: &mut Rng,
-) -> Vec<f64> {
+pub(crate) fn gaussian_clusters(centres: &[&[f64]], sigma: f64, n: usize, rng: &mut Rng) -> Vec<f64> {
     let mut out = Vec::new();
     for _ in 0..n {
         for centre in centres {
@@ -937,16 +774,9 @@ mod tests {
             let j = classifier.label(centre);
             assert!(j < 3);
             let mean = &model.means[j * 2..j * 2 + 2];
-            assert!(
-                squared_distance(mean, centre).sqrt() < 1e-2,
-                "{mean:?} vs {centre:?}"
-            );
+            assert!(squared_distance(mean, centre).sqrt() < 1e-2, "{mean:?} vs {centre:?}");
             for v in &model.variances[j * 2..j * 2 + 2] {
-                assert!(
-                    (v.sqrt() - 0.1).abs() < 0.01,
-                    "standard deviation {}",
-                    v.sqrt()
-                );
+                assert!((v.sqrt() - 0.1).abs() < 0.01, "standard deviation {}", v.sqrt());
             }
         }
         // Held-out points from the same clusters get their cluster's label; far points are unknown.
@@ -984,11 +814,7 @@ mod tests {
             })
             .collect();
         let partitions: Vec<Vec<RecordBatch>> = batches.chunks(3).map(|c| c.to_vec()).collect();
-        ctx.register_table(
-            "pts",
-            Arc::new(MemTable::try_new(schema, partitions).unwrap()),
-        )
-        .unwrap();
+        ctx.register_table("pts", Arc::new(MemTable::try_new(schema, partitions).unwrap())).unwrap();
         ctx
     }
 
@@ -1013,38 +839,18 @@ mod tests {
             assert_eq!(labels.len(), 5);
             let distinct: std::collections::BTreeSet<&String> = labels[..3].iter().collect();
             assert_eq!(distinct.len(), 3, "{labels:?}");
-            assert!(
-                labels[..3]
-                    .iter()
-                    .all(|l| ["0", "1", "2"].contains(&l.as_str()))
-            );
+            assert!(labels[..3].iter().all(|l| ["0", "1", "2"].contains(&l.as_str())));
             assert_eq!(labels[3..], ["3", "NULL"]);
         }
         assert_eq!(models[0], models[1]);
         let ctx = points_ctx(1).await;
         let err = query_err(&ctx, "SELECT gmm_fit(x, y) FROM pts").await;
-        assert!(
-            err.contains("gmm_fit: argument 1 (k) must be an integer"),
-            "{err}"
-        );
+        assert!(err.contains("gmm_fit: argument 1 (k) must be an integer"), "{err}");
         let err = query_err(&ctx, "SELECT gmm_fit(0, x, y) FROM pts").await;
-        assert!(
-            err.contains("gmm_fit: argument 1 (k) must be a positive integer literal"),
-            "{err}"
-        );
+        assert!(err.contains("gmm_fit: argument 1 (k) must be a positive integer literal"), "{err}");
         let err = query_err(&ctx, "SELECT gmm_classify(x, x) FROM pts").await;
-        assert!(
-            err.contains("gmm_classify: argument 1 (model) must be a gmm_fit model"),
-            "{err}"
-        );
-        let err = query_err(
-            &ctx,
-            "SELECT gmm_classify(m, x) FROM (SELECT gmm_fit(2, x, y) AS m FROM pts), pts",
-        )
-        .await;
-        assert!(
-            err.contains("gmm_classify: the model has 2 metrics but 1 were given"),
-            "{err}"
-        );
+        assert!(err.contains("gmm_classify: argument 1 (model) must be a gmm_fit model"), "{err}");
+        let err = query_err(&ctx, "SELECT gmm_classify(m, x) FROM (SELECT gmm_fit(2, x, y) AS m FROM pts), pts").await;
+        assert!(err.contains("gmm_classify: the model has 2 metrics but 1 were given"), "{err}");
     }
 }

@@ -21,14 +21,12 @@ use datafusion::logical_expr::function::{AccumulatorArgs, StateFieldsArgs};
 use datafusion::logical_expr::utils::format_state_name;
 use datafusion::logical_expr::{
     Accumulator, AggregateUDFImpl, Documentation, EmitTo, GroupsAccumulator, Signature, Volatility,
-    aggregate_doc_sections::DOC_SECTION_GENERAL, udaf_default_schema_name,
-    udaf_default_window_function_schema_name,
+    aggregate_doc_sections::DOC_SECTION_GENERAL, udaf_default_schema_name, udaf_default_window_function_schema_name,
 };
 
 use crate::args::{
-    Literals, arg_error, check_arity, exec_error, f64_list_type, fixed_width_list, list_scalar,
-    logical_literals, physical_literals, require_integer, require_number, require_time,
-    times_to_f64, to_f64, to_f64_list,
+    Literals, arg_error, check_arity, exec_error, f64_list_type, fixed_width_list, list_scalar, logical_literals,
+    physical_literals, require_integer, require_number, require_time, times_to_f64, to_f64, to_f64_list,
 };
 
 /// More bins than this is a mistake (a bins argument in milliseconds, say), not a histogram.
@@ -43,12 +41,7 @@ pub(crate) trait Binner: Clone + Debug + Send + Sync + 'static {
 
 /// Calls `f(row, bin, weight)` for every row that is binned and has a weight: NULL and NaN
 /// weights skip the row, as NULL and NaN values do.
-fn weighted_rows<B: Binner>(
-    binner: &B,
-    values: &ArrayRef,
-    weights: &ArrayRef,
-    mut f: impl FnMut(usize, usize, f64),
-) -> Result<()> {
+fn weighted_rows<B: Binner>(binner: &B, values: &ArrayRef, weights: &ArrayRef, mut f: impl FnMut(usize, usize, f64)) -> Result<()> {
     let weights = to_f64(weights)?;
     binner.bin_rows(values, |row, bin| {
         let w = weights.value(row);
@@ -72,53 +65,25 @@ impl ValueBinner {
     const FUNC: &'static str = "state_histogram";
 
     fn parse(lits: &[Option<ScalarValue>]) -> Result<Self> {
-        let l = Literals {
-            func: Self::FUNC,
-            lits,
-        };
+        let l = Literals { func: Self::FUNC, lits };
         let lo = l.number(1, "lo", "a finite number literal", |_| true)?;
-        let hi = l.number(2, "hi", "a finite number literal greater than lo", |hi| {
-            hi > lo
-        })?;
+        let hi = l.number(2, "hi", "a finite number literal greater than lo", |hi| hi > lo)?;
         let bins = l.positive_int(3, "bins", MAX_BINS)?;
         let log = match lits.len() {
             4 => false,
-            _ => match l
-                .string(4, "scale", "'linear' or 'log'")?
-                .to_ascii_lowercase()
-                .as_str()
-            {
+            _ => match l.string(4, "scale", "'linear' or 'log'")?.to_ascii_lowercase().as_str() {
                 "linear" => false,
                 "log" => true,
                 other => {
-                    return Err(arg_error(
-                        Self::FUNC,
-                        4,
-                        "scale",
-                        format!("must be 'linear' or 'log', got '{other}'"),
-                    ));
+                    return Err(arg_error(Self::FUNC, 4, "scale", format!("must be 'linear' or 'log', got '{other}'")));
                 }
             },
         };
         if log && lo <= 0.0 {
-            return Err(arg_error(
-                Self::FUNC,
-                1,
-                "lo",
-                format!("must be positive with the 'log' scale, got {lo}"),
-            ));
+            return Err(arg_error(Self::FUNC, 1, "lo", format!("must be positive with the 'log' scale, got {lo}")));
         }
-        let (origin, span) = if log {
-            (lo.ln(), hi.ln() - lo.ln())
-        } else {
-            (lo, hi - lo)
-        };
-        Ok(Self {
-            origin,
-            bins_per_unit: bins as f64 / span,
-            bins,
-            log,
-        })
+        let (origin, span) = if log { (lo.ln(), hi.ln() - lo.ln()) } else { (lo, hi - lo) };
+        Ok(Self { origin, bins_per_unit: bins as f64 / span, bins, log })
     }
 
     /// The bin of one finite-or-infinite, non-NaN value. The float-to-int `as` saturates
@@ -169,22 +134,14 @@ impl LabelBinner {
     const FUNC: &'static str = "label_histogram";
 
     fn parse(lits: &[Option<ScalarValue>]) -> Result<Self> {
-        let k = Literals {
-            func: Self::FUNC,
-            lits,
-        }
-        .positive_int(1, "k", MAX_BINS - 1)?;
+        let k = Literals { func: Self::FUNC, lits }.positive_int(1, "k", MAX_BINS - 1)?;
         Ok(Self { k })
     }
 }
 
 #[inline]
 fn label_bin(label: i64, k: usize) -> usize {
-    if label >= 0 && (label as u64) < k as u64 {
-        label as usize
-    } else {
-        k
-    }
+    if label >= 0 && (label as u64) < k as u64 { label as usize } else { k }
 }
 
 impl Binner for LabelBinner {
@@ -205,21 +162,13 @@ impl Binner for LabelBinner {
 }
 
 /// Calls `f(row, bins)` for every non-NULL histogram in a state column, checking its width.
-fn for_each_histogram(
-    func: &str,
-    states: &ArrayRef,
-    width: usize,
-    mut f: impl FnMut(usize, &[f64]),
-) -> Result<()> {
+fn for_each_histogram(func: &str, states: &ArrayRef, width: usize, mut f: impl FnMut(usize, &[f64])) -> Result<()> {
     let lists = to_f64_list(states)?;
     let mut scratch = Vec::new();
     for row in 0..lists.len() {
         if let Some(h) = crate::args::list_row(&lists, row, &mut scratch) {
             if h.len() != width {
-                return Err(exec_error(
-                    func,
-                    format!("partial histogram has {} bins, expected {width}", h.len()),
-                ));
+                return Err(exec_error(func, format!("partial histogram has {} bins, expected {width}", h.len())));
             }
             f(row, h);
         }
@@ -239,24 +188,15 @@ struct HistogramAccumulator<B> {
 
 impl<B: Binner> HistogramAccumulator<B> {
     fn new(func: &'static str, binner: B, weight: Option<usize>) -> Self {
-        Self {
-            func,
-            counts: vec![0.0; binner.bins()],
-            binner,
-            weight,
-        }
+        Self { func, counts: vec![0.0; binner.bins()], binner, weight }
     }
 
     /// Adds (`sign` 1) or retracts (`sign` -1) the rows' counts or weights.
     fn add(&mut self, values: &[ArrayRef], sign: f64) -> Result<()> {
         let counts = &mut self.counts;
         match self.weight {
-            None => self
-                .binner
-                .bin_rows(&values[0], |_, bin| counts[bin] += sign),
-            Some(w) => weighted_rows(&self.binner, &values[0], &values[w], |_, bin, w| {
-                counts[bin] += sign * w
-            }),
+            None => self.binner.bin_rows(&values[0], |_, bin| counts[bin] += sign),
+            Some(w) => weighted_rows(&self.binner, &values[0], &values[w], |_, bin, w| counts[bin] += sign * w),
         }
     }
 }
@@ -295,19 +235,10 @@ impl<B: Binner> Accumulator for HistogramAccumulator<B> {
 }
 
 /// Adds partial histograms (`states`) to their groups' cells in `cells` (`width` a group).
-fn merge_into(
-    func: &str,
-    cells: &mut [f64],
-    states: &ArrayRef,
-    group_indices: &[usize],
-    width: usize,
-) -> Result<()> {
+fn merge_into(func: &str, cells: &mut [f64], states: &ArrayRef, group_indices: &[usize], width: usize) -> Result<()> {
     for_each_histogram(func, states, width, |row, h| {
         let start = group_indices[row] * width;
-        cells[start..start + width]
-            .iter_mut()
-            .zip(h)
-            .for_each(|(c, x)| *c += x);
+        cells[start..start + width].iter_mut().zip(h).for_each(|(c, x)| *c += x);
     })
 }
 
@@ -356,14 +287,7 @@ struct HistogramGroupsAccumulator<B> {
 
 impl<B: Binner> HistogramGroupsAccumulator<B> {
     fn new(func: &'static str, binner: B) -> Self {
-        Self {
-            func,
-            binner,
-            low: Vec::new(),
-            counts: Vec::new(),
-            pending: Vec::new(),
-            by_region: Vec::new(),
-        }
+        Self { func, binner, low: Vec::new(), counts: Vec::new(), pending: Vec::new(), by_region: Vec::new() }
     }
 
     /// `counts` as long as `low`.
@@ -396,9 +320,7 @@ impl<B: Binner> HistogramGroupsAccumulator<B> {
             let bits = usize::BITS - (cells - 1).leading_zeros();
             let shift = bits.saturating_sub(REGIONS.trailing_zeros());
             let mut starts = [0usize; REGIONS + 1];
-            self.pending
-                .iter()
-                .for_each(|&cell| starts[(cell >> shift) + 1] += 1);
+            self.pending.iter().for_each(|&cell| starts[(cell >> shift) + 1] += 1);
             for region in 0..REGIONS {
                 starts[region + 1] += starts[region];
             }
@@ -416,13 +338,9 @@ impl<B: Binner> HistogramGroupsAccumulator<B> {
     /// Whole counts of the groups `emit_to` names, which leave the accumulator.
     fn take(&mut self, emit_to: EmitTo) -> (Vec<f64>, usize) {
         self.apply_pending();
-        self.counts
-            .iter_mut()
-            .zip(&self.low)
-            .for_each(|(c, &l)| *c += f64::from(l));
+        self.counts.iter_mut().zip(&self.low).for_each(|(c, &l)| *c += f64::from(l));
         let width = self.binner.bins();
-        self.low =
-            vec![0; self.low.len() - emit_to_groups(emit_to, self.low.len() / width) * width];
+        self.low = vec![0; self.low.len() - emit_to_groups(emit_to, self.low.len() / width) * width];
         take_groups(&mut self.counts, emit_to, width)
     }
 }
@@ -451,9 +369,7 @@ impl<B: Binner> GroupsAccumulator for HistogramGroupsAccumulator<B> {
         self.low.resize(total_num_groups * width, 0);
         let pending = &mut self.pending;
         match opt_filter {
-            None => self.binner.bin_rows(&values[0], |row, bin| {
-                pending.push(group_indices[row] * width + bin)
-            })?,
+            None => self.binner.bin_rows(&values[0], |row, bin| pending.push(group_indices[row] * width + bin))?,
             Some(_) => self.binner.bin_rows(&values[0], |row, bin| {
                 if passes(opt_filter, row) {
                     pending.push(group_indices[row] * width + bin);
@@ -469,40 +385,21 @@ impl<B: Binner> GroupsAccumulator for HistogramGroupsAccumulator<B> {
 
     fn evaluate(&mut self, emit_to: EmitTo) -> Result<ArrayRef> {
         let (counts, groups) = self.take(emit_to);
-        Ok(Arc::new(fixed_width_list(
-            counts,
-            self.binner.bins(),
-            groups,
-        )))
+        Ok(Arc::new(fixed_width_list(counts, self.binner.bins(), groups)))
     }
 
     fn state(&mut self, emit_to: EmitTo) -> Result<Vec<ArrayRef>> {
         Ok(vec![self.evaluate(emit_to)?])
     }
 
-    fn merge_batch(
-        &mut self,
-        values: &[ArrayRef],
-        group_indices: &[usize],
-        total_num_groups: usize,
-    ) -> Result<()> {
+    fn merge_batch(&mut self, values: &[ArrayRef], group_indices: &[usize], total_num_groups: usize) -> Result<()> {
         let width = self.binner.bins();
         self.low.resize(total_num_groups * width, 0);
         self.widen();
-        merge_into(
-            self.func,
-            &mut self.counts,
-            &values[0],
-            group_indices,
-            width,
-        )
+        merge_into(self.func, &mut self.counts, &values[0], group_indices, width)
     }
 
-    fn convert_to_state(
-        &self,
-        values: &[ArrayRef],
-        opt_filter: Option<&BooleanArray>,
-    ) -> Result<Vec<ArrayRef>> {
+    fn convert_to_state(&self, values: &[ArrayRef], opt_filter: Option<&BooleanArray>) -> Result<Vec<ArrayRef>> {
         let width = self.binner.bins();
         let rows = values[0].len();
         let mut one_hot = vec![0.0; rows * width];
@@ -516,10 +413,7 @@ impl<B: Binner> GroupsAccumulator for HistogramGroupsAccumulator<B> {
 
     fn size(&self) -> usize {
         let cells = self.pending.capacity() + self.by_region.capacity();
-        size_of::<Self>()
-            + self.low.capacity()
-            + self.counts.capacity() * size_of::<f64>()
-            + cells * size_of::<usize>()
+        size_of::<Self>() + self.low.capacity() + self.counts.capacity() * size_of::<f64>() + cells * size_of::<usize>()
     }
 }
 
@@ -544,16 +438,11 @@ impl<B: Binner> GroupsAccumulator for WeightedGroupsAccumulator<B> {
         let width = self.binner.bins();
         self.sums.resize(total_num_groups * width, 0.0);
         let sums = &mut self.sums;
-        weighted_rows(
-            &self.binner,
-            &values[0],
-            &values[self.weight],
-            |row, bin, w| {
-                if passes(opt_filter, row) {
-                    sums[group_indices[row] * width + bin] += w;
-                }
-            },
-        )
+        weighted_rows(&self.binner, &values[0], &values[self.weight], |row, bin, w| {
+            if passes(opt_filter, row) {
+                sums[group_indices[row] * width + bin] += w;
+            }
+        })
     }
 
     fn evaluate(&mut self, emit_to: EmitTo) -> Result<ArrayRef> {
@@ -566,35 +455,21 @@ impl<B: Binner> GroupsAccumulator for WeightedGroupsAccumulator<B> {
         Ok(vec![self.evaluate(emit_to)?])
     }
 
-    fn merge_batch(
-        &mut self,
-        values: &[ArrayRef],
-        group_indices: &[usize],
-        total_num_groups: usize,
-    ) -> Result<()> {
+    fn merge_batch(&mut self, values: &[ArrayRef], group_indices: &[usize], total_num_groups: usize) -> Result<()> {
         let width = self.binner.bins();
         self.sums.resize(total_num_groups * width, 0.0);
         merge_into(self.func, &mut self.sums, &values[0], group_indices, width)
     }
 
-    fn convert_to_state(
-        &self,
-        values: &[ArrayRef],
-        opt_filter: Option<&BooleanArray>,
-    ) -> Result<Vec<ArrayRef>> {
+    fn convert_to_state(&self, values: &[ArrayRef], opt_filter: Option<&BooleanArray>) -> Result<Vec<ArrayRef>> {
         let width = self.binner.bins();
         let rows = values[0].len();
         let mut one_hot = vec![0.0; rows * width];
-        weighted_rows(
-            &self.binner,
-            &values[0],
-            &values[self.weight],
-            |row, bin, w| {
-                if passes(opt_filter, row) {
-                    one_hot[row * width + bin] = w;
-                }
-            },
-        )?;
+        weighted_rows(&self.binner, &values[0], &values[self.weight], |row, bin, w| {
+            if passes(opt_filter, row) {
+                one_hot[row * width + bin] = w;
+            }
+        })?;
         Ok(vec![Arc::new(fixed_width_list(one_hot, width, rows))])
     }
 
@@ -619,17 +494,11 @@ pub struct BinnedHistogram {
 
 impl BinnedHistogram {
     pub fn state_histogram() -> Self {
-        Self {
-            signature: Signature::user_defined(Volatility::Immutable),
-            binning: Binning::Values,
-        }
+        Self { signature: Signature::user_defined(Volatility::Immutable), binning: Binning::Values }
     }
 
     pub fn label_histogram() -> Self {
-        Self {
-            signature: Signature::user_defined(Volatility::Immutable),
-            binning: Binning::Labels,
-        }
+        Self { signature: Signature::user_defined(Volatility::Immutable), binning: Binning::Labels }
     }
 
     fn check_literals(&self, lits: &[Option<ScalarValue>]) -> Result<()> {
@@ -723,17 +592,9 @@ impl AggregateUDFImpl for BinnedHistogram {
                 require_number(f, 2, "hi", &t[2])?;
                 require_integer(f, 3, "bins", &t[3])?;
                 if let Some(scale) = t.get(4)
-                    && !matches!(
-                        scale,
-                        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View
-                    )
+                    && !matches!(scale, DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View)
                 {
-                    return Err(arg_error(
-                        f,
-                        4,
-                        "scale",
-                        format!("must be a string, got {scale}"),
-                    ));
+                    return Err(arg_error(f, 4, "scale", format!("must be a string, got {scale}")));
                 }
                 let mut out = t.to_vec();
                 out[0] = DataType::Float64;
@@ -772,44 +633,25 @@ impl AggregateUDFImpl for BinnedHistogram {
         let lits = physical_literals(args.exprs);
         let weight = self.weight(&args);
         Ok(match self.binning {
-            Binning::Values => Box::new(HistogramAccumulator::new(
-                ValueBinner::FUNC,
-                ValueBinner::parse(&lits)?,
-                weight,
-            )),
-            Binning::Labels => Box::new(HistogramAccumulator::new(
-                LabelBinner::FUNC,
-                LabelBinner::parse(&lits)?,
-                weight,
-            )),
+            Binning::Values => Box::new(HistogramAccumulator::new(ValueBinner::FUNC, ValueBinner::parse(&lits)?, weight)),
+            Binning::Labels => Box::new(HistogramAccumulator::new(LabelBinner::FUNC, LabelBinner::parse(&lits)?, weight)),
         })
     }
 
     fn state_fields(&self, args: StateFieldsArgs) -> Result<Vec<FieldRef>> {
-        Ok(vec![Arc::new(Field::new(
-            format_state_name(args.name, "histogram"),
-            f64_list_type(),
-            true,
-        ))])
+        Ok(vec![Arc::new(Field::new(format_state_name(args.name, "histogram"), f64_list_type(), true))])
     }
 
     fn groups_accumulator_supported(&self, _: AccumulatorArgs) -> bool {
         true
     }
 
-    fn create_groups_accumulator(
-        &self,
-        args: AccumulatorArgs,
-    ) -> Result<Box<dyn GroupsAccumulator>> {
+    fn create_groups_accumulator(&self, args: AccumulatorArgs) -> Result<Box<dyn GroupsAccumulator>> {
         let lits = physical_literals(args.exprs);
         let weight = self.weight(&args);
         match self.binning {
-            Binning::Values => {
-                groups_accumulator(ValueBinner::FUNC, ValueBinner::parse(&lits)?, weight)
-            }
-            Binning::Labels => {
-                groups_accumulator(LabelBinner::FUNC, LabelBinner::parse(&lits)?, weight)
-            }
+            Binning::Values => groups_accumulator(ValueBinner::FUNC, ValueBinner::parse(&lits)?, weight),
+            Binning::Labels => groups_accumulator(LabelBinner::FUNC, LabelBinner::parse(&lits)?, weight),
         }
     }
 
@@ -821,19 +663,10 @@ impl AggregateUDFImpl for BinnedHistogram {
     }
 }
 
-fn groups_accumulator<B: Binner>(
-    func: &'static str,
-    binner: B,
-    weight: Option<usize>,
-) -> Result<Box<dyn GroupsAccumulator>> {
+fn groups_accumulator<B: Binner>(func: &'static str, binner: B, weight: Option<usize>) -> Result<Box<dyn GroupsAccumulator>> {
     Ok(match weight {
         None => Box::new(HistogramGroupsAccumulator::new(func, binner)),
-        Some(weight) => Box::new(WeightedGroupsAccumulator {
-            func,
-            binner,
-            weight,
-            sums: Vec::new(),
-        }),
+        Some(weight) => Box::new(WeightedGroupsAccumulator { func, binner, weight, sums: Vec::new() }),
     })
 }
 
@@ -845,9 +678,7 @@ pub struct DecayedHistogram {
 
 impl Default for DecayedHistogram {
     fn default() -> Self {
-        Self {
-            signature: Signature::user_defined(Volatility::Immutable),
-        }
+        Self { signature: Signature::user_defined(Volatility::Immutable) }
     }
 }
 
@@ -862,10 +693,7 @@ impl DecayParams {
     const FUNC: &'static str = "decayed_histogram";
 
     fn parse(lits: &[Option<ScalarValue>]) -> Result<Self> {
-        let l = Literals {
-            func: Self::FUNC,
-            lits,
-        };
+        let l = Literals { func: Self::FUNC, lits };
         let k = l.positive_int(1, "k", MAX_BINS - 1)?;
         let lambda = l.number(3, "lambda", "a non-negative number literal", |x| x >= 0.0)?;
         let alpha = match lits.len() {
@@ -901,10 +729,7 @@ impl DecayedAccumulator {
         let ts = times_to_f64(&values[2])?;
         for row in 0..labels.len() {
             if labels.is_valid(row) && ts.is_valid(row) && ts.value(row).is_finite() {
-                f(
-                    ts.value(row),
-                    label_bin(labels.value(row), self.params.k) as u32,
-                );
+                f(ts.value(row), label_bin(labels.value(row), self.params.k) as u32);
             }
         }
         Ok(())
@@ -958,29 +783,22 @@ impl Accumulator for DecayedAccumulator {
         let labels = to_f64_list(&states[1])?;
         let (mut s1, mut s2) = (Vec::new(), Vec::new());
         for row in 0..ts.len() {
-            let (Some(t), Some(b)) = (
-                crate::args::list_row(&ts, row, &mut s1),
-                crate::args::list_row(&labels, row, &mut s2),
-            ) else {
+            let (Some(t), Some(b)) =
+                (crate::args::list_row(&ts, row, &mut s1), crate::args::list_row(&labels, row, &mut s2))
+            else {
                 continue;
             };
             if t.len() != b.len() {
-                return Err(exec_error(
-                    DecayParams::FUNC,
-                    "partial state has mismatched lengths",
-                ));
+                return Err(exec_error(DecayParams::FUNC, "partial state has mismatched lengths"));
             }
             self.ts.extend(t);
-            self.labels
-                .extend(b.iter().map(|&b| label_bin(b as i64, self.params.k) as u32));
+            self.labels.extend(b.iter().map(|&b| label_bin(b as i64, self.params.k) as u32));
         }
         Ok(())
     }
 
     fn size(&self) -> usize {
-        size_of::<Self>()
-            + self.ts.capacity() * size_of::<f64>()
-            + self.labels.capacity() * size_of::<u32>()
+        size_of::<Self>() + self.ts.capacity() * size_of::<f64>() + self.labels.capacity() * size_of::<u32>()
     }
 }
 
@@ -1046,25 +864,13 @@ impl AggregateUDFImpl for DecayedHistogram {
 
     fn accumulator(&self, args: AccumulatorArgs) -> Result<Box<dyn Accumulator>> {
         let params = DecayParams::parse(&physical_literals(args.exprs))?;
-        Ok(Box::new(DecayedAccumulator {
-            params,
-            ts: VecDeque::new(),
-            labels: VecDeque::new(),
-        }))
+        Ok(Box::new(DecayedAccumulator { params, ts: VecDeque::new(), labels: VecDeque::new() }))
     }
 
     fn state_fields(&self, args: StateFieldsArgs) -> Result<Vec<FieldRef>> {
         Ok(vec![
-            Arc::new(Field::new(
-                format_state_name(args.name, "ts"),
-                f64_list_type(),
-                true,
-            )),
-            Arc::new(Field::new(
-                format_state_name(args.name, "labels"),
-                f64_list_type(),
-                true,
-            )),
+            Arc::new(Field::new(format_state_name(args.name, "ts"), f64_list_type(), true)),
+            Arc::new(Field::new(format_state_name(args.name, "labels"), f64_list_type(), true)),
         ])
     }
 
@@ -1076,9 +882,7 @@ impl AggregateUDFImpl for DecayedHistogram {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::test_util::{
-        assert_lists_close, ctx, ctx_skipping_partial_aggregation, f64_lists, query_err,
-    };
+    use crate::test_util::{assert_lists_close, ctx, ctx_skipping_partial_aggregation, f64_lists, query_err};
     use datafusion::arrow::array::{Float64Array, Int64Array};
 
     fn value_binner(lo: f64, hi: f64, bins: i64, scale: &str) -> ValueBinner {
@@ -1099,16 +903,11 @@ mod tests {
     fn many_groups_count_alike_whatever_order_rows_wait_in() {
         let (groups, bins, rows) = (40_000usize, 20usize, PENDING_ROWS + 300_000);
         assert!(groups * bins > CACHED_CELLS);
-        let mut acc = HistogramGroupsAccumulator::new(
-            "state_histogram",
-            value_binner(0.0, 20.0, 20, "linear"),
-        );
+        let mut acc = HistogramGroupsAccumulator::new("state_histogram", value_binner(0.0, 20.0, 20, "linear"));
         let mut expect = vec![0.0; groups * bins];
         let mut state = 12345u64;
         let mut next = || {
-            state = state
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
+            state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
             (state >> 33) as usize
         };
         let mut done = 0;
@@ -1117,11 +916,7 @@ mod tests {
             let (mut values, mut indices) = (Vec::with_capacity(n), Vec::with_capacity(n));
             for _ in 0..n {
                 // One cell in four rows: its count carries out of `low` a thousand times.
-                let (group, bin) = if next() % 4 == 0 {
-                    (0, 3)
-                } else {
-                    (next() % groups, next() % bins)
-                };
+                let (group, bin) = if next() % 4 == 0 { (0, 3) } else { (next() % groups, next() % bins) };
                 expect[group * bins + bin] += 1.0;
                 values.push(bin as f64 + 0.5);
                 indices.push(group);
@@ -1132,13 +927,7 @@ mod tests {
         }
         let first = acc.evaluate(EmitTo::First(7)).unwrap();
         let rest = acc.evaluate(EmitTo::All).unwrap();
-        let cells = |a: &ArrayRef| {
-            a.as_list::<i32>()
-                .values()
-                .as_primitive::<datafusion::arrow::datatypes::Float64Type>()
-                .values()
-                .to_vec()
-        };
+        let cells = |a: &ArrayRef| a.as_list::<i32>().values().as_primitive::<datafusion::arrow::datatypes::Float64Type>().values().to_vec();
         let got = [cells(&first), cells(&rest)].concat();
         assert_eq!(got.len(), expect.len());
         assert!(got == expect, "counts differ");
@@ -1148,23 +937,11 @@ mod tests {
     fn linear_bins_clamp_and_skip_nan() {
         let b = value_binner(0.0, 10.0, 5, "linear");
         // Hand-computed: width 2, so 0 -> 0, 1.99 -> 0, 2 -> 1, 9.99 -> 4, 10 (hi) -> 4.
-        assert_eq!(
-            [0.0, 1.99, 2.0, 9.99, 10.0].map(|v| b.bin(v)),
-            [0, 0, 1, 4, 4]
-        );
-        assert_eq!(
-            [-5.0, f64::NEG_INFINITY, 1e300, f64::INFINITY].map(|v| b.bin(v)),
-            [0, 0, 4, 4]
-        );
-        let values: ArrayRef = Arc::new(Float64Array::from(vec![
-            Some(1.0),
-            None,
-            Some(f64::NAN),
-            Some(3.0),
-        ]));
+        assert_eq!([0.0, 1.99, 2.0, 9.99, 10.0].map(|v| b.bin(v)), [0, 0, 1, 4, 4]);
+        assert_eq!([-5.0, f64::NEG_INFINITY, 1e300, f64::INFINITY].map(|v| b.bin(v)), [0, 0, 4, 4]);
+        let values: ArrayRef = Arc::new(Float64Array::from(vec![Some(1.0), None, Some(f64::NAN), Some(3.0)]));
         let mut seen = Vec::new();
-        b.bin_rows(&values, |row, bin| seen.push((row, bin)))
-            .unwrap();
+        b.bin_rows(&values, |row, bin| seen.push((row, bin))).unwrap();
         assert_eq!(seen, [(0, 0), (3, 1)]);
     }
 
@@ -1172,25 +949,14 @@ mod tests {
     fn log_bins() {
         let b = value_binner(1.0, 1000.0, 3, "log");
         // Decades: [1, 10), [10, 100), [100, 1000]; non-positive values clamp to the first.
-        assert_eq!(
-            [1.0, 9.9, 10.5, 99.0, 101.0, 5000.0, 0.0, -3.0].map(|v| b.bin(v)),
-            [0, 0, 1, 1, 2, 2, 0, 0]
-        );
+        assert_eq!([1.0, 9.9, 10.5, 99.0, 101.0, 5000.0, 0.0, -3.0].map(|v| b.bin(v)), [0, 0, 1, 1, 2, 2, 0, 0]);
     }
 
     #[test]
     fn bad_parameters_are_planning_errors() {
-        let lits = [
-            None,
-            Some(ScalarValue::from(0.0)),
-            Some(ScalarValue::from(1.0)),
-            Some(ScalarValue::from(0i64)),
-        ];
+        let lits = [None, Some(ScalarValue::from(0.0)), Some(ScalarValue::from(1.0)), Some(ScalarValue::from(0i64))];
         let err = ValueBinner::parse(&lits).unwrap_err().to_string();
-        assert!(
-            err.contains("state_histogram: argument 4 (bins) must be a positive integer literal"),
-            "{err}"
-        );
+        assert!(err.contains("state_histogram: argument 4 (bins) must be a positive integer literal"), "{err}");
         let lits = [
             None,
             Some(ScalarValue::from(0.0)),
@@ -1199,48 +965,30 @@ mod tests {
             Some(ScalarValue::from("log")),
         ];
         let err = ValueBinner::parse(&lits).unwrap_err().to_string();
-        assert!(
-            err.contains("argument 2 (lo) must be positive with the 'log' scale"),
-            "{err}"
-        );
+        assert!(err.contains("argument 2 (lo) must be positive with the 'log' scale"), "{err}");
     }
 
     #[test]
     fn labels_outside_range_are_unknown() {
-        assert_eq!(
-            [0, 2, 3, 4, -1, 99].map(|l| label_bin(l, 3)),
-            [0, 2, 3, 3, 3, 3]
-        );
+        assert_eq!([0, 2, 3, 4, -1, 99].map(|l| label_bin(l, 3)), [0, 2, 3, 3, 3, 3]);
     }
 
     #[test]
     fn groups_accumulator_matches_per_group_and_survives_state_round_trip() {
         let binner = LabelBinner { k: 2 };
-        let values: ArrayRef = Arc::new(Int64Array::from(vec![
-            Some(0),
-            Some(1),
-            None,
-            Some(5),
-            Some(1),
-            Some(0),
-        ]));
+        let values: ArrayRef = Arc::new(Int64Array::from(vec![Some(0), Some(1), None, Some(5), Some(1), Some(0)]));
         let groups = [0, 1, 0, 1, 1, 2];
         let mut acc = HistogramGroupsAccumulator::new("t", binner);
         let filter = BooleanArray::from(vec![true, true, true, true, true, false]);
-        acc.update_batch(std::slice::from_ref(&values), &groups, Some(&filter), 3)
-            .unwrap();
+        acc.update_batch(std::slice::from_ref(&values), &groups, Some(&filter), 3).unwrap();
         let state = acc.state(EmitTo::All).unwrap();
         let mut merged = HistogramGroupsAccumulator::new("t", binner);
         merged.merge_batch(&state, &[0, 1, 2], 3).unwrap();
         // convert_to_state of the same rows, merged, must give the same histograms.
-        let converted = merged
-            .convert_to_state(std::slice::from_ref(&values), Some(&filter))
-            .unwrap();
+        let converted = merged.convert_to_state(std::slice::from_ref(&values), Some(&filter)).unwrap();
         let mut from_rows = HistogramGroupsAccumulator::new("t", binner);
         from_rows.merge_batch(&converted, &groups, 3).unwrap();
-        let expected = [
-            1.0, 0.0, 0.0, /* group 1: labels 1, 5->unknown, 1 */ 0.0, 2.0, 1.0, 0.0, 0.0, 0.0,
-        ];
+        let expected = [1.0, 0.0, 0.0, /* group 1: labels 1, 5->unknown, 1 */ 0.0, 2.0, 1.0, 0.0, 0.0, 0.0];
         assert_eq!(merged.counts, expected);
         assert_eq!(from_rows.counts, expected);
         let first = merged.evaluate(EmitTo::First(1)).unwrap();
@@ -1250,18 +998,10 @@ mod tests {
 
     #[test]
     fn decay_weights() {
-        let p = DecayParams {
-            k: 1,
-            lambda: 0.5,
-            alpha: 0.0,
-        };
+        let p = DecayParams { k: 1, lambda: 0.5, alpha: 0.0 };
         assert!((p.weight(2.0) - (-1.0f64).exp()).abs() < 1e-15);
         // With the lull correction the weight never falls below exp(-lambda / alpha).
-        let p = DecayParams {
-            k: 1,
-            lambda: 0.5,
-            alpha: 1.0,
-        };
+        let p = DecayParams { k: 1, lambda: 0.5, alpha: 1.0 };
         assert!((p.weight(1.0) - (-0.25f64).exp()).abs() < 1e-15);
         assert!(p.weight(1e12) > (-0.5f64).exp() - 1e-9);
     }
@@ -1296,7 +1036,8 @@ mod tests {
     #[tokio::test]
     async fn decayed_histogram_matches_hand_computed_weights() {
         let ctx = ctx(1);
-        let sql = "SELECT decayed_histogram(l, 2, t, 0.5) FROM (VALUES (0, 0.0), (1, 2.0), (0, 4.0), (9, 4.0)) AS v(l, t)";
+        let sql =
+            "SELECT decayed_histogram(l, 2, t, 0.5) FROM (VALUES (0, 0.0), (1, 2.0), (0, 4.0), (9, 4.0)) AS v(l, t)";
         let got = f64_lists(&ctx, sql).await;
         // Newest ts is 4: label 0 gets e^-2 + 1, label 1 gets e^-1, the unknown label 9 gets 1.
         let expected = vec![Some(vec![(-2.0f64).exp() + 1.0, (-1.0f64).exp(), 1.0])];
@@ -1311,49 +1052,20 @@ mod tests {
         let sql = format!("SELECT state_histogram(x, 0, 10, 5, 'linear', w) FROM {rows}");
         // Width 2: 1.0 and 0.5 in bin 0 (2 + 3), 3.0 in bin 1 (0.5), 9.0 in bin 4 (1.5); a NULL
         // weight, a NULL value and a NaN weight skip rows 3, 5 and 6.
-        assert_lists_close(
-            &f64_lists(&ctx, &sql).await,
-            &[Some(vec![5.0, 0.5, 0.0, 0.0, 1.5])],
-            0.0,
-            &sql,
-        );
+        assert_lists_close(&f64_lists(&ctx, &sql).await, &[Some(vec![5.0, 0.5, 0.0, 0.0, 1.5])], 0.0, &sql);
         let sql = format!("SELECT label_histogram(CAST(x AS BIGINT), 2, w) FROM {rows}");
         // Labels 1, 3, 9 and 0 (of 0.5) weigh 2, 0.5, 1.5 and 3; 3 and 9 are unknown (bin 2).
-        assert_lists_close(
-            &f64_lists(&ctx, &sql).await,
-            &[Some(vec![3.0, 2.0, 2.0])],
-            0.0,
-            &sql,
-        );
+        assert_lists_close(&f64_lists(&ctx, &sql).await, &[Some(vec![3.0, 2.0, 2.0])], 0.0, &sql);
         // A sliding frame retracts the weight a row added: rows 6 and 7 are the frame of the last row.
         let sql = format!(
             "SELECT state_histogram(x, 0, 10, 5, 'linear', w) OVER (ORDER BY i ROWS BETWEEN 1 PRECEDING AND CURRENT ROW) \
              FROM {rows} ORDER BY i DESC LIMIT 1"
         );
-        assert_lists_close(
-            &f64_lists(&ctx, &sql).await,
-            &[Some(vec![3.0, 0.0, 0.0, 0.0, 0.0])],
-            0.0,
-            &sql,
-        );
-        let err = query_err(
-            &ctx,
-            &format!("SELECT label_histogram(CAST(x AS BIGINT), 2, 'heavy') FROM {rows}"),
-        )
-        .await;
-        assert!(
-            err.contains("label_histogram: argument 3 (weight) must be a number"),
-            "{err}"
-        );
-        let err = query_err(
-            &ctx,
-            &format!("SELECT state_histogram(x, 0, 10, 5, w) FROM {rows}"),
-        )
-        .await;
-        assert!(
-            err.contains("state_histogram: argument 5 (scale) must be a string"),
-            "{err}"
-        );
+        assert_lists_close(&f64_lists(&ctx, &sql).await, &[Some(vec![3.0, 0.0, 0.0, 0.0, 0.0])], 0.0, &sql);
+        let err = query_err(&ctx, &format!("SELECT label_histogram(CAST(x AS BIGINT), 2, 'heavy') FROM {rows}")).await;
+        assert!(err.contains("label_histogram: argument 3 (weight) must be a number"), "{err}");
+        let err = query_err(&ctx, &format!("SELECT state_histogram(x, 0, 10, 5, w) FROM {rows}")).await;
+        assert!(err.contains("state_histogram: argument 5 (scale) must be a string"), "{err}");
     }
 
     #[tokio::test]
@@ -1361,26 +1073,12 @@ mod tests {
         let ctx = ctx(1);
         ctx.sql(SETUP).await.unwrap().collect().await.unwrap();
         let err = query_err(&ctx, "SELECT state_histogram(d, 0, 10, label) FROM t").await;
-        assert!(
-            err.contains("state_histogram: argument 4 (bins) must be a positive integer literal"),
-            "{err}"
-        );
+        assert!(err.contains("state_histogram: argument 4 (bins) must be a positive integer literal"), "{err}");
         let err = query_err(&ctx, "SELECT state_histogram(d, 0, 10, 2.5) FROM t").await;
-        assert!(
-            err.contains("state_histogram: argument 4 (bins) must be an integer"),
-            "{err}"
-        );
+        assert!(err.contains("state_histogram: argument 4 (bins) must be an integer"), "{err}");
         let err = query_err(&ctx, "SELECT label_histogram(d, 3) FROM t").await;
-        assert!(
-            err.contains("label_histogram: argument 1 (label) must be an integer"),
-            "{err}"
-        );
+        assert!(err.contains("label_histogram: argument 1 (label) must be an integer"), "{err}");
         let err = query_err(&ctx, "SELECT decayed_histogram(label, 3, ts, -1) FROM t").await;
-        assert!(
-            err.contains(
-                "decayed_histogram: argument 4 (lambda) must be a non-negative number literal"
-            ),
-            "{err}"
-        );
+        assert!(err.contains("decayed_histogram: argument 4 (lambda) must be a non-negative number literal"), "{err}");
     }
 }

@@ -64,15 +64,9 @@ pub fn window_functions() -> Vec<WindowUDF> {
 
 /// Registers every function of this crate with `ctx`.
 pub fn register_all(ctx: &SessionContext) {
-    scalar_functions()
-        .into_iter()
-        .for_each(|f| ctx.register_udf(f));
-    aggregate_functions()
-        .into_iter()
-        .for_each(|f| ctx.register_udaf(f));
-    window_functions()
-        .into_iter()
-        .for_each(|f| ctx.register_udwf(f));
+    scalar_functions().into_iter().for_each(|f| ctx.register_udf(f));
+    aggregate_functions().into_iter().for_each(|f| ctx.register_udaf(f));
+    window_functions().into_iter().for_each(|f| ctx.register_udwf(f));
 }
 
 #[cfg(test)]
@@ -85,9 +79,7 @@ pub(crate) mod test_util {
     /// A context with our functions, `partitions` target partitions and small batches, so that
     /// multi-partition plans really split the rows.
     pub fn ctx(partitions: usize) -> SessionContext {
-        let config = SessionConfig::new()
-            .with_target_partitions(partitions)
-            .with_batch_size(64);
+        let config = SessionConfig::new().with_target_partitions(partitions).with_batch_size(64);
         let ctx = SessionContext::new_with_config(config);
         super::register_all(&ctx);
         ctx
@@ -99,23 +91,14 @@ pub(crate) mod test_util {
         let config = SessionConfig::new()
             .with_target_partitions(partitions)
             .with_batch_size(64)
-            .set_usize(
-                "datafusion.execution.skip_partial_aggregation_probe_rows_threshold",
-                0,
-            )
-            .set_str(
-                "datafusion.execution.skip_partial_aggregation_probe_ratio_threshold",
-                "0",
-            );
+            .set_usize("datafusion.execution.skip_partial_aggregation_probe_rows_threshold", 0)
+            .set_str("datafusion.execution.skip_partial_aggregation_probe_ratio_threshold", "0");
         let ctx = SessionContext::new_with_config(config);
         super::register_all(&ctx);
         ctx
     }
 
-    async fn batches(
-        ctx: &SessionContext,
-        sql: &str,
-    ) -> Vec<datafusion::arrow::array::RecordBatch> {
+    async fn batches(ctx: &SessionContext, sql: &str) -> Vec<datafusion::arrow::array::RecordBatch> {
         ctx.sql(sql)
             .await
             .unwrap_or_else(|e| panic!("{sql}: {e}"))
@@ -129,19 +112,10 @@ pub(crate) mod test_util {
         let options = FormatOptions::default().with_null("NULL");
         let mut out = Vec::new();
         for batch in batches(ctx, sql).await {
-            let formatters: Vec<_> = batch
-                .columns()
-                .iter()
-                .map(|c| ArrayFormatter::try_new(c.as_ref(), &options).unwrap())
-                .collect();
+            let formatters: Vec<_> =
+                batch.columns().iter().map(|c| ArrayFormatter::try_new(c.as_ref(), &options).unwrap()).collect();
             for row in 0..batch.num_rows() {
-                out.push(
-                    formatters
-                        .iter()
-                        .map(|f| f.value(row).to_string())
-                        .collect::<Vec<_>>()
-                        .join("|"),
-                );
+                out.push(formatters.iter().map(|f| f.value(row).to_string()).collect::<Vec<_>>().join("|"));
             }
         }
         out
@@ -152,12 +126,7 @@ pub(crate) mod test_util {
         batches(ctx, sql)
             .await
             .iter()
-            .flat_map(|b| {
-                b.column(0)
-                    .as_primitive::<Float64Type>()
-                    .iter()
-                    .collect::<Vec<_>>()
-            })
+            .flat_map(|b| b.column(0).as_primitive::<Float64Type>().iter().collect::<Vec<_>>())
             .collect()
     }
 
@@ -168,12 +137,7 @@ pub(crate) mod test_util {
             let lists = batch.column(0).as_list::<i32>();
             for row in 0..lists.len() {
                 out.push(lists.is_valid(row).then(|| {
-                    lists
-                        .value(row)
-                        .as_primitive::<Float64Type>()
-                        .iter()
-                        .map(|v| v.unwrap_or(f64::NAN))
-                        .collect()
+                    lists.value(row).as_primitive::<Float64Type>().iter().map(|v| v.unwrap_or(f64::NAN)).collect()
                 }));
             }
         }
@@ -192,22 +156,14 @@ pub(crate) mod test_util {
         }
     }
 
-    pub fn assert_lists_close(
-        a: &[Option<Vec<f64>>],
-        b: &[Option<Vec<f64>>],
-        tolerance: f64,
-        context: &str,
-    ) {
+    pub fn assert_lists_close(a: &[Option<Vec<f64>>], b: &[Option<Vec<f64>>], tolerance: f64, context: &str) {
         assert_eq!(a.len(), b.len(), "{context}");
         for (x, y) in a.iter().zip(b) {
             match (x, y) {
                 (Some(x), Some(y)) => {
                     assert_eq!(x.len(), y.len(), "{context}");
                     for (u, v) in x.iter().zip(y) {
-                        assert!(
-                            (u - v).abs() <= tolerance * (1.0 + u.abs()),
-                            "{context}: {x:?} vs {y:?}"
-                        );
+                        assert!((u - v).abs() <= tolerance * (1.0 + u.abs()), "{context}: {x:?} vs {y:?}");
                     }
                 }
                 (None, None) => {}

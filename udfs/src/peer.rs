@@ -22,8 +22,7 @@ use datafusion::logical_expr::{
 };
 
 use crate::args::{
-    Literals, check_arity, list_row, physical_literals, require_number, require_number_list,
-    to_f64_list,
+    Literals, check_arity, list_row, physical_literals, require_number, require_number_list, to_f64_list,
 };
 use crate::distance::{WIDE_LANES, jsd_sqrt_normalised, normalise};
 
@@ -53,28 +52,18 @@ impl Output {
 
 impl PeerComparison {
     pub fn indict() -> Self {
-        Self {
-            signature: Signature::user_defined(Volatility::Immutable),
-            output: Output::Indict,
-        }
+        Self { signature: Signature::user_defined(Volatility::Immutable), output: Output::Indict }
     }
 
     pub fn peer_score() -> Self {
-        Self {
-            signature: Signature::user_defined(Volatility::Immutable),
-            output: Output::Score,
-        }
+        Self { signature: Signature::user_defined(Volatility::Immutable), output: Output::Score }
     }
 }
 
 /// For each row, the number of peers farther than `threshold` and the number of peers, or
 /// `None` for rows that are not distributions. Each pair's distance is computed once. `func`
 /// names the caller in errors.
-pub fn count_far_peers(
-    func: &str,
-    hists: &ArrayRef,
-    threshold: f64,
-) -> Result<Vec<Option<(usize, usize)>>> {
+pub fn count_far_peers(func: &str, hists: &ArrayRef, threshold: f64) -> Result<Vec<Option<(usize, usize)>>> {
     let lists = to_f64_list(hists)?;
     let mut scratch = Vec::new();
     let mut p = Vec::new();
@@ -86,22 +75,15 @@ pub fn count_far_peers(
     let mut valid = Vec::new();
     let mut entropies = Vec::new();
     for row in 0..lists.len() {
-        let Some(h) = list_row(&lists, row, &mut scratch) else {
-            continue;
-        };
-        let Some(plogp) = normalise(h, &mut p) else {
-            continue;
-        };
+        let Some(h) = list_row(&lists, row, &mut scratch) else { continue };
+        let Some(plogp) = normalise(h, &mut p) else { continue };
         match width {
             None => width = Some(p.len()),
             Some(w) if w != p.len() => {
                 let first = valid.first().copied().unwrap_or_default();
                 return Err(crate::args::exec_error(
                     func,
-                    format!(
-                        "rows {first} and {row} of a partition have {w} and {} bins",
-                        p.len()
-                    ),
+                    format!("rows {first} and {row} of a partition have {w} and {} bins", p.len()),
                 ));
             }
             Some(_) => {}
@@ -144,17 +126,11 @@ impl PartitionEvaluator for PeerEvaluator {
         let counts = count_far_peers(self.name, &values[0], self.threshold)?;
         Ok(match self.output {
             // Ganesha: more than (n - 1) / 2 of the n - 1 peers.
-            Output::Indict => Arc::new(
-                counts
-                    .iter()
-                    .map(|c| c.map(|(far, peers)| 2 * far > peers))
-                    .collect::<BooleanArray>(),
-            ),
+            Output::Indict => {
+                Arc::new(counts.iter().map(|c| c.map(|(far, peers)| 2 * far > peers)).collect::<BooleanArray>())
+            }
             Output::Score => Arc::new(
-                counts
-                    .iter()
-                    .map(|c| c.map(|(far, peers)| far as f64 / peers as f64))
-                    .collect::<Float64Array>(),
+                counts.iter().map(|c| c.map(|(far, peers)| far as f64 / peers as f64)).collect::<Float64Array>(),
             ),
         })
     }
@@ -169,17 +145,9 @@ static INDICT_DOC: LazyLock<Documentation> = LazyLock::new(|| {
          zero are NULL and nobody's peer; a row without peers is NULL.",
         "indict(hist, threshold) OVER (PARTITION BY peer_group)",
     )
-    .with_sql_example(
-        "SELECT host, indict(hist, 0.3) OVER (PARTITION BY job_id, state) FROM node_histograms",
-    )
-    .with_argument(
-        "hist",
-        "List of numbers (a histogram), same bins for the whole partition.",
-    )
-    .with_argument(
-        "threshold",
-        "Number literal: the distance above which two nodes differ.",
-    )
+    .with_sql_example("SELECT host, indict(hist, 0.3) OVER (PARTITION BY job_id, state) FROM node_histograms")
+    .with_argument("hist", "List of numbers (a histogram), same bins for the whole partition.")
+    .with_argument("threshold", "Number literal: the distance above which two nodes differ.")
     .build()
 });
 
@@ -191,17 +159,9 @@ static PEER_SCORE_DOC: LazyLock<Documentation> = LazyLock::new(|| {
          as for indict.",
         "peer_score(hist, threshold) OVER (PARTITION BY peer_group)",
     )
-    .with_sql_example(
-        "SELECT host, peer_score(hist, 0.3) OVER (PARTITION BY job_id, state) FROM node_histograms",
-    )
-    .with_argument(
-        "hist",
-        "List of numbers (a histogram), same bins for the whole partition.",
-    )
-    .with_argument(
-        "threshold",
-        "Number literal: the distance above which two nodes differ.",
-    )
+    .with_sql_example("SELECT host, peer_score(hist, 0.3) OVER (PARTITION BY job_id, state) FROM node_histograms")
+    .with_argument("hist", "List of numbers (a histogram), same bins for the whole partition.")
+    .with_argument("threshold", "Number literal: the distance above which two nodes differ.")
     .build()
 });
 
@@ -217,28 +177,15 @@ impl WindowUDFImpl for PeerComparison {
     fn coerce_types(&self, t: &[DataType]) -> Result<Vec<DataType>> {
         check_arity(self.name(), t, 2, 2)?;
         require_number(self.name(), 1, "threshold", &t[1])?;
-        Ok(vec![
-            require_number_list(self.name(), 0, "hist", &t[0])?,
-            t[1].clone(),
-        ])
+        Ok(vec![require_number_list(self.name(), 0, "hist", &t[0])?, t[1].clone()])
     }
 
     /// Called while planning the physical plan, so a non-literal threshold fails early.
-    fn partition_evaluator(
-        &self,
-        args: PartitionEvaluatorArgs,
-    ) -> Result<Box<dyn PartitionEvaluator>> {
+    fn partition_evaluator(&self, args: PartitionEvaluatorArgs) -> Result<Box<dyn PartitionEvaluator>> {
         let lits = physical_literals(args.input_exprs());
-        let threshold = Literals {
-            func: self.name(),
-            lits: &lits,
-        }
-        .number(1, "threshold", "a number literal", |_| true)?;
-        Ok(Box::new(PeerEvaluator {
-            name: self.output.name(),
-            threshold,
-            output: self.output,
-        }))
+        let threshold =
+            Literals { func: self.name(), lits: &lits }.number(1, "threshold", "a number literal", |_| true)?;
+        Ok(Box::new(PeerEvaluator { name: self.output.name(), threshold, output: self.output }))
     }
 
     fn field(&self, args: WindowUDFFieldArgs) -> Result<FieldRef> {
@@ -267,35 +214,19 @@ mod tests {
     fn odd_node_out_is_indicted() {
         // Four similar nodes and one whose histogram is disjoint from theirs, one NULL.
         let hists = fixed_width_list(
-            vec![
-                5.0, 5.0, 0.0, 6.0, 4.0, 0.0, 5.0, 4.0, 1.0, 4.0, 6.0, 0.0, 0.0, 0.0, 10.0, 0.0,
-                0.0, 0.0,
-            ],
+            vec![5.0, 5.0, 0.0, 6.0, 4.0, 0.0, 5.0, 4.0, 1.0, 4.0, 6.0, 0.0, 0.0, 0.0, 10.0, 0.0, 0.0, 0.0],
             3,
             6,
         );
         let counts = count_far_peers("indict", &(Arc::new(hists) as ArrayRef), 0.5).unwrap();
         // Row 5 is all zero: not a distribution, so NULL and nobody's peer (4 peers each).
-        assert_eq!(
-            counts,
-            [
-                Some((1, 4)),
-                Some((1, 4)),
-                Some((1, 4)),
-                Some((1, 4)),
-                Some((4, 4)),
-                None
-            ]
-        );
+        assert_eq!(counts, [Some((1, 4)), Some((1, 4)), Some((1, 4)), Some((1, 4)), Some((4, 4)), None]);
     }
 
     #[test]
     fn lone_row_has_no_peers() {
         let hists = fixed_width_list(vec![1.0, 2.0], 2, 1);
-        assert_eq!(
-            count_far_peers("indict", &(Arc::new(hists) as ArrayRef), 0.1).unwrap(),
-            [None]
-        );
+        assert_eq!(count_far_peers("indict", &(Arc::new(hists) as ArrayRef), 0.1).unwrap(), [None]);
     }
 
     #[tokio::test]
@@ -316,14 +247,7 @@ mod tests {
                 "2|e|true|1.0",
             ]
         );
-        let err = query_err(
-            &ctx,
-            "SELECT indict(h, t) OVER () FROM (VALUES ([1, 2], 0.5)) AS v(h, t)",
-        )
-        .await;
-        assert!(
-            err.contains("indict: argument 2 (threshold) must be a number literal"),
-            "{err}"
-        );
+        let err = query_err(&ctx, "SELECT indict(h, t) OVER () FROM (VALUES ([1, 2], 0.5)) AS v(h, t)").await;
+        assert!(err.contains("indict: argument 2 (threshold) must be a number literal"), "{err}");
     }
 }

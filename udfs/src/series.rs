@@ -16,17 +16,16 @@ use datafusion::logical_expr::function::{
 };
 use datafusion::logical_expr::utils::format_state_name;
 use datafusion::logical_expr::{
-    Accumulator, AggregateUDFImpl, ColumnarValue, Documentation, PartitionEvaluator,
-    ScalarFunctionArgs, ScalarUDFImpl, Signature, Volatility, WindowUDFImpl,
-    aggregate_doc_sections::DOC_SECTION_GENERAL, scalar_doc_sections::DOC_SECTION_MATH,
+    Accumulator, AggregateUDFImpl, ColumnarValue, Documentation, PartitionEvaluator, ScalarFunctionArgs,
+    ScalarUDFImpl, Signature, Volatility, WindowUDFImpl, aggregate_doc_sections::DOC_SECTION_GENERAL,
+    scalar_doc_sections::DOC_SECTION_MATH, window_doc_sections::DOC_SECTION_ANALYTICAL,
     udaf_default_schema_name, udaf_default_window_function_schema_name,
-    window_doc_sections::DOC_SECTION_ANALYTICAL,
 };
 
 use crate::args::{
-    Literals, arg_error, check_arity, exec_error, f64_list_type, list_row, list_scalar,
-    logical_literals, physical_literals, require_number_list, require_time, scalar_or_array,
-    times_to_f64, to_f64, to_f64_list, units_per_second,
+    Literals, arg_error, check_arity, exec_error, f64_list_type, list_row, list_scalar, logical_literals,
+    physical_literals, require_number_list, require_time, scalar_or_array, times_to_f64, to_f64, to_f64_list,
+    units_per_second,
 };
 
 /// Ten million steps (four months of seconds) is far beyond any single series a query needs.
@@ -44,10 +43,7 @@ impl Grid {
     const FUNC: &'static str = "concurrency_series";
 
     fn parse(lits: &[Option<ScalarValue>]) -> Result<Self> {
-        let l = Literals {
-            func: Self::FUNC,
-            lits,
-        };
+        let l = Literals { func: Self::FUNC, lits };
         let from = l.time(2, "from")?;
         let to = l.time(3, "to")?;
         let step = l.duration(4, "step")?;
@@ -56,18 +52,9 @@ impl Grid {
         }
         let steps = ((to - from) / step).ceil();
         if steps > MAX_STEPS as f64 {
-            return Err(arg_error(
-                Self::FUNC,
-                4,
-                "step",
-                format!("gives {steps} steps, more than {MAX_STEPS}"),
-            ));
+            return Err(arg_error(Self::FUNC, 4, "step", format!("gives {steps} steps, more than {MAX_STEPS}")));
         }
-        Ok(Self {
-            from,
-            step,
-            steps: steps as usize,
-        })
+        Ok(Self { from, step, steps: steps as usize })
     }
 
     /// The first step index whose time is at or after `t`, clamped to `0..=steps`.
@@ -93,27 +80,12 @@ impl ConcurrencyAccumulator {
         for row in 0..starts.len() {
             // NULL start: began before the data (active from the start of the grid); NULL end:
             // still running (active to its end). Both NULL says nothing, so it is skipped.
-            let start = if starts.is_valid(row) {
-                starts.value(row)
-            } else {
-                f64::NEG_INFINITY
-            };
-            let end = if ends.is_valid(row) {
-                ends.value(row)
-            } else {
-                f64::INFINITY
-            };
-            if starts.is_null(row) && ends.is_null(row)
-                || start.is_nan()
-                || end.is_nan()
-                || end < start
-            {
+            let start = if starts.is_valid(row) { starts.value(row) } else { f64::NEG_INFINITY };
+            let end = if ends.is_valid(row) { ends.value(row) } else { f64::INFINITY };
+            if starts.is_null(row) && ends.is_null(row) || start.is_nan() || end.is_nan() || end < start {
                 continue;
             }
-            let (first, stop) = (
-                self.grid.first_at_or_after(start),
-                self.grid.first_at_or_after(end),
-            );
+            let (first, stop) = (self.grid.first_at_or_after(start), self.grid.first_at_or_after(end));
             if first < stop {
                 self.delta[first] += sign;
                 self.delta[stop] -= sign;
@@ -158,10 +130,7 @@ impl Accumulator for ConcurrencyAccumulator {
         for row in 0..lists.len() {
             if let Some(d) = list_row(&lists, row, &mut scratch) {
                 if d.len() != self.delta.len() {
-                    return Err(exec_error(
-                        Grid::FUNC,
-                        "partial state has a different number of steps",
-                    ));
+                    return Err(exec_error(Grid::FUNC, "partial state has a different number of steps"));
                 }
                 self.delta.iter_mut().zip(d).for_each(|(a, b)| *a += b);
             }
@@ -182,9 +151,7 @@ pub struct ConcurrencySeries {
 
 impl Default for ConcurrencySeries {
     fn default() -> Self {
-        Self {
-            signature: Signature::user_defined(Volatility::Immutable),
-        }
+        Self { signature: Signature::user_defined(Volatility::Immutable) }
     }
 }
 
@@ -227,11 +194,8 @@ impl AggregateUDFImpl for ConcurrencySeries {
             require_time(f, i, name, &t[i])?;
         }
         // Timestamps and numbers do not mix: seconds since the epoch are not a unit we can guess.
-        let kinds: Vec<bool> = t[..4]
-            .iter()
-            .filter(|t| **t != DataType::Null)
-            .map(|t| units_per_second(t).is_some())
-            .collect();
+        let kinds: Vec<bool> =
+            t[..4].iter().filter(|t| **t != DataType::Null).map(|t| units_per_second(t).is_some()).collect();
         if kinds.windows(2).any(|w| w[0] != w[1]) {
             return Err(arg_error(
                 f,
@@ -259,18 +223,11 @@ impl AggregateUDFImpl for ConcurrencySeries {
 
     fn accumulator(&self, args: AccumulatorArgs) -> Result<Box<dyn Accumulator>> {
         let grid = Grid::parse(&physical_literals(args.exprs))?;
-        Ok(Box::new(ConcurrencyAccumulator {
-            grid,
-            delta: vec![0.0; grid.steps + 1],
-        }))
+        Ok(Box::new(ConcurrencyAccumulator { grid, delta: vec![0.0; grid.steps + 1] }))
     }
 
     fn state_fields(&self, args: StateFieldsArgs) -> Result<Vec<FieldRef>> {
-        Ok(vec![Arc::new(Field::new(
-            format_state_name(args.name, "delta"),
-            f64_list_type(),
-            true,
-        ))])
+        Ok(vec![Arc::new(Field::new(format_state_name(args.name, "delta"), f64_list_type(), true))])
     }
 
     fn documentation(&self) -> Option<&Documentation> {
@@ -315,9 +272,7 @@ pub struct Pearson {
 
 impl Default for Pearson {
     fn default() -> Self {
-        Self {
-            signature: Signature::user_defined(Volatility::Immutable),
-        }
+        Self { signature: Signature::user_defined(Volatility::Immutable) }
     }
 }
 
@@ -347,10 +302,7 @@ impl ScalarUDFImpl for Pearson {
 
     fn coerce_types(&self, t: &[DataType]) -> Result<Vec<DataType>> {
         check_arity(self.name(), t, 2, 2)?;
-        Ok(vec![
-            require_number_list(self.name(), 0, "a", &t[0])?,
-            require_number_list(self.name(), 1, "b", &t[1])?,
-        ])
+        Ok(vec![require_number_list(self.name(), 0, "a", &t[0])?, require_number_list(self.name(), 1, "b", &t[1])?])
     }
 
     fn return_type(&self, _: &[DataType]) -> Result<DataType> {
@@ -378,9 +330,7 @@ impl ScalarUDFImpl for Pearson {
                 ));
             }
             let (xs, ys) = (to_f64(&xs)?, to_f64(&ys)?);
-            out.push(pearson_pairs(xs.values(), ys.values(), |i| {
-                xs.is_valid(i) && ys.is_valid(i)
-            }));
+            out.push(pearson_pairs(xs.values(), ys.values(), |i| xs.is_valid(i) && ys.is_valid(i)));
         }
         scalar_or_array(&args.args, Arc::new(Float64Array::from(out)))
     }
@@ -577,8 +527,7 @@ impl WindowUDFImpl for PeerPearson {
 mod tests {
     use super::*;
     use crate::test_util::{
-        assert_lists_close, ctx, ctx_skipping_partial_aggregation, f64_column, f64_lists,
-        query_err, strings,
+        assert_lists_close, ctx, ctx_skipping_partial_aggregation, f64_column, f64_lists, query_err, strings,
     };
 
     #[test]
@@ -587,16 +536,9 @@ mod tests {
         // sab = 4.5+0.5+0+6 = 11, saa = 5, sbb = 26, r = 11 / sqrt(130).
         let r = pearson_pairs(&[1.0, 2.0, 3.0, 4.0], &[2.0, 4.0, 5.0, 9.0], |_| true).unwrap();
         assert!((r - 11.0 / 130f64.sqrt()).abs() < 1e-15);
-        assert_eq!(
-            pearson_pairs(&[1.0, 1.0, 1.0], &[1.0, 2.0, 3.0], |_| true),
-            None
-        );
+        assert_eq!(pearson_pairs(&[1.0, 1.0, 1.0], &[1.0, 2.0, 3.0], |_| true), None);
         assert_eq!(pearson_pairs(&[1.0], &[1.0], |_| true), None);
-        assert!(
-            pearson_pairs(&[1.0, f64::INFINITY], &[1.0, 2.0], |_| true)
-                .unwrap()
-                .is_nan()
-        );
+        assert!(pearson_pairs(&[1.0, f64::INFINITY], &[1.0, 2.0], |_| true).unwrap().is_nan());
     }
 
     #[tokio::test]
@@ -611,20 +553,13 @@ mod tests {
         .collect()
         .await
         .unwrap();
-        let ours = f64_column(
-            &ctx,
-            "SELECT pearson(array_agg(a ORDER BY i), array_agg(b ORDER BY i)) FROM s",
-        )
-        .await;
+        let ours = f64_column(&ctx, "SELECT pearson(array_agg(a ORDER BY i), array_agg(b ORDER BY i)) FROM s").await;
         let theirs = f64_column(&ctx, "SELECT corr(a, b) FROM s").await;
         let (ours, theirs) = (ours[0].unwrap(), theirs[0].unwrap());
         assert!((ours - theirs).abs() < 1e-12, "{ours} vs {theirs}");
         let got = f64_column(&ctx, "SELECT pearson(a, b) FROM (VALUES ([1, 2, NULL, 4], [2, 4, 100, 9]), ([1, 1], [2, 3]), (NULL, [1])) AS v(a, b)").await;
         // The NULL pair is skipped: numpy.corrcoef([1, 2, 4], [2, 4, 9]) = 0.998625428903524.
-        assert!(
-            (got[0].unwrap() - 0.998625428903524).abs() < 1e-12,
-            "{got:?}"
-        );
+        assert!((got[0].unwrap() - 0.998625428903524).abs() < 1e-12, "{got:?}");
         assert_eq!(got[1..], [None, None]);
         let err = query_err(&ctx, "SELECT pearson([1, 2], [1, 2, 3])").await;
         assert!(err.contains("pearson: a has 2 values and b has 3"), "{err}");
@@ -637,30 +572,13 @@ mod tests {
         // [3, NULL) from 4 on; [NULL, 4) at 0, 2; [5, 100) at 6, 8; [7, 1) skipped (end < start).
         let sql = "SELECT concurrency_series(s, e, 0, 10, 2) FROM (VALUES (0, 3), (2, 2), (3, NULL), \
                    (NULL, 4), (5, 100), (7, 1), (NULL, NULL)) AS v(s, e)";
-        assert_lists_close(
-            &f64_lists(&ctx, sql).await,
-            &[Some(vec![2.0, 2.0, 1.0, 2.0, 2.0])],
-            0.0,
-            sql,
-        );
+        assert_lists_close(&f64_lists(&ctx, sql).await, &[Some(vec![2.0, 2.0, 1.0, 2.0, 2.0])], 0.0, sql);
         let sql = "SELECT concurrency_series(s, e, TIMESTAMP '2008-08-23 17:00:00', TIMESTAMP '2008-08-23 17:00:03', \
                    INTERVAL '1 second') FROM (VALUES (TIMESTAMP '2008-08-23 17:00:00.500', TIMESTAMP '2008-08-23 17:00:02')) AS v(s, e)";
         // Active at 17:00:01 only (started after :00, ended at :02, exclusive).
-        assert_lists_close(
-            &f64_lists(&ctx, sql).await,
-            &[Some(vec![0.0, 1.0, 0.0])],
-            0.0,
-            sql,
-        );
-        let err = query_err(
-            &ctx,
-            "SELECT concurrency_series(s, e, 0, 10, 0) FROM (VALUES (1, 2)) AS v(s, e)",
-        )
-        .await;
-        assert!(
-            err.contains("concurrency_series: argument 5 (step) must be a positive"),
-            "{err}"
-        );
+        assert_lists_close(&f64_lists(&ctx, sql).await, &[Some(vec![0.0, 1.0, 0.0])], 0.0, sql);
+        let err = query_err(&ctx, "SELECT concurrency_series(s, e, 0, 10, 0) FROM (VALUES (1, 2)) AS v(s, e)").await;
+        assert!(err.contains("concurrency_series: argument 5 (step) must be a positive"), "{err}");
     }
 
     #[tokio::test]

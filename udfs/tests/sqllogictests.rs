@@ -53,13 +53,7 @@ fn format_value(v: &ScalarValue) -> Result<String, DataFusionError> {
                 .fields()
                 .iter()
                 .zip(s.columns())
-                .map(|(f, c)| {
-                    Ok(format!(
-                        "{}: {}",
-                        f.name(),
-                        format_value(&ScalarValue::try_from_array(c, 0)?)?
-                    ))
-                })
+                .map(|(f, c)| Ok(format!("{}: {}", f.name(), format_value(&ScalarValue::try_from_array(c, 0)?)?)))
                 .collect::<Result<Vec<_>, DataFusionError>>()?;
             format!("{{{}}}", fields.join(", "))
         }
@@ -91,12 +85,7 @@ impl AsyncDB for Kahuna {
             df.collect().await?;
             return Ok(DBOutput::StatementComplete(0));
         }
-        let types = df
-            .schema()
-            .fields()
-            .iter()
-            .map(|f| column_type(f.data_type()))
-            .collect();
+        let types = df.schema().fields().iter().map(|f| column_type(f.data_type())).collect();
         let mut rows = Vec::new();
         for batch in df.collect().await? {
             for row in 0..batch.num_rows() {
@@ -121,10 +110,7 @@ impl AsyncDB for Kahuna {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn slt_files() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/slt");
-    let mut files: Vec<_> = std::fs::read_dir(&dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .collect();
+    let mut files: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).collect();
     files.retain(|p| p.extension().is_some_and(|e| e == "slt"));
     files.sort();
     assert!(!files.is_empty(), "no .slt files in {}", dir.display());
@@ -133,9 +119,7 @@ async fn slt_files() {
         // Each file runs with 1 and with 4 target partitions: results must not depend on it.
         for partitions in [1, 4] {
             let mut runner = sqllogictest::Runner::new(move || async move {
-                let config = SessionConfig::new()
-                    .with_target_partitions(partitions)
-                    .with_batch_size(16);
+                let config = SessionConfig::new().with_target_partitions(partitions).with_batch_size(16);
                 let ctx = SessionContext::new_with_config(config);
                 kahuna_udfs::register_all(&ctx);
                 Ok::<_, DataFusionError>(Kahuna { ctx })
@@ -145,12 +129,7 @@ async fn slt_files() {
             }
         }
     }
-    assert!(
-        failures.is_empty(),
-        "{} failure(s):\n{}",
-        failures.len(),
-        failures.join("\n\n")
-    );
+    assert!(failures.is_empty(), "{} failure(s):\n{}", failures.len(), failures.join("\n\n"));
 }
 
 #[test]

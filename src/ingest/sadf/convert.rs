@@ -6,6 +6,7 @@ use std::process::{Command, Stdio};
 use super::SADF_ACTIVITIES;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+
 /// A folder for sadf's output, removed when dropped.
 struct TempDir(PathBuf);
 
@@ -52,8 +53,7 @@ pub fn convert(path: &Path) -> Result<Converted, String> {
         Ok(warning) => warning,
         Err(reason) if reason.contains("convert") => {
             let upgraded = dir.0.join("converted.sa");
-            let file = std::fs::File::create(&upgraded)
-                .map_err(|e| format!("cannot write {}: {e}", upgraded.display()))?;
+            let file = std::fs::File::create(&upgraded).map_err(|e| format!("cannot write {}: {e}", upgraded.display()))?;
             let out = Command::new("sadf")
                 .arg("-c")
                 .arg(path)
@@ -68,16 +68,11 @@ pub fn convert(path: &Path) -> Result<Converted, String> {
         }
         Err(reason) => return Err(reason),
     };
-    Ok(Converted {
-        _dir: dir,
-        text,
-        warning,
-    })
+    Ok(Converted { _dir: dir, text, warning })
 }
 
 fn run_sadf(path: &Path, text: &Path) -> Result<Option<String>, String> {
-    let file =
-        std::fs::File::create(text).map_err(|e| format!("cannot write {}: {e}", text.display()))?;
+    let file = std::fs::File::create(text).map_err(|e| format!("cannot write {}: {e}", text.display()))?;
     let out = Command::new("sadf")
         .arg("-dh")
         .arg(path)
@@ -91,9 +86,7 @@ fn run_sadf(path: &Path, text: &Path) -> Result<Option<String>, String> {
     if out.status.success() {
         Ok(None)
     } else if said.contains(CUT_SHORT) {
-        Ok(Some(format!(
-            "sadf: {CUT_SHORT}; the complete records before it were read"
-        )))
+        Ok(Some(format!("sadf: {CUT_SHORT}; the complete records before it were read")))
     } else {
         Err(format!("sadf cannot read it: {said}"))
     }
@@ -101,8 +94,7 @@ fn run_sadf(path: &Path, text: &Path) -> Result<Option<String>, String> {
 
 fn sadf_missing(e: std::io::Error) -> String {
     if e.kind() == std::io::ErrorKind::NotFound {
-        "binary sa file, and `sadf` is not installed: install sysstat (`apt-get install sysstat`)"
-            .into()
+        "binary sa file, and `sadf` is not installed: install sysstat (`apt-get install sysstat`)".into()
     } else {
         format!("cannot run sadf: {e}")
     }
@@ -111,14 +103,8 @@ fn sadf_missing(e: std::io::Error) -> String {
 /// sadf's message on one line: its lines joined, the blank ones and the advice left out.
 fn words(stderr: &[u8]) -> String {
     let text = String::from_utf8_lossy(stderr);
-    let lines: Vec<&str> = text
-        .lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty())
-        .collect();
-    if lines.is_empty() {
-        "no message".into()
-    } else {
-        lines.join("; ")
-    }
+    let lines: Vec<&str> = text.lines().map(str::trim).filter(|l| !l.is_empty()).collect();
+    if lines.is_empty() { "no message".into() } else { lines.join("; ") }
 }
+
+

@@ -13,6 +13,7 @@ use super::{Common, Sample, parse_stamp};
 use crate::ingest::discover::Hints;
 use crate::ingest::records::{LineParser, Sink};
 
+
 /// A figure's name in `sadf -j` as sar prints it, so that `sar_metrics` reads the same from
 /// every export: `user` → `%user`, `cswch` → `cswch/s`, `vmeff-percent` → `%vmeff`.
 fn sar_name(activity: &str, name: &str) -> String {
@@ -32,17 +33,11 @@ fn sar_name(activity: &str, name: &str) -> String {
 /// The figures of one activity of a record: an array holds one object per instance, named by
 /// its first text field (`"cpu": "all"`, `"iface": "eth0"`); an object of figures may nest
 /// (`"io-reads": {…}`); an object of activities (`"network"`) holds several.
-fn activity_figures(
-    name: &str,
-    value: &Value,
-    out: &mut Vec<(String, Option<String>, String, f64)>,
-) {
+fn activity_figures(name: &str, value: &Value, out: &mut Vec<(String, Option<String>, String, f64)>) {
     match value {
         Value::Array(instances) => {
             for instance in instances {
-                let Value::Object(fields) = instance else {
-                    continue;
-                };
+                let Value::Object(fields) = instance else { continue };
                 let device = fields.values().find_map(Value::as_str).map(str::to_string);
                 numbers(name, device.as_deref(), fields, out);
             }
@@ -57,22 +52,12 @@ fn activity_figures(
     }
 }
 
-fn numbers(
-    activity: &str,
-    device: Option<&str>,
-    fields: &Map<String, Value>,
-    out: &mut Vec<(String, Option<String>, String, f64)>,
-) {
+fn numbers(activity: &str, device: Option<&str>, fields: &Map<String, Value>, out: &mut Vec<(String, Option<String>, String, f64)>) {
     for (name, v) in fields {
         match v {
             Value::Number(n) => {
                 if let Some(x) = n.as_f64() {
-                    out.push((
-                        activity.to_string(),
-                        device.map(str::to_string),
-                        sar_name(activity, name),
-                        x,
-                    ));
+                    out.push((activity.to_string(), device.map(str::to_string), sar_name(activity, name), x));
                 }
             }
             Value::Object(inner) => numbers(activity, device, inner, out),
@@ -119,13 +104,11 @@ fn place(path: &[Seg]) -> Place {
             Key(k) if k == "nodename" => Place::Nodename,
             _ => Place::Elsewhere,
         },
-        [a, b, Index(_), Key(c), Index(_)] if key(a, "sysstat") && key(b, "hosts") => {
-            match c.as_str() {
-                "statistics" => Place::Statistics,
-                "restarts" => Place::Restart,
-                _ => Place::Elsewhere,
-            }
-        }
+        [a, b, Index(_), Key(c), Index(_)] if key(a, "sysstat") && key(b, "hosts") => match c.as_str() {
+            "statistics" => Place::Statistics,
+            "restarts" => Place::Restart,
+            _ => Place::Elsewhere,
+        },
         _ => Place::Elsewhere,
     }
 }
@@ -163,23 +146,14 @@ fn json_record(
     first: (u64, u64),
     last: (u64, u64),
 ) -> Result<(), String> {
-    let host = common
-        .host
-        .clone()
-        .or_else(|| nodename.map(str::to_string))
-        .ok_or("record before the host's nodename")?;
+    let host = common.host.clone().or_else(|| nodename.map(str::to_string)).ok_or("record before the host's nodename")?;
     if kind == Place::Restart {
-        let stamp = value
-            .get("boot")
-            .and_then(json_stamp)
-            .ok_or("restart without a boot date and time")?;
+        let stamp = value.get("boot").and_then(json_stamp).ok_or("restart without a boot date and time")?;
         let ts = common.utc_ms(stamp);
         common.restart(sink, &host, ts, last.0, last.1);
         return Ok(());
     }
-    let stamp = value
-        .get("timestamp")
-        .ok_or("statistics record without a timestamp")?;
+    let stamp = value.get("timestamp").ok_or("statistics record without a timestamp")?;
     let ts = json_stamp(stamp).ok_or("statistics record whose timestamp has no date and time")?;
     let ts = common.utc_ms(ts);
     let interval = stamp.get("interval").and_then(Value::as_i64);
@@ -191,20 +165,8 @@ fn json_record(
     }
     let mut sample = Sample::new(ts, first.0, first.1, interval);
     for (activity, device, metric, v) in &figures {
-        sample.feed(
-            activity,
-            device.as_deref(),
-            metric,
-            *v,
-            common.iface.as_deref(),
-        );
-        common.figure(
-            sink,
-            &host,
-            ts,
-            first.1,
-            (activity, device.as_deref(), metric, *v),
-        );
+        sample.feed(activity, device.as_deref(), metric, *v, common.iface.as_deref());
+        common.figure(sink, &host, ts, first.1, (activity, device.as_deref(), metric, *v));
     }
     Common::sample_row(sink, &host, &sample);
     Ok(())
@@ -253,17 +215,12 @@ impl JsonParser {
 
     /// The segment the next value of the innermost container takes.
     fn next_seg(&mut self) -> Result<Option<Seg>, String> {
-        let Some(top) = self.frames.last_mut() else {
-            return Ok(None);
-        };
+        let Some(top) = self.frames.last_mut() else { return Ok(None) };
         if top.array {
             top.next_index += 1;
             Ok(Some(Seg::Index(top.next_index - 1)))
         } else {
-            top.key
-                .take()
-                .map(|k| Some(Seg::Key(k)))
-                .ok_or_else(|| "a value where a key was expected".to_string())
+            top.key.take().map(|k| Some(Seg::Key(k))).ok_or_else(|| "a value where a key was expected".to_string())
         }
     }
 
@@ -301,17 +258,11 @@ impl JsonParser {
     fn descend(&mut self, sink: &mut Sink, path: Vec<Seg>, value: Value) {
         let children: Vec<(Seg, Value)> = match value {
             Value::Object(map) => map.into_iter().map(|(k, v)| (Seg::Key(k), v)).collect(),
-            Value::Array(items) => items
-                .into_iter()
-                .enumerate()
-                .map(|(i, v)| (Seg::Index(i), v))
-                .collect(),
+            Value::Array(items) => items.into_iter().enumerate().map(|(i, v)| (Seg::Index(i), v)).collect(),
             _ => return,
         };
         // The host's name comes before its records whatever the key order.
-        let (first, rest): (Vec<_>, Vec<_>) = children
-            .into_iter()
-            .partition(|(s, _)| matches!(s, Seg::Key(k) if k == "nodename"));
+        let (first, rest): (Vec<_>, Vec<_>) = children.into_iter().partition(|(s, _)| matches!(s, Seg::Key(k) if k == "nodename"));
         for (seg, v) in first.into_iter().chain(rest) {
             let mut child = path.clone();
             child.push(seg);
@@ -341,19 +292,8 @@ impl JsonParser {
     }
 
     fn record(&mut self, sink: &mut Sink, kind: Place, value: &Value) -> Result<(), String> {
-        let first = self
-            .pending
-            .first()
-            .map_or(self.line, |p| (p.number, p.offset));
-        json_record(
-            &mut self.common,
-            self.nodename.as_deref(),
-            sink,
-            kind,
-            value,
-            first,
-            self.line,
-        )
+        let first = self.pending.first().map_or(self.line, |p| (p.number, p.offset));
+        json_record(&mut self.common, self.nodename.as_deref(), sink, kind, value, first, self.line)
     }
 
     /// Follows one line's tokens; Err on a syntax error.
@@ -361,17 +301,11 @@ impl JsonParser {
         let mut rest = text.trim_start();
         while !rest.is_empty() {
             let c = rest.as_bytes()[0];
-            let expecting_key = self
-                .frames
-                .last()
-                .is_some_and(|f| !f.array && f.key.is_none());
+            let expecting_key = self.frames.last().is_some_and(|f| !f.array && f.key.is_none());
             match c {
                 b',' => rest = &rest[1..],
                 b'}' | b']' => {
-                    let frame = self
-                        .frames
-                        .pop()
-                        .ok_or("a closing bracket with nothing open")?;
+                    let frame = self.frames.pop().ok_or("a closing bracket with nothing open")?;
                     if frame.array != (c == b']') {
                         return Err("brackets do not match".into());
                     }
@@ -385,14 +319,9 @@ impl JsonParser {
                 }
                 b'"' if expecting_key => {
                     let mut stream = serde_json::Deserializer::from_str(rest).into_iter::<String>();
-                    let key = stream
-                        .next()
-                        .ok_or("a key cut short")?
-                        .map_err(|e| e.to_string())?;
+                    let key = stream.next().ok_or("a key cut short")?.map_err(|e| e.to_string())?;
                     let after = rest[stream.byte_offset()..].trim_start();
-                    rest = after
-                        .strip_prefix(':')
-                        .ok_or_else(|| format!("no `:` after key \"{key}\""))?;
+                    rest = after.strip_prefix(':').ok_or_else(|| format!("no `:` after key \"{key}\""))?;
                     if let Some(top) = self.frames.last_mut() {
                         top.key = Some(key);
                     }
@@ -414,30 +343,15 @@ impl JsonParser {
                             if self.frames.len() >= MAX_DEPTH {
                                 return Err(format!("nested deeper than {MAX_DEPTH} levels"));
                             }
-                            let seg = if self.frames.is_empty() {
-                                None
-                            } else {
-                                self.next_seg()?
-                            };
+                            let seg = if self.frames.is_empty() { None } else { self.next_seg()? };
                             let mut path = self.path();
                             path.extend(seg.clone());
                             let inside = self.in_record();
                             let record = matches!(place(&path), Place::Statistics | Place::Restart);
-                            let value = (inside || record).then(|| {
-                                if c == b'{' {
-                                    Value::Object(Map::new())
-                                } else {
-                                    Value::Array(Vec::new())
-                                }
-                            });
+                            let value = (inside || record)
+                                .then(|| if c == b'{' { Value::Object(Map::new()) } else { Value::Array(Vec::new()) });
                             self.touched |= value.is_some();
-                            self.frames.push(Frame {
-                                seg,
-                                array: c == b'[',
-                                next_index: 0,
-                                key: None,
-                                value,
-                            });
+                            self.frames.push(Frame { seg, array: c == b'[', next_index: 0, key: None, value });
                             rest = &rest[1..];
                         }
                         Some(Err(e)) => return Err(e.to_string()),
@@ -454,26 +368,15 @@ impl JsonParser {
 impl LineParser for JsonParser {
     fn line(&mut self, sink: &mut Sink, number: u64, offset: u64, text: &str) {
         if let Some(at) = self.broken_at {
-            sink.reject(
-                number,
-                offset,
-                &format!("after the JSON syntax error at line {at}"),
-                text,
-            );
+            sink.reject(number, offset, &format!("after the JSON syntax error at line {at}"), text);
             return;
         }
-        (self.accepted, self.rejected, self.touched, self.line) =
-            (0, None, false, (number, offset));
+        (self.accepted, self.rejected, self.touched, self.line) = (0, None, false, (number, offset));
         if let Err(e) = self.tokens(sink, text) {
             self.broken_at = Some(number);
             let reason = format!("JSON: {e}");
             for line in std::mem::take(&mut self.pending) {
-                sink.reject(
-                    line.number,
-                    line.offset,
-                    &format!("record broken by the JSON syntax error at line {number}"),
-                    &line.raw,
-                );
+                sink.reject(line.number, line.offset, &format!("record broken by the JSON syntax error at line {number}"), &line.raw);
             }
             sink.reject(number, offset, &reason, text);
             return;
@@ -486,11 +389,7 @@ impl LineParser for JsonParser {
             }
             sink.reject(number, offset, &reason, text);
         } else if self.in_record() {
-            self.pending.push(PendingLine {
-                number,
-                offset,
-                raw: text.to_string(),
-            });
+            self.pending.push(PendingLine { number, offset, raw: text.to_string() });
         } else if !self.touched {
             // Structure and the host's description: no figure of a sample.
             sink.skipped(1);
@@ -507,12 +406,7 @@ impl LineParser for JsonParser {
 
     fn finish(&mut self, sink: &mut Sink) {
         for line in std::mem::take(&mut self.pending) {
-            sink.reject(
-                line.number,
-                line.offset,
-                "record cut short by the end of the file",
-                &line.raw,
-            );
+            sink.reject(line.number, line.offset, "record cut short by the end of the file", &line.raw);
         }
         self.common.finish(sink);
     }
@@ -588,20 +482,12 @@ impl LineParser for Document {
                 return;
             }
             if number > *at {
-                sink.reject(
-                    number,
-                    offset,
-                    &format!("after the JSON syntax error at line {at}"),
-                    text,
-                );
+                sink.reject(number, offset, &format!("after the JSON syntax error at line {at}"), text);
                 return;
             }
         }
         match self.verdicts.remove(&number) {
-            Some(Verdict {
-                accepted: 0,
-                rejected: Some(why),
-            }) => sink.reject(number, offset, &why, text),
+            Some(Verdict { accepted: 0, rejected: Some(why) }) => sink.reject(number, offset, &why, text),
             Some(_) => sink.parsed(1),
             None => sink.skipped(1),
         }
@@ -626,15 +512,7 @@ struct Walker<'s, 'k> {
 
 impl Walker<'_, '_> {
     fn record(&mut self, kind: Place, value: &Value, line: (u64, u64)) {
-        let result = json_record(
-            &mut self.common,
-            self.nodename.as_deref(),
-            self.sink,
-            kind,
-            value,
-            line,
-            line,
-        );
+        let result = json_record(&mut self.common, self.nodename.as_deref(), self.sink, kind, value, line, line);
         let verdict = self.verdicts.entry(line.0).or_default();
         match result {
             Ok(()) => {
@@ -695,34 +573,15 @@ impl<'de> Visitor<'de> for Walk<'_, '_, '_> {
                     continue;
                 }
             };
-            map.next_value_seed(Walk {
-                walker: &mut *self.walker,
-                level: next,
-            })?;
+            map.next_value_seed(Walk { walker: &mut *self.walker, level: next })?;
         }
         Ok(())
     }
 
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
         match self.level {
-            Level::Hosts => {
-                while seq
-                    .next_element_seed(Walk {
-                        walker: &mut *self.walker,
-                        level: Level::Host,
-                    })?
-                    .is_some()
-                {}
-            }
-            Level::Records(kind) => {
-                while seq
-                    .next_element_seed(RecordSeed {
-                        walker: &mut *self.walker,
-                        kind,
-                    })?
-                    .is_some()
-                {}
-            }
+            Level::Hosts => while seq.next_element_seed(Walk { walker: &mut *self.walker, level: Level::Host })?.is_some() {},
+            Level::Records(kind) => while seq.next_element_seed(RecordSeed { walker: &mut *self.walker, kind })?.is_some() {},
             _ => while seq.next_element::<IgnoredAny>()?.is_some() {},
         }
         Ok(())
@@ -775,59 +634,25 @@ impl<'de> DeserializeSeed<'de> for RecordSeed<'_, '_, '_> {
 /// Reads a `sadf -j` document from `input` as a stream of records, writing each one's rows as
 /// it completes: memory holds one record whatever the length of the lines. A syntax error
 /// ends the reading; the records before it stay written, as in a document read line by line.
-pub fn read_document(
-    input: std::io::Result<Box<dyn BufRead>>,
-    hints: &Hints,
-    zone: Option<Tz>,
-    sink: &mut Sink,
-) -> Document {
+pub fn read_document(input: std::io::Result<Box<dyn BufRead>>, hints: &Hints, zone: Option<Tz>, sink: &mut Sink) -> Document {
     let input = match input {
         Ok(input) => input,
-        Err(e) => {
-            return Document {
-                verdicts: BTreeMap::new(),
-                broken: Some((1, format!("cannot read: {e}"))),
-                records: 0,
-            };
-        }
+        Err(e) => return Document { verdicts: BTreeMap::new(), broken: Some((1, format!("cannot read: {e}"))), records: 0 },
     };
     let at = Rc::new(Cell::new(Position::default()));
-    let mut walker = Walker {
-        common: Common::new(hints, zone),
-        nodename: None,
-        sink,
-        at: at.clone(),
-        verdicts: BTreeMap::new(),
-        records: 0,
-    };
-    let mut deserializer = serde_json::Deserializer::from_reader(Counted {
-        inner: input,
-        at: at.clone(),
-    });
-    let result = Walk {
-        walker: &mut walker,
-        level: Level::Root,
-    }
-    .deserialize(&mut deserializer)
-    .and_then(|()| deserializer.end());
+    let mut walker = Walker { common: Common::new(hints, zone), nodename: None, sink, at: at.clone(), verdicts: BTreeMap::new(), records: 0 };
+    let mut deserializer = serde_json::Deserializer::from_reader(Counted { inner: input, at: at.clone() });
+    let result = Walk { walker: &mut walker, level: Level::Root }.deserialize(&mut deserializer).and_then(|()| deserializer.end());
     walker.common.finish(walker.sink);
     let broken = result.err().map(|e| {
         let read = at.get();
         // The line serde_json names, within the lines there are (it counts one past a last
         // newline at the end of the input).
         let lines = read.newlines + u64::from(read.bytes > read.line_start);
-        let line = if e.line() == 0 {
-            read.newlines + 1
-        } else {
-            e.line() as u64
-        };
+        let line = if e.line() == 0 { read.newlines + 1 } else { e.line() as u64 };
         (line.min(lines.max(1)), format!("JSON: {e}"))
     });
-    Document {
-        verdicts: walker.verdicts,
-        broken,
-        records: walker.records,
-    }
+    Document { verdicts: walker.verdicts, broken, records: walker.records }
 }
 
 #[cfg(test)]
@@ -851,14 +676,8 @@ mod tests {
         for (name, v) in record.as_object().unwrap() {
             activity_figures(name, v, &mut out);
         }
-        let names: Vec<_> = out
-            .iter()
-            .map(|(a, d, m, _)| format!("{a}/{}/{m}", d.as_deref().unwrap_or("-")))
-            .collect();
-        assert_eq!(
-            names,
-            ["io/-/bread/s", "io/-/rtps", "io/-/tps", "net-dev/lo/rxkB/s"]
-        );
+        let names: Vec<_> = out.iter().map(|(a, d, m, _)| format!("{a}/{}/{m}", d.as_deref().unwrap_or("-"))).collect();
+        assert_eq!(names, ["io/-/bread/s", "io/-/rtps", "io/-/tps", "net-dev/lo/rxkB/s"]);
     }
 
     #[test]
@@ -866,21 +685,9 @@ mod tests {
         let k = |s: &str| Seg::Key(s.into());
         let host = [k("sysstat"), k("hosts"), Seg::Index(0)];
         assert_eq!(place(&host), Place::Above);
-        assert_eq!(
-            place(&[host.to_vec(), vec![k("statistics"), Seg::Index(3)]].concat()),
-            Place::Statistics
-        );
-        assert_eq!(
-            place(&[host.to_vec(), vec![k("restarts"), Seg::Index(0)]].concat()),
-            Place::Restart
-        );
-        assert_eq!(
-            place(&[host.to_vec(), vec![k("nodename")]].concat()),
-            Place::Nodename
-        );
-        assert_eq!(
-            place(&[host.to_vec(), vec![k("release")]].concat()),
-            Place::Elsewhere
-        );
+        assert_eq!(place(&[host.to_vec(), vec![k("statistics"), Seg::Index(3)]].concat()), Place::Statistics);
+        assert_eq!(place(&[host.to_vec(), vec![k("restarts"), Seg::Index(0)]].concat()), Place::Restart);
+        assert_eq!(place(&[host.to_vec(), vec![k("nodename")]].concat()), Place::Nodename);
+        assert_eq!(place(&[host.to_vec(), vec![k("release")]].concat()), Place::Elsewhere);
     }
 }

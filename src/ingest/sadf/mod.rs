@@ -40,6 +40,7 @@ pub use convert::{Converted, convert};
 pub use json::{JsonParser, read_document};
 pub use text::TextParser;
 
+
 /// The activities asked of `sadf` for a binary file: those of the 14 metrics (CPU, task
 /// switching, queue and load, network devices, paging, I/O), as in the project's text samples.
 pub const SADF_ACTIVITIES: [&str; 7] = ["-u", "-w", "-q", "-n", "DEV", "-B", "-b"];
@@ -49,9 +50,7 @@ pub const SADF_ACTIVITIES: [&str; 7] = ["-u", "-w", "-q", "-n", "DEV", "-B", "-b
 pub fn has_sa_magic(path: &Path) -> bool {
     use std::io::Read as _;
     let mut magic = [0u8; 2];
-    std::fs::File::open(path)
-        .and_then(|mut f| f.read_exact(&mut magic))
-        .is_ok()
+    std::fs::File::open(path).and_then(|mut f| f.read_exact(&mut magic)).is_ok()
         && (magic == [0x96, 0xd5] || magic == [0xd5, 0x96])
 }
 
@@ -62,8 +61,7 @@ pub fn is_text_export(first: &str) -> bool {
     }
     let mut fields = first.split(';');
     let (_, interval, stamp) = (fields.next(), fields.next(), fields.next());
-    interval.is_some_and(|i| i.parse::<i64>().is_ok())
-        && stamp.is_some_and(|s| parse_stamp(s).is_some())
+    interval.is_some_and(|i| i.parse::<i64>().is_ok()) && stamp.is_some_and(|s| parse_stamp(s).is_some())
 }
 
 /// A `sadf -j` export: `{"sysstat": {` opens it, on one line or two.
@@ -107,9 +105,7 @@ impl Names {
     /// A text column of the values the codes name; [`NO_DEVICE`] is null.
     fn column(&self, codes: &[u32]) -> ArrayRef {
         let text = |c: u32| self.list.get(c as usize).map_or(&b""[..], |s| s.as_bytes());
-        let nulls = codes
-            .contains(&NO_DEVICE)
-            .then(|| NullBuffer::from_iter(codes.iter().map(|&c| c != NO_DEVICE)));
+        let nulls = codes.contains(&NO_DEVICE).then(|| NullBuffer::from_iter(codes.iter().map(|&c| c != NO_DEVICE)));
         let (values, offsets) = match codes.split_first() {
             // One value throughout (the host, nearly always): repeated, not copied one by one.
             Some((&first, rest)) if nulls.is_none() && rest.iter().all(|&c| c == first) => {
@@ -129,11 +125,7 @@ impl Names {
                 (values, offsets)
             }
         };
-        Arc::new(StringArray::new(
-            OffsetBuffer::new(ScalarBuffer::from(offsets)),
-            values.into(),
-            nulls,
-        ))
+        Arc::new(StringArray::new(OffsetBuffer::new(ScalarBuffer::from(offsets)), values.into(), nulls))
     }
 }
 
@@ -158,12 +150,7 @@ impl SarRows {
             self.flush(sink);
         }
         if self.value.capacity() == 0 {
-            for codes in [
-                &mut self.host,
-                &mut self.activity,
-                &mut self.device,
-                &mut self.metric,
-            ] {
+            for codes in [&mut self.host, &mut self.activity, &mut self.device, &mut self.metric] {
                 codes.reserve(SAR_BATCH_ROWS);
             }
             self.ts_us.reserve(SAR_BATCH_ROWS);
@@ -186,28 +173,16 @@ impl SarRows {
         if self.value.is_empty() {
             return;
         }
-        let ts = TimestampMicrosecondArray::new(
-            ScalarBuffer::from(std::mem::take(&mut self.ts_us)),
-            None,
-        )
-        .with_timezone("UTC");
+        let ts = TimestampMicrosecondArray::new(ScalarBuffer::from(std::mem::take(&mut self.ts_us)), None).with_timezone("UTC");
         let arrays: Vec<ArrayRef> = vec![
             self.names.column(&self.host),
             Arc::new(ts),
             self.names.column(&self.activity),
             self.names.column(&self.device),
             self.names.column(&self.metric),
-            Arc::new(Float64Array::new(
-                ScalarBuffer::from(std::mem::take(&mut self.value)),
-                None,
-            )),
+            Arc::new(Float64Array::new(ScalarBuffer::from(std::mem::take(&mut self.value)), None)),
         ];
-        for codes in [
-            &mut self.host,
-            &mut self.activity,
-            &mut self.device,
-            &mut self.metric,
-        ] {
+        for codes in [&mut self.host, &mut self.activity, &mut self.device, &mut self.metric] {
             codes.clear();
         }
         sink.emit_rows(Rows::from_arrays(Table::SarMetrics, self.date, arrays));
@@ -318,15 +293,7 @@ struct Sample {
 
 impl Sample {
     fn new(ts: i64, line: u64, offset: u64, interval: Option<i64>) -> Sample {
-        Sample {
-            ts,
-            line,
-            offset,
-            interval,
-            restart: false,
-            set: 0,
-            slots: [0.0; SLOTS],
-        }
+        Sample { ts, line, offset, interval, restart: false, set: 0, slots: [0.0; SLOTS] }
     }
 
     #[inline]
@@ -350,14 +317,7 @@ impl Sample {
     }
 
     /// Takes what the 14 metrics need from one figure, given by name.
-    fn feed(
-        &mut self,
-        activity: &str,
-        device: Option<&str>,
-        metric: &str,
-        value: f64,
-        iface: Option<&str>,
-    ) {
+    fn feed(&mut self, activity: &str, device: Option<&str>, metric: &str, value: f64, iface: Option<&str>) {
         let (slot, instances) = slot_of(activity, metric);
         if slot != Slot::None && takes(instances, device, iface) {
             self.put(slot, value);
@@ -366,10 +326,7 @@ impl Sample {
 
     fn values(&self) -> [Option<f64>; 14] {
         let mut m: [Option<f64>; 14] = std::array::from_fn(|at| self.get(at));
-        let sum = |first: usize, rest: &[usize]| {
-            self.get(first)
-                .map(|v| v + rest.iter().filter_map(|p| self.get(*p)).sum::<f64>())
-        };
+        let sum = |first: usize, rest: &[usize]| self.get(first).map(|v| v + rest.iter().filter_map(|p| self.get(*p)).sum::<f64>());
         m[USER] = m[USER].or_else(|| sum(USR, &[GUEST]));
         m[SYSTEM] = m[SYSTEM].or_else(|| sum(SYS, &[IRQ, SOFT]));
         m
@@ -402,14 +359,7 @@ impl Common {
     }
 
     /// One `sar_metrics` row of a figure given by name (the JSON route; text rows come coded).
-    fn figure(
-        &mut self,
-        sink: &mut Sink,
-        host: &str,
-        ts: i64,
-        offset: u64,
-        figure: (&str, Option<&str>, &str, f64),
-    ) {
+    fn figure(&mut self, sink: &mut Sink, host: &str, ts: i64, offset: u64, figure: (&str, Option<&str>, &str, f64)) {
         if !sink.wants(Table::SarMetrics, offset) {
             return;
         }
@@ -417,41 +367,25 @@ impl Common {
         let sar = &mut self.sar;
         sar.open(sink, date_of_ms(ts));
         let names = &mut sar.names;
-        let codes = (
-            names.code(host),
-            names.code(activity),
-            device.map_or(NO_DEVICE, |d| names.code(d)),
-            names.code(metric),
-        );
+        let codes = (names.code(host), names.code(activity), device.map_or(NO_DEVICE, |d| names.code(d)), names.code(metric));
         sar.push(codes.0, ts * 1000, codes.1, codes.2, codes.3, value);
     }
 
     fn sample_row(sink: &mut Sink, host: &str, sample: &Sample) {
         sink.report.events += 1;
         if let Some(t) = sink.rows(Table::Sadc, date_of_ms(sample.ts), sample.offset) {
-            let mut row = t
-                .rows
-                .row()
-                .text(Some(host))
-                .ms(Some(sample.ts))
-                .bool(sample.restart)
-                .int(sample.interval);
+            let mut row = t.rows.row().text(Some(host)).ms(Some(sample.ts)).bool(sample.restart).int(sample.interval);
             for value in sample.values() {
                 row = row.float(value);
             }
-            row.text(Some(t.file))
-                .int(Some(sample.line as i64))
-                .text(Some(t.ingest_id));
+            row.text(Some(t.file)).int(Some(sample.line as i64)).text(Some(t.ingest_id));
         }
     }
 
     /// A restart, written once however often the export repeats it.
     fn restart(&mut self, sink: &mut Sink, host: &str, ts: i64, line: u64, offset: u64) {
         if self.restarts.insert((host.to_string(), ts)) {
-            let sample = Sample {
-                restart: true,
-                ..Sample::new(ts, line, offset, None)
-            };
+            let sample = Sample { restart: true, ..Sample::new(ts, line, offset, None) };
             Common::sample_row(sink, host, &sample);
         }
     }
@@ -462,37 +396,25 @@ impl Common {
     }
 }
 
+
 /// `yyyy-MM-dd HH:mm:ss[ UTC]` or seconds since 1970 (`sadf -U`): milliseconds, and whether
 /// they are UTC (otherwise the capture's local time).
 fn parse_stamp(s: &str) -> Option<(i64, bool)> {
     if !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) {
-        return s
-            .parse::<i64>()
-            .ok()?
-            .checked_mul(1000)
-            .map(|ms| (ms, true));
+        return s.parse::<i64>().ok()?.checked_mul(1000).map(|ms| (ms, true));
     }
     let (body, utc) = match s.strip_suffix(" UTC") {
         Some(body) => (body, true),
         None => (s, false),
     };
     let b = body.as_bytes();
-    let shape = b.len() == 19
-        && b[4] == b'-'
-        && b[7] == b'-'
-        && b[10] == b' '
-        && b[13] == b':'
-        && b[16] == b':';
+    let shape = b.len() == 19 && b[4] == b'-' && b[7] == b'-' && b[10] == b' ' && b[13] == b':' && b[16] == b':';
     if !shape {
         return None;
     }
     let num = |from: usize, to: usize| -> Option<u32> {
         let digits = &body[from..to];
-        digits
-            .bytes()
-            .all(|c| c.is_ascii_digit())
-            .then(|| digits.parse().ok())
-            .flatten()
+        digits.bytes().all(|c| c.is_ascii_digit()).then(|| digits.parse().ok()).flatten()
     };
     let date = chrono::NaiveDate::from_ymd_opt(num(0, 4)? as i32, num(5, 7)?, num(8, 10)?)?;
     let time = date.and_hms_opt(num(11, 13)?, num(14, 16)?, num(17, 19)?)?;
@@ -505,14 +427,8 @@ mod tests {
 
     #[test]
     fn stamps_in_utc_local_and_epoch() {
-        assert_eq!(
-            parse_stamp("2026-11-21 10:08:43 UTC"),
-            Some((1_795_255_723_000, true))
-        );
-        assert_eq!(
-            parse_stamp("2026-11-21 10:08:43"),
-            Some((1_795_255_723_000, false))
-        );
+        assert_eq!(parse_stamp("2026-11-21 10:08:43 UTC"), Some((1_795_255_723_000, true)));
+        assert_eq!(parse_stamp("2026-11-21 10:08:43"), Some((1_795_255_723_000, false)));
         assert_eq!(parse_stamp("1795255723"), Some((1_795_255_723_000, true)));
         assert_eq!(parse_stamp("2026-13-21 10:08:43 UTC"), None);
         assert_eq!(parse_stamp("2026-11-21 1:08:43 UTC"), None);

@@ -9,12 +9,10 @@ use crate::ingest::discover::Hints;
 use crate::ingest::records::{LineParser, Sink};
 use crate::warehouse::tables::{Table, date_of_ms};
 
+
 /// Columns that name an instance (a CPU, an interface, a disk) and open a group of figures.
 fn is_instance_column(column: &str) -> bool {
-    matches!(
-        column,
-        "CPU" | "IFACE" | "DEV" | "FILESYSTEM" | "INTR" | "TTY" | "FAN" | "DEVICE" | "BUS" | "TEMP"
-    )
+    matches!(column, "CPU" | "IFACE" | "DEV" | "FILESYSTEM" | "INTR" | "TTY" | "FAN" | "DEVICE" | "BUS" | "TEMP")
 }
 
 /// The activity of a group, named as `sadf -j` names it.
@@ -36,17 +34,13 @@ fn column_activity(column: &str) -> Option<&'static str> {
     Some(match column {
         "proc/s" | "cswch/s" => "process-and-context-switch",
         "pswpin/s" | "pswpout/s" => "swap-pages",
-        "pgpgin/s" | "pgpgout/s" | "fault/s" | "majflt/s" | "pgfree/s" | "pgscank/s"
-        | "pgscand/s" | "pgsteal/s" | "%vmeff" => "paging",
+        "pgpgin/s" | "pgpgout/s" | "fault/s" | "majflt/s" | "pgfree/s" | "pgscank/s" | "pgscand/s" | "pgsteal/s"
+        | "%vmeff" => "paging",
         "tps" | "rtps" | "wtps" | "dtps" | "bread/s" | "bwrtn/s" | "bdscd/s" => "io",
         "runq-sz" | "plist-sz" | "ldavg-1" | "ldavg-5" | "ldavg-15" | "blocked" => "queue",
         "dentunusd" | "file-nr" | "inode-nr" | "pty-nr" => "kernel",
         "intr/s" => "interrupts",
-        c if c.starts_with("kb")
-            || matches!(c, "%memused" | "%commit" | "%swpused" | "%swpcad") =>
-        {
-            "memory"
-        }
+        c if c.starts_with("kb") || matches!(c, "%memused" | "%commit" | "%swpused" | "%swpcad") => "memory",
         _ => return None,
     })
 }
@@ -58,18 +52,10 @@ fn bare(column: &str) -> &str {
 
 #[derive(Debug, PartialEq)]
 enum Item {
-    Single {
-        activity: String,
-        metric: String,
-    },
+    Single { activity: String, metric: String },
     /// An instance column and its figures; `repeated` (`-dh`, marked `[...]`) when a row holds
     /// one such group per instance.
-    Group {
-        activity: String,
-        cpu: bool,
-        metrics: Vec<String>,
-        repeated: bool,
-    },
+    Group { activity: String, cpu: bool, metrics: Vec<String>, repeated: bool },
 }
 
 impl Item {
@@ -106,27 +92,17 @@ fn parse_header(columns: &str) -> Result<Vec<Item>, String> {
                 return Err(format!("header column {column} has no figures after it"));
             };
             let activity = group_activity(column, first);
-            items.push(Item::Group {
-                activity,
-                cpu: column == "CPU",
-                metrics,
-                repeated,
-            });
+            items.push(Item::Group { activity, cpu: column == "CPU", metrics, repeated });
         } else {
             let metric = column.trim_end_matches("[...]");
             let activity = match column_activity(metric) {
                 Some(a) => a.to_string(),
                 None => match items.last() {
-                    Some(Item::Single { activity, .. } | Item::Group { activity, .. }) => {
-                        activity.clone()
-                    }
+                    Some(Item::Single { activity, .. } | Item::Group { activity, .. }) => activity.clone(),
                     None => bare(metric).to_string(),
                 },
             };
-            items.push(Item::Single {
-                activity,
-                metric: metric.to_string(),
-            });
+            items.push(Item::Single { activity, metric: metric.to_string() });
             i += 1;
         }
     }
@@ -146,9 +122,7 @@ fn cpu_name(field: &str) -> &str {
 /// float's mantissa exactly, and dividing by an exact power of ten rounds once, correctly.
 #[inline]
 fn parse_number(field: &str) -> Option<f64> {
-    const POW10: [f64; 16] = [
-        1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
-    ];
+    const POW10: [f64; 16] = [1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15];
     let bytes = field.as_bytes();
     let (negative, digits) = match bytes.split_first() {
         Some((b'-', rest)) => (true, rest),
@@ -191,25 +165,14 @@ struct Devices {
 }
 
 impl Devices {
-    fn find(
-        &mut self,
-        field: &str,
-        cpu: bool,
-        instances: Instances,
-        iface: Option<&str>,
-        names: &mut Names,
-    ) -> (u32, bool) {
+    fn find(&mut self, field: &str, cpu: bool, instances: Instances, iface: Option<&str>, names: &mut Names) -> (u32, bool) {
         let at = match self.known.get(self.next) {
             Some((known, _, _)) if known == field => self.next,
             _ => match self.index.get(field) {
                 Some(&at) => at,
                 None => {
                     let device = if cpu { cpu_name(field) } else { field };
-                    self.known.push((
-                        field.to_string(),
-                        names.code(device),
-                        takes(instances, Some(device), iface),
-                    ));
+                    self.known.push((field.to_string(), names.code(device), takes(instances, Some(device), iface)));
                     self.index.insert(field.to_string(), self.known.len() - 1);
                     self.known.len() - 1
                 }
@@ -223,11 +186,7 @@ impl Devices {
 
 /// A header's item compiled for rows: text coded for `sar_metrics`, slots for the 14 metrics.
 enum Column {
-    Single {
-        activity: u32,
-        metric: u32,
-        slot: Slot,
-    },
+    Single { activity: u32, metric: u32, slot: Slot },
     Group {
         activity: u32,
         cpu: bool,
@@ -248,34 +207,15 @@ fn compile(items: &[Item], names: &mut Names, iface: Option<&str>) -> Vec<Column
         columns.push(match item {
             Item::Single { activity, metric } => {
                 let (slot, instances) = slot_of(activity, metric);
-                let slot = if takes(instances, None, iface) {
-                    slot
-                } else {
-                    Slot::None
-                };
-                Column::Single {
-                    activity: names.code(activity),
-                    metric: names.code(metric),
-                    slot,
-                }
+                let slot = if takes(instances, None, iface) { slot } else { Slot::None };
+                Column::Single { activity: names.code(activity), metric: names.code(metric), slot }
             }
-            Item::Group {
-                activity,
-                cpu,
-                metrics,
-                repeated,
-            } => {
-                let instances = metrics
-                    .iter()
-                    .map(|m| slot_of(activity, m).1)
-                    .find(|i| *i != Instances::Any);
+            Item::Group { activity, cpu, metrics, repeated } => {
+                let instances = metrics.iter().map(|m| slot_of(activity, m).1).find(|i| *i != Instances::Any);
                 Column::Group {
                     activity: names.code(activity),
                     cpu: *cpu,
-                    metrics: metrics
-                        .iter()
-                        .map(|m| (names.code(m), slot_of(activity, m).0))
-                        .collect(),
+                    metrics: metrics.iter().map(|m| (names.code(m), slot_of(activity, m).0)).collect(),
                     instances: instances.unwrap_or(Instances::Any),
                     repeated: *repeated,
                     needed_after,
@@ -326,33 +266,15 @@ fn split_row(
     let mut at = 0;
     for column in columns.iter_mut() {
         match column {
-            Column::Single {
-                activity,
-                metric,
-                slot,
-            } => {
+            Column::Single { activity, metric, slot } => {
                 if at >= n {
                     return Err(fewer());
                 }
                 let value = number(field(at), names.name(*metric))?;
-                out.push(Figure {
-                    activity: *activity,
-                    device: NO_DEVICE,
-                    metric: *metric,
-                    slot: *slot,
-                    value,
-                });
+                out.push(Figure { activity: *activity, device: NO_DEVICE, metric: *metric, slot: *slot, value });
                 at += 1;
             }
-            Column::Group {
-                activity,
-                cpu,
-                metrics,
-                instances,
-                repeated,
-                needed_after,
-                devices,
-            } => {
+            Column::Group { activity, cpu, metrics, instances, repeated, needed_after, devices } => {
                 let width = 1 + metrics.len();
                 let mut previous_cpu: Option<i64> = None;
                 loop {
@@ -364,13 +286,7 @@ fn split_row(
                     for (k, &(metric, slot)) in metrics.iter().enumerate() {
                         let value = number(field(at + 1 + k), names.name(metric))?;
                         let slot = if counted { slot } else { Slot::None };
-                        out.push(Figure {
-                            activity: *activity,
-                            device,
-                            metric,
-                            slot,
-                            value,
-                        });
+                        out.push(Figure { activity: *activity, device, metric, slot, value });
                     }
                     at += width;
                     if !*repeated {
@@ -392,11 +308,7 @@ fn split_row(
         }
     }
     if at != n {
-        return Err(format!(
-            "{} fields where the header names {}",
-            n + 3,
-            at + 3
-        ));
+        return Err(format!("{} fields where the header names {}", n + 3, at + 3));
     }
     Ok(())
 }
@@ -418,15 +330,13 @@ impl Waiting {
         } else if cursor + 1 < n && self.samples[cursor + 1].ts == ts {
             cursor + 1
         } else if self.samples.last().is_none_or(|last| last.ts < ts) {
-            self.samples
-                .push(Sample::new(ts, line, offset, Some(interval)));
+            self.samples.push(Sample::new(ts, line, offset, Some(interval)));
             n
         } else {
             match self.samples.binary_search_by_key(&ts, |s| s.ts) {
                 Ok(at) => at,
                 Err(at) => {
-                    self.samples
-                        .insert(at, Sample::new(ts, line, offset, Some(interval)));
+                    self.samples.insert(at, Sample::new(ts, line, offset, Some(interval)));
                     at
                 }
             }
@@ -471,12 +381,7 @@ impl TextParser {
 
     fn header(&mut self, sink: &mut Sink, number: u64, offset: u64, text: &str) {
         let Some(columns) = text.strip_prefix("# hostname;interval;timestamp;") else {
-            sink.reject(
-                number,
-                offset,
-                "header does not start with `# hostname;interval;timestamp;`",
-                text,
-            );
+            sink.reject(number, offset, "header does not start with `# hostname;interval;timestamp;`", text);
             return;
         };
         match parse_header(columns) {
@@ -484,15 +389,10 @@ impl TextParser {
                 let activities: HashSet<&str> = items
                     .iter()
                     .map(|i| match i {
-                        Item::Single { activity, .. } | Item::Group { activity, .. } => {
-                            activity.as_str()
-                        }
+                        Item::Single { activity, .. } | Item::Group { activity, .. } => activity.as_str(),
                     })
                     .collect();
-                let whole_samples = activities.len() > 1
-                    || items
-                        .iter()
-                        .any(|i| matches!(i, Item::Group { repeated: true, .. }));
+                let whole_samples = activities.len() > 1 || items.iter().any(|i| matches!(i, Item::Group { repeated: true, .. }));
                 if *self.grouped.get_or_insert(!whole_samples) {
                     // A header seen already in this export: the next export (after a restart,
                     // or the next file of a concatenation) begins, and every sample waiting is
@@ -506,11 +406,7 @@ impl TextParser {
                         waiting.cursor = 0;
                     }
                 }
-                self.header = Some(compile(
-                    &items,
-                    &mut self.common.sar.names,
-                    self.common.iface.as_deref(),
-                ));
+                self.header = Some(compile(&items, &mut self.common.sar.names, self.common.iface.as_deref()));
                 sink.parsed(1);
             }
             Err(reason) => {
@@ -521,31 +417,17 @@ impl TextParser {
     }
 
     fn row(&mut self, sink: &mut Sink, number: u64, offset: u64, text: &str) -> Result<(), String> {
-        let TextParser {
-            common,
-            header,
-            grouped,
-            waiting,
-            last_stamp,
-            last_host,
-            spans,
-            figures,
-            ..
-        } = self;
+        let TextParser { common, header, grouped, waiting, last_stamp, last_host, spans, figures, .. } = self;
         let mut fields = text.splitn(4, ';');
         let (Some(host_field), Some(interval_field), Some(stamp_field), Some(rest)) =
             (fields.next(), fields.next(), fields.next(), fields.next())
         else {
             return Err("fewer than 4 `;`-separated fields".into());
         };
-        let interval: i64 = interval_field
-            .parse()
-            .map_err(|_| format!("interval `{interval_field}` is not a number"))?;
+        let interval: i64 = interval_field.parse().map_err(|_| format!("interval `{interval_field}` is not a number"))?;
         // Rows of one sample second share their timestamp: it is parsed once.
         if last_stamp.0 != stamp_field {
-            let stamp = parse_stamp(stamp_field).ok_or_else(|| {
-                format!("timestamp `{stamp_field}` is not yyyy-MM-dd HH:mm:ss [UTC]")
-            })?;
+            let stamp = parse_stamp(stamp_field).ok_or_else(|| format!("timestamp `{stamp_field}` is not yyyy-MM-dd HH:mm:ss [UTC]"))?;
             last_stamp.0.clear();
             last_stamp.0.push_str(stamp_field);
             last_stamp.1 = common.utc_ms(stamp);
@@ -569,14 +451,7 @@ impl TextParser {
         split_fields(rest, spans);
         // Every figure is read before any row is written: a bad field rejects the whole line.
         figures.clear();
-        split_row(
-            columns,
-            rest,
-            spans,
-            &mut common.sar.names,
-            common.iface.as_deref(),
-            figures,
-        )?;
+        split_row(columns, rest, spans, &mut common.sar.names, common.iface.as_deref(), figures)?;
         if sink.wants(Table::SarMetrics, offset) {
             let sar = &mut common.sar;
             sar.open(sink, date_of_ms(ts));
@@ -597,11 +472,7 @@ impl TextParser {
             let at = match waiting.iter().position(|w| w.host == host) {
                 Some(at) => at,
                 None => {
-                    waiting.push(Waiting {
-                        host: host.to_string(),
-                        samples: Vec::new(),
-                        cursor: 0,
-                    });
+                    waiting.push(Waiting { host: host.to_string(), samples: Vec::new(), cursor: 0 });
                     waiting.len() - 1
                 }
             };
@@ -648,6 +519,7 @@ impl LineParser for TextParser {
     }
 }
 
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -655,18 +527,11 @@ mod tests {
 
     #[test]
     fn a_dh_header_splits_into_singles_and_repeated_groups() {
-        let items =
-            parse_header("CPU;%user;%idle[...];cswch/s;runq-sz;IFACE;rxpck/s;rxkB/s[...]").unwrap();
+        let items = parse_header("CPU;%user;%idle[...];cswch/s;runq-sz;IFACE;rxpck/s;rxkB/s[...]").unwrap();
         assert_eq!(items.len(), 4);
-        assert!(
-            matches!(&items[0], Item::Group { activity, cpu: true, repeated: true, .. } if activity == "cpu-load")
-        );
-        assert!(
-            matches!(&items[1], Item::Single { activity, .. } if activity == "process-and-context-switch")
-        );
-        assert!(
-            matches!(&items[3], Item::Group { activity, cpu: false, repeated: true, .. } if activity == "net-dev")
-        );
+        assert!(matches!(&items[0], Item::Group { activity, cpu: true, repeated: true, .. } if activity == "cpu-load"));
+        assert!(matches!(&items[1], Item::Single { activity, .. } if activity == "process-and-context-switch"));
+        assert!(matches!(&items[3], Item::Group { activity, cpu: false, repeated: true, .. } if activity == "net-dev"));
         // Three CPU instances (all, 0, 1), then two interfaces: sequence and names tell them.
         let mut names = Names::default();
         let mut columns = compile(&items, &mut names, None);
@@ -679,10 +544,7 @@ mod tests {
         let row = "-1;50.00;50.00;0;40.00;60.00;1;60.00;40.00;118.00;2;lo;1.00;0.50;eth0;2.00;1.50";
         let out = split(&mut columns, &mut names, row).unwrap();
         let name = |code: u32| (code != NO_DEVICE).then(|| names.name(code));
-        let devices: Vec<_> = out
-            .iter()
-            .map(|f| (names.name(f.activity), name(f.device), names.name(f.metric)))
-            .collect();
+        let devices: Vec<_> = out.iter().map(|f| (names.name(f.activity), name(f.device), names.name(f.metric))).collect();
         assert_eq!(devices[0], ("cpu-load", Some("all"), "%user"));
         assert_eq!(devices[4], ("cpu-load", Some("1"), "%user"));
         assert_eq!(devices[6], ("process-and-context-switch", None, "cswch/s"));
@@ -690,17 +552,11 @@ mod tests {
         assert_eq!(out.len(), 12);
         // The 14 metrics take the all-CPU row's %user and the traffic of every interface but lo.
         let slots: Vec<_> = out.iter().map(|f| f.slot).collect();
-        assert_eq!(
-            (slots[0], slots[2], slots[4]),
-            (Slot::Set(USER as u8), Slot::None, Slot::None)
-        );
+        assert_eq!((slots[0], slots[2], slots[4]), (Slot::Set(USER as u8), Slot::None, Slot::None));
         assert_eq!((slots[9], slots[11]), (Slot::None, Slot::Add(RX as u8)));
         // The same row again finds its devices where they were; a short or bad one is refused.
         assert_eq!(split(&mut columns, &mut names, row).unwrap().len(), 12);
-        assert_eq!(
-            split(&mut columns, &mut names, "-1;50.00").unwrap_err(),
-            "5 fields, fewer than the header names"
-        );
+        assert_eq!(split(&mut columns, &mut names, "-1;50.00").unwrap_err(), "5 fields, fewer than the header names");
         let bad = split(&mut columns, &mut names, &row.replace("118.00", "x")).unwrap_err();
         assert_eq!(bad, "cswch/s: `x` is not a number");
     }
@@ -708,35 +564,9 @@ mod tests {
     #[test]
     fn numbers_read_as_str_parse_reads_them() {
         let mut cases: Vec<String> = [
-            "0",
-            "0.00",
-            "-0.00",
-            "1.",
-            ".5",
-            "-.5",
-            "12.34",
-            "99.99",
-            "100.00",
-            "33964.00",
-            "0.1",
-            "0.3",
-            "1e5",
-            "inf",
-            "NaN",
-            "+1.5",
-            "",
-            "-",
-            ".",
-            "1..2",
-            "1.2.3",
-            "12a",
-            "123456789012345",
-            "1234567890123456",
-            "0.000000000000001",
-            "99999999999999.9",
-            "9007199254740993",
-            "-123.456789",
-            "00012.50",
+            "0", "0.00", "-0.00", "1.", ".5", "-.5", "12.34", "99.99", "100.00", "33964.00", "0.1", "0.3", "1e5", "inf",
+            "NaN", "+1.5", "", "-", ".", "1..2", "1.2.3", "12a", "123456789012345", "1234567890123456", "0.000000000000001",
+            "99999999999999.9", "9007199254740993", "-123.456789", "00012.50",
         ]
         .map(String::from)
         .to_vec();
@@ -751,11 +581,7 @@ mod tests {
             let text = format!("{mantissa:0width$}", width = decimals + 1);
             let (int, frac) = text.split_at(text.len() - decimals);
             let sign = if x & 1 == 1 { "-" } else { "" };
-            cases.push(if decimals == 0 {
-                format!("{sign}{int}")
-            } else {
-                format!("{sign}{int}.{frac}")
-            });
+            cases.push(if decimals == 0 { format!("{sign}{int}") } else { format!("{sign}{int}.{frac}") });
         }
         for case in &cases {
             let want = case.parse::<f64>().ok();
@@ -766,25 +592,16 @@ mod tests {
 
     #[test]
     fn waiting_samples_stay_in_time_order() {
-        let mut w = Waiting {
-            host: "h".into(),
-            samples: Vec::new(),
-            cursor: 0,
-        };
+        let mut w = Waiting { host: "h".into(), samples: Vec::new(), cursor: 0 };
         for ts in [10, 20, 30, 40] {
-            w.sample(ts, ts as u64, 0, 1)
-                .put(Slot::Set(USER as u8), 1.0);
+            w.sample(ts, ts as u64, 0, 1).put(Slot::Set(USER as u8), 1.0);
         }
         // The next group walks the same seconds from the start, one missing and one new.
         w.cursor = 0;
         for ts in [10, 20, 25, 40, 50] {
             w.sample(ts, 0, 0, 1).put(Slot::Set(CSWCH as u8), 2.0);
         }
-        let got: Vec<_> = w
-            .samples
-            .iter()
-            .map(|s| (s.ts, s.line, s.values()[USER], s.values()[CSWCH]))
-            .collect();
+        let got: Vec<_> = w.samples.iter().map(|s| (s.ts, s.line, s.values()[USER], s.values()[CSWCH])).collect();
         assert_eq!(
             got,
             [
