@@ -345,8 +345,7 @@ pub type LowestAndMean = (f64, Option<f64>);
 
 /// For every series of a partition, its lowest |r| with a peer (a peer with which r is
 /// undefined counts 0) and its mean |r| over the peers where r is defined (None where it is
-/// nowhere); `None` for a NULL
-/// series or one without peers. Each pair is computed once. Series without missing or
+/// nowhere); `None` for a NULL series or one without peers. Each pair is computed once. Series without missing or
 /// non-finite items are standardised once, so that a pair costs one dot product; the others
 /// pair through [`pearson_pairs`], as `pearson` does.
 pub fn peer_correlations(func: &str, series: &ArrayRef) -> Result<Vec<Option<LowestAndMean>>> {
@@ -368,17 +367,20 @@ pub fn peer_correlations(func: &str, series: &ArrayRef) -> Result<Vec<Option<Low
             ),
         ));
     }
-    // Standardised: centred and scaled to unit norm, so r is their dot product. None: constant.
-    let plain = |row: usize| {
-        let range = span(row);
-        values
-            .nulls()
-            .is_none_or(|n| n.slice(range.start, range.len()).null_count() == 0)
-            && values.values()[range].iter().all(|v| v.is_finite())
-    };
-    let standardised: Vec<Option<Vec<f64>>> = rows
+    // Plain: no missing or non-finite item, decided once per series, not once per pair.
+    let plain: Vec<bool> = rows
         .iter()
         .map(|&row| {
+            let range = span(row);
+            values.nulls().is_none_or(|n| n.slice(range.start, range.len()).null_count() == 0)
+                && values.values()[range].iter().all(|v| v.is_finite())
+        })
+        .collect();
+    // Standardised: centred and scaled to unit norm, so r is their dot product. None: constant.
+    let standardised: Vec<Option<Vec<f64>>> = rows
+        .iter()
+        .zip(&plain)
+        .map(|(&row, &plain)| {
             let xs = &values.values()[span(row)];
             let mean = xs.iter().sum::<f64>() / xs.len().max(1) as f64;
             let norm = xs
@@ -386,12 +388,12 @@ pub fn peer_correlations(func: &str, series: &ArrayRef) -> Result<Vec<Option<Low
                 .map(|x| (x - mean) * (x - mean))
                 .sum::<f64>()
                 .sqrt();
-            (plain(row) && xs.len() >= 2 && norm > 0.0)
+            (plain && xs.len() >= 2 && norm > 0.0)
                 .then(|| xs.iter().map(|x| (x - mean) / norm).collect())
         })
         .collect();
     let pair = |i: usize, j: usize| -> Option<f64> {
-        if plain(rows[i]) && plain(rows[j]) {
+        if plain[i] && plain[j] {
             let (a, b) = (standardised[i].as_ref()?, standardised[j].as_ref()?);
             return Some(
                 a.iter()
