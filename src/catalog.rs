@@ -59,7 +59,7 @@ impl WarehouseSchema {
     /// Table names are folder names: nothing that could leave the warehouse's folder.
     fn warehouse_has(&self, name: &str) -> bool {
         let plain = !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
-        plain && self.warehouse.root().join(name).join("_delta_log").is_dir()
+        plain && self.warehouse.has_table(name)
     }
 
     fn cached(&self, name: &str) -> Option<Arc<dyn TableProvider>> {

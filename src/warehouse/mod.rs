@@ -61,9 +61,19 @@ impl Warehouse {
         Url::from_directory_path(&dir).map_err(|()| anyhow::anyhow!("{}: not a usable path", dir.display()))
     }
 
+    /// The Delta log folder of table `name`.
+    pub fn log_dir(&self, name: &str) -> PathBuf {
+        self.root.join(name).join("_delta_log")
+    }
+
+    /// Whether table `name` exists.
+    pub fn has_table(&self, name: &str) -> bool {
+        self.log_dir(name).is_dir()
+    }
+
     /// The Delta table of `name` if it exists.
     pub async fn open(&self, name: &str) -> Result<Option<DeltaTable>> {
-        if !self.root.join(name).join("_delta_log").is_dir() {
+        if !self.has_table(name) {
             return Ok(None);
         }
         let table = deltalake::open_table(self.table_url(name)?)
@@ -217,7 +227,7 @@ pub struct TableAppender {
 impl TableAppender {
     pub async fn open(warehouse: &Warehouse, table: Table, cluster: &str) -> Result<TableAppender> {
         let delta = warehouse.open_or_create(table).await?;
-        let log_dir = warehouse.root().join(table.name()).join("_delta_log");
+        let log_dir = warehouse.log_dir(table.name());
         let version = delta.version().and_then(|v| u64::try_from(v).ok()).unwrap_or(0);
         let held = transactions::latest_versions(&log_dir, version)
             .with_context(|| format!("cannot read the ingest transactions of table {}", table.name()))?;
