@@ -19,16 +19,21 @@ use datafusion::prelude::{SessionConfig, SessionContext};
 use crate::warehouse::Warehouse;
 
 pub async fn session(warehouse: &Warehouse) -> Result<SessionContext> {
+    session_over(&Snapshot::take(warehouse).await?)
+}
+
+/// A fresh session (its own views and `CREATE TABLE`s) over tables already opened by others.
+pub fn session_over(snapshot: &Snapshot) -> Result<SessionContext> {
     let config = SessionConfig::new().with_information_schema(true);
-    let ctx = SessionContext::new_with_config(config);
+    // The snapshot's runtime: its Delta tables registered their object stores there.
+    let state = SessionStateBuilder::new()
+        .with_config(config)
+        .with_runtime_env(snapshot.tables.runtime.clone())
+        .with_default_features()
+        .build();
+    let ctx = SessionContext::new_with_state(state);
     kahuna_udfs::register_all(&ctx);
-    let schema = WarehouseSchema {
-        warehouse: warehouse.clone(),
-        completed: warehouse.completed_ingests().await?,
-        runtime: ctx.runtime_env(),
-        opened: Mutex::new(HashMap::new()),
-        session_tables: MemorySchemaProvider::new(),
-    };
+    let schema = WarehouseSchema { tables: snapshot.tables.clone(), session_tables: MemorySchemaProvider::new() };
     let options = ctx.state().config().options().catalog.clone();
     let catalog = ctx
         .catalog(&options.default_catalog)
@@ -37,25 +42,54 @@ pub async fn session(warehouse: &Warehouse) -> Result<SessionContext> {
     Ok(ctx)
 }
 
-/// The default schema: the warehouse's Delta tables, opened on first use, and the tables a
-/// session creates itself (`CREATE TABLE … AS`), kept in memory.
-struct WarehouseSchema {
+/// The warehouse as of its last finished ingest runs, each table opened at most once however
+/// many sessions read it (`kahuna eval` runs thousands of short queries; opening `states`
+/// replays its Delta log, which would cost more than a small cluster's query). Writes after
+/// the snapshot was taken are not seen: take a new one.
+#[derive(Clone)]
+pub struct Snapshot {
+    tables: Arc<OpenedTables>,
+}
+
+impl Snapshot {
+    pub async fn take(warehouse: &Warehouse) -> Result<Snapshot> {
+        let tables = OpenedTables {
+            warehouse: warehouse.clone(),
+            completed: warehouse.completed_ingests().await?,
+            runtime: Arc::new(RuntimeEnv::default()),
+            opened: Mutex::new(HashMap::new()),
+        };
+        Ok(Snapshot { tables: Arc::new(tables) })
+    }
+
+    pub fn warehouse(&self) -> &Warehouse {
+        &self.tables.warehouse
+    }
+}
+
+struct OpenedTables {
     warehouse: Warehouse,
     completed: HashSet<String>,
     runtime: Arc<RuntimeEnv>,
     opened: Mutex<HashMap<String, Arc<dyn TableProvider>>>,
+}
+
+/// The default schema: the warehouse's Delta tables, opened on first use, and the tables a
+/// session creates itself (`CREATE TABLE … AS`), kept in memory.
+struct WarehouseSchema {
+    tables: Arc<OpenedTables>,
     session_tables: MemorySchemaProvider,
 }
 
 impl std::fmt::Debug for WarehouseSchema {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("WarehouseSchema")
-            .field("root", &self.warehouse.root())
+            .field("root", &self.tables.warehouse.root())
             .finish_non_exhaustive()
     }
 }
 
-impl WarehouseSchema {
+impl OpenedTables {
     /// Table names are folder names: nothing that could leave the warehouse's folder.
     fn warehouse_has(&self, name: &str) -> bool {
         let plain = !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
@@ -93,7 +127,7 @@ impl WarehouseSchema {
 #[async_trait]
 impl SchemaProvider for WarehouseSchema {
     fn table_names(&self) -> Vec<String> {
-        let mut names = self.warehouse.table_names();
+        let mut names = self.tables.warehouse.table_names();
         names.extend(self.session_tables.table_names());
         names
     }
@@ -102,10 +136,10 @@ impl SchemaProvider for WarehouseSchema {
         if let Some(table) = self.session_tables.table(name).await? {
             return Ok(Some(table));
         }
-        if let Some(table) = self.cached(name) {
+        if let Some(table) = self.tables.cached(name) {
             return Ok(Some(table));
         }
-        self.open(name).await.map_err(|e| {
+        self.tables.open(name).await.map_err(|e| {
             DataFusionError::External(format!("cannot read table {name}: {e:#}").into())
         })
     }
@@ -115,7 +149,7 @@ impl SchemaProvider for WarehouseSchema {
         name: String,
         table: Arc<dyn TableProvider>,
     ) -> Result<Option<Arc<dyn TableProvider>>, DataFusionError> {
-        if self.warehouse_has(&name) {
+        if self.tables.warehouse_has(&name) {
             return Err(DataFusionError::Plan(format!(
                 "{name} is a warehouse table; choose another name"
             )));
@@ -127,7 +161,7 @@ impl SchemaProvider for WarehouseSchema {
         &self,
         name: &str,
     ) -> Result<Option<Arc<dyn TableProvider>>, DataFusionError> {
-        if self.warehouse_has(name) {
+        if self.tables.warehouse_has(name) {
             return Err(DataFusionError::Plan(format!(
                 "{name} is a warehouse table; it cannot be dropped from SQL"
             )));
@@ -136,6 +170,6 @@ impl SchemaProvider for WarehouseSchema {
     }
 
     fn table_exist(&self, name: &str) -> bool {
-        self.session_tables.table_exist(name) || self.warehouse_has(name)
+        self.session_tables.table_exist(name) || self.tables.warehouse_has(name)
     }
 }

@@ -2,7 +2,7 @@
 //!
 //! Each trace folder holds the logs, sadc capture and job history of one run and its
 //! `truth.json` (the fault, the faulty nodes, the workload). Every run is ingested as its own
-//! cluster; each diagnosis runs over all of them at once; the hosts it indicts are scored as the
+//! cluster; each diagnosis runs on every cluster on its own; the hosts it indicts are scored as the
 //! papers do (Ganesha §5.1, Kahuna §VIII): TP = faulty nodes indicted / faulty nodes, FP =
 //! fault-free nodes indicted / fault-free nodes of the faulty runs, FN = 1 − TP, and the
 //! false-alarm rate = nodes indicted / nodes of the fault-free runs.
@@ -22,6 +22,9 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result, bail};
 use chrono::Utc;
 
+use futures::StreamExt as _;
+
+use crate::catalog::{self, Snapshot};
 use crate::diagnose::{self, Record, Request};
 use crate::ingest::discover::Hints;
 use crate::ingest::{IngestOptions, ingest};
@@ -175,10 +178,28 @@ fn indicted_by_cluster(verdict: &[Diagnosis]) -> HashMap<&str, BTreeSet<String>>
     out
 }
 
-async fn verdict(warehouse: &Warehouse, query: &Query, params: Vec<(String, String)>) -> Result<Vec<Diagnosis>> {
-    let mut request = Request::new(query.clone());
-    request.params = params;
-    Ok(diagnose::run(warehouse, &request, Record::Nothing).await?.verdict)
+/// The verdict rows of every cluster, each diagnosed on its own: memory stays that of the
+/// largest cluster, not of the whole suite (all 280 runs of a 10-repetition suite at once
+/// outgrew 17 GB). One cluster's query keeps about one core busy, so as many run at once as
+/// there are cores.
+async fn verdict(snapshot: &Snapshot, query: &Query, params: &[(String, String)], clusters: &[String]) -> Result<Vec<Diagnosis>> {
+    let runs = clusters.iter().map(|cluster| {
+        let (snapshot, mut request) = (snapshot.clone(), Request::new(query.clone()));
+        request.cluster = Some(cluster.clone());
+        request.params = params.to_vec();
+        tokio::spawn(async move {
+            let ctx = catalog::session_over(&snapshot)?;
+            let outcome = diagnose::run_in(&ctx, snapshot.warehouse(), &request, Record::Nothing).await;
+            outcome.map(|o| o.verdict).with_context(|| format!("cluster {}", request.cluster.unwrap_or_default()))
+        })
+    });
+    let parallel = std::thread::available_parallelism().map_or(2, usize::from);
+    let mut running = futures::stream::iter(runs).buffered(parallel);
+    let mut rows = Vec::new();
+    while let Some(verdict) = running.next().await {
+        rows.extend(verdict??);
+    }
+    Ok(rows)
 }
 
 /// The rows of a two-column query, both columns as text.
@@ -198,7 +219,7 @@ async fn text_pairs(ctx: &datafusion::prelude::SessionContext, sql: &str) -> Res
 async fn ingested_files(warehouse: &Warehouse) -> Result<HashMap<String, Vec<String>>> {
     let mut files: HashMap<String, Vec<String>> = HashMap::new();
     // One session for the check and the query: opening one registers every table.
-    let ctx = crate::catalog::session(warehouse).await?;
+    let ctx = catalog::session(warehouse).await?;
     if !ctx.table_exist("ingests")? {
         return Ok(files);
     }
@@ -214,7 +235,7 @@ async fn ingested_files(warehouse: &Warehouse) -> Result<HashMap<String, Vec<Str
 async fn fill_nodes(warehouse: &Warehouse, runs: &mut [Run]) -> Result<()> {
     let sql = "SELECT DISTINCT cluster, host FROM states WHERE host IS NOT NULL AND daemon IN ('tasktracker', 'datanode')";
     let mut hosts: HashMap<String, BTreeSet<String>> = HashMap::new();
-    for (cluster, host) in text_pairs(&crate::catalog::session(warehouse).await?, sql).await? {
+    for (cluster, host) in text_pairs(&catalog::session(warehouse).await?, sql).await? {
         hosts.entry(cluster).or_default().insert(host);
     }
     for run in runs.iter_mut().filter(|r| r.nodes.is_empty()) {
@@ -254,6 +275,7 @@ pub async fn eval(options: &Options, out: &mut dyn std::io::Write) -> Result<()>
 
     let fault_free_tuning: Vec<&str> =
         runs.iter().filter(|r| r.tuning && r.fault_free()).map(|r| r.cluster.as_str()).collect();
+    let clusters: Vec<String> = runs.iter().map(|r| r.cluster.clone()).collect();
     let mut lines = vec!["query,fault,workload,nodes,runs,param,value,tp,fp,fn,false_alarm".to_string()];
     let mut report = String::new();
     for name in options.queries.iter().filter(|q| SCORED.contains(&q.as_str())) {
@@ -276,10 +298,12 @@ pub async fn eval(options: &Options, out: &mut dyn std::io::Write) -> Result<()>
             _ => vec![String::new()],
         };
         let param = query.tune.as_ref().map(|t| t.param.clone()).unwrap_or_default();
+        // Taken after training and after the verdicts `combined` reads were written.
+        let snapshot = Snapshot::take(&options.warehouse).await?;
         let mut by_value = Vec::new();
         for value in &grid {
             let params = if value.is_empty() { Vec::new() } else { vec![(param.clone(), value.clone())] };
-            by_value.push(verdict(&options.warehouse, &query, params).await?);
+            by_value.push(verdict(&snapshot, &query, &params, &clusters).await?);
         }
         let workloads: BTreeSet<&str> = runs.iter().map(|r| r.workload.as_str()).collect();
         let mut chosen_rows = Vec::new();
