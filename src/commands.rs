@@ -12,7 +12,7 @@ use crate::queries::{self, Output, Query};
 use crate::schedule::clock::SystemClock;
 use crate::schedule::plan::{CatchUp, Schedule};
 use crate::schedule::{self, Config, Job, Ledger, Policy, WarehouseRunner, Work};
-use crate::shell::{self, Format};
+use crate::shell;
 use crate::warehouse::Warehouse;
 
 #[derive(clap::Args)]
@@ -26,6 +26,7 @@ pub struct DiagnoseArgs {
     /// Window end (exclusive).
     #[arg(long)]
     to: Option<String>,
+    /// The one cluster to diagnose (default: every cluster, each on its own).
     #[arg(long)]
     cluster: Option<String>,
     /// NAME=VALUE, repeatable; overrides the default declared in the query's header.
@@ -37,6 +38,9 @@ pub struct DiagnoseArgs {
     /// Print the verdict only; write nothing.
     #[arg(long)]
     dry_run: bool,
+    /// Rows of each result printed (all of them are recorded).
+    #[arg(long, default_value_t = 40)]
+    rows: usize,
     /// List the built-in queries and their parameters.
     #[arg(long)]
     list: bool,
@@ -70,7 +74,7 @@ pub async fn diagnose(args: DiagnoseArgs, warehouse: &Path) -> Result<()> {
     let record = if args.dry_run { Record::Nothing } else { Record::Append };
     let outcome = diagnose::run(&Warehouse::new(warehouse), &request, record).await?;
     for batches in &outcome.results {
-        shell::print_batches(batches, Format::Table, &mut std::io::stdout())?;
+        shell::print_head(batches, args.rows, &mut std::io::stdout())?;
     }
     if request.query.output == Output::Verdict {
         print!("{}", diagnose::summarize(&request.query, &outcome.verdict));
@@ -154,6 +158,7 @@ pub struct BackfillArgs {
     /// Last run date (inclusive).
     #[arg(long)]
     to: NaiveDate,
+    /// The one cluster to run for (default: every cluster, each on its own).
     #[arg(long)]
     cluster: Option<String>,
     /// NAME=VALUE, repeatable.

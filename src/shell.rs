@@ -64,6 +64,28 @@ pub fn print_batches(batches: &[RecordBatch], format: Format, out: &mut dyn Writ
     Ok(())
 }
 
+/// The first `limit` rows as a table, and how many more there were: a verdict of a million
+/// rows (Kahuna-WB over months) is read in the warehouse, not on a terminal, and formatting it
+/// took longer than computing it.
+pub fn print_head(batches: &[RecordBatch], limit: usize, out: &mut dyn Write) -> Result<()> {
+    let total: usize = batches.iter().map(RecordBatch::num_rows).sum();
+    let mut head = Vec::new();
+    let mut left = limit;
+    for batch in batches {
+        if left == 0 {
+            break;
+        }
+        let rows = batch.num_rows().min(left);
+        head.push(batch.slice(0, rows));
+        left -= rows;
+    }
+    writeln!(out, "{}", pretty_format_batches(&head)?)?;
+    if total > limit {
+        writeln!(out, "({total} rows; the first {limit} shown)")?;
+    }
+    Ok(())
+}
+
 /// `\d` / `.tables`: each table with its row count.
 async fn list_tables(ctx: &SessionContext) -> Result<()> {
     let sql = "SELECT table_name FROM information_schema.tables WHERE table_schema = 'public' ORDER BY table_name";
