@@ -3,7 +3,7 @@
 -- For each job and SALSA state (DataNode states, which carry no job, are compared over the
 -- whole window), every host's durations become one histogram; a host is indicted in that job
 -- when the square-root Jensen-Shannon distance of its histogram exceeds $threshold against
--- more than half of its peers, and its states took longer than the peers' median
+-- more than half of its peers (`indict`), and its states took longer than the peers' median
 -- ($min_slowdown): a host faster than the rest is not what made the job slow.
 --
 -- Durations are divided by the peer group's median before binning, so one set of bins fits
@@ -101,16 +101,17 @@ per_host AS (
     FROM ratios GROUP BY cluster, job_id, state, host
     HAVING count(*) >= $min_states
 ),
+-- The odd one out is farther than $threshold from more than half of its peers: what `indict`
+-- says, taken from the score so that each pair of histograms is compared once, not twice.
 compared AS (
     SELECT cluster, job_id, state, host, n, host_median_ms, peer_median_ms, slowdown,
            count(*) OVER (PARTITION BY cluster, job_id, state) - 1 AS peers,
-           peer_score(hist, $threshold) OVER (PARTITION BY cluster, job_id, state) AS score,
-           indict(hist, $threshold) OVER (PARTITION BY cluster, job_id, state) AS odd_one_out
+           peer_score(hist, $threshold) OVER (PARTITION BY cluster, job_id, state) AS score
     FROM per_host
 )
 SELECT cluster, CASE WHEN job_id = '(window)' THEN NULL ELSE job_id END AS job_id,
        host, state, score, n, peers, host_median_ms, peer_median_ms, slowdown,
-       coalesce(odd_one_out, false) AND peers + 1 >= $min_hosts AND slowdown > $min_slowdown AS indicted
+       coalesce(score > 0.5, false) AND peers + 1 >= $min_hosts AND slowdown > $min_slowdown AS indicted
 FROM compared;
 
 -- Statement 4: the verdict, per job and state, and per host.
