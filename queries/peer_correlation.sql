@@ -6,8 +6,8 @@
 -- of the job gets |Pearson r| of their series; a host is *similar* when |r| >= $min_r with
 -- every peer. The paper found 89% of nodes similar in successful jobs and 43% in failed ones.
 --
--- Statement 2 prints that split by job outcome (from `jobs`; UNKNOWN where the job history was
--- not ingested); statement 3 is the per-job table, saved as `peer_correlation_jobs` (one
+-- Statement 4 prints that split by job outcome (from `jobs`; UNKNOWN where the job history was
+-- not ingested); statement 5 is the per-job table, saved as `peer_correlation_jobs` (one
 -- partition per cluster and run date) for charting.
 --
 -- @param from       timestamp = null   jobs whose Maps start at or after this time (null: all history)
@@ -18,13 +18,13 @@
 -- @param min_hosts  integer   = 2      jobs on fewer hosts are left out
 -- @output table peer_correlation_jobs
 --
--- Output (statement 3): outcome, jobs, hosts, similar_hosts, share_similar.
--- Output (statement 4): cluster, job_id, outcome, hosts, similar_hosts, share_similar,
+-- Output (statement 4): outcome, jobs, hosts, similar_hosts, share_similar.
+-- Output (statement 5): cluster, job_id, outcome, hosts, similar_hosts, share_similar,
 -- mean_abs_r, least_similar_host, its lowest |r|.
 
--- Statement 1: each host's Maps-executing series per job (a table of this run's session, so
--- that both sides of the pair join read it).
-CREATE TABLE peer_series AS
+-- Statement 1: each Map's start and end, in seconds (a table of this run's session: both the
+-- jobs' spans and the series read it, and a CTE would be computed for each).
+CREATE TABLE peer_maps AS
 WITH map_states AS (
     SELECT cluster, job_id, host, task_id, daemon, start_ts, end_ts
     FROM states
@@ -38,25 +38,26 @@ WITH map_states AS (
 -- only where no log of the job was ingested.
 logged AS (
     SELECT DISTINCT cluster, job_id FROM map_states WHERE daemon <> 'history'
-),
-maps AS (
-    SELECT m.cluster, m.job_id, m.host, m.task_id,
-           min(date_part('epoch', m.start_ts)) AS s, max(date_part('epoch', m.end_ts)) AS e
-    FROM map_states m LEFT JOIN logged l ON l.cluster = m.cluster AND l.job_id = m.job_id
-    WHERE m.daemon <> 'history' OR l.job_id IS NULL
-    GROUP BY m.cluster, m.job_id, m.host, m.task_id
-),
-span AS (
+)
+SELECT m.cluster, m.job_id, m.host, m.task_id,
+       min(date_part('epoch', m.start_ts)) AS s, max(date_part('epoch', m.end_ts)) AS e
+FROM map_states m LEFT JOIN logged l ON l.cluster = m.cluster AND l.job_id = m.job_id
+WHERE m.daemon <> 'history' OR l.job_id IS NULL
+GROUP BY m.cluster, m.job_id, m.host, m.task_id;
+
+-- Statement 2: each host's Maps-executing series per job, on a grid of $points over the job's span.
+CREATE TABLE peer_series AS
+WITH span AS (
     SELECT cluster, job_id, min(s) AS t0, greatest(max(coalesce(e, s)) - min(s), 0.001) AS length
-    FROM maps GROUP BY cluster, job_id
+    FROM peer_maps GROUP BY cluster, job_id
 )
 SELECT m.cluster, m.job_id, m.host,
        concurrency_series((m.s - j.t0) / j.length * $points, (m.e - j.t0) / j.length * $points,
                           0, $points, 1) AS running
-FROM maps m JOIN span j ON m.cluster = j.cluster AND m.job_id = j.job_id
+FROM peer_maps m JOIN span j ON m.cluster = j.cluster AND m.job_id = j.job_id
 GROUP BY m.cluster, m.job_id, m.host;
 
--- Statement 2: every host pair of a job (`peer_pearson` computes each pair once, within the
+-- Statement 3: every host pair of a job (`peer_pearson` computes each pair once, within the
 -- job's rows), and each job's similarity.
 CREATE TABLE job_similarity AS
 WITH hosts AS (

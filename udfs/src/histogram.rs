@@ -28,6 +28,7 @@ use crate::args::{
     Literals, arg_error, check_arity, exec_error, f64_list_type, fixed_width_list, list_scalar, logical_literals,
     physical_literals, require_integer, require_number, require_time, times_to_f64, to_f64, to_f64_list,
 };
+use crate::cells::{emit_to_groups, for_each_cells, merge_into, passes, take_groups};
 
 /// More bins than this is a mistake (a bins argument in milliseconds, say), not a histogram.
 const MAX_BINS: usize = 1 << 16;
@@ -161,21 +162,6 @@ impl Binner for LabelBinner {
     }
 }
 
-/// Calls `f(row, bins)` for every non-NULL histogram in a state column, checking its width.
-fn for_each_histogram(func: &str, states: &ArrayRef, width: usize, mut f: impl FnMut(usize, &[f64])) -> Result<()> {
-    let lists = to_f64_list(states)?;
-    let mut scratch = Vec::new();
-    for row in 0..lists.len() {
-        if let Some(h) = crate::args::list_row(&lists, row, &mut scratch) {
-            if h.len() != width {
-                return Err(exec_error(func, format!("partial histogram has {} bins, expected {width}", h.len())));
-            }
-            f(row, h);
-        }
-    }
-    Ok(())
-}
-
 /// One group's histogram; supports retraction for sliding window frames.
 #[derive(Debug)]
 struct HistogramAccumulator<B> {
@@ -224,36 +210,13 @@ impl<B: Binner> Accumulator for HistogramAccumulator<B> {
 
     fn merge_batch(&mut self, states: &[ArrayRef]) -> Result<()> {
         let counts = &mut self.counts;
-        for_each_histogram(self.func, &states[0], counts.len(), |_, h| {
+        for_each_cells(self.func, &states[0], counts.len(), |_, h| {
             counts.iter_mut().zip(h).for_each(|(c, x)| *c += x);
         })
     }
 
     fn size(&self) -> usize {
         size_of::<Self>() + self.counts.capacity() * size_of::<f64>()
-    }
-}
-
-/// Adds partial histograms (`states`) to their groups' cells in `cells` (`width` a group).
-fn merge_into(func: &str, cells: &mut [f64], states: &ArrayRef, group_indices: &[usize], width: usize) -> Result<()> {
-    for_each_histogram(func, states, width, |row, h| {
-        let start = group_indices[row] * width;
-        cells[start..start + width].iter_mut().zip(h).for_each(|(c, x)| *c += x);
-    })
-}
-
-/// Splits off the cells of the groups `emit_to` names; `cells` keeps the rest.
-fn take_groups(cells: &mut Vec<f64>, emit_to: EmitTo, width: usize) -> (Vec<f64>, usize) {
-    match emit_to {
-        EmitTo::All => {
-            let taken = std::mem::take(cells);
-            let groups = taken.len() / width;
-            (taken, groups)
-        }
-        EmitTo::First(n) => {
-            let rest = cells.split_off(n * width);
-            (std::mem::replace(cells, rest), n)
-        }
     }
 }
 
@@ -343,18 +306,6 @@ impl<B: Binner> HistogramGroupsAccumulator<B> {
         self.low = vec![0; self.low.len() - emit_to_groups(emit_to, self.low.len() / width) * width];
         take_groups(&mut self.counts, emit_to, width)
     }
-}
-
-/// How many of `groups` groups `emit_to` emits.
-fn emit_to_groups(emit_to: EmitTo, groups: usize) -> usize {
-    match emit_to {
-        EmitTo::All => groups,
-        EmitTo::First(n) => n,
-    }
-}
-
-fn passes(filter: Option<&BooleanArray>, row: usize) -> bool {
-    filter.is_none_or(|f| f.is_valid(row) && f.value(row))
 }
 
 impl<B: Binner> GroupsAccumulator for HistogramGroupsAccumulator<B> {

@@ -13,6 +13,7 @@
 
 mod alarm;
 mod args;
+mod cells;
 mod distance;
 mod gmm;
 mod histogram;

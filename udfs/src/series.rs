@@ -6,7 +6,7 @@
 use std::mem::size_of;
 use std::sync::{Arc, LazyLock};
 
-use datafusion::arrow::array::{Array, ArrayRef, AsArray, Float64Array, StructArray};
+use datafusion::arrow::array::{Array, ArrayRef, AsArray, BooleanArray, Float64Array, ListArray, StructArray};
 use datafusion::arrow::buffer::NullBuffer;
 use datafusion::arrow::datatypes::{DataType, Field, FieldRef, Fields, Float64Type};
 use datafusion::common::{Result, ScalarValue};
@@ -16,17 +16,18 @@ use datafusion::logical_expr::function::{
 };
 use datafusion::logical_expr::utils::format_state_name;
 use datafusion::logical_expr::{
-    Accumulator, AggregateUDFImpl, ColumnarValue, Documentation, PartitionEvaluator, ScalarFunctionArgs,
+    Accumulator, AggregateUDFImpl, ColumnarValue, Documentation, EmitTo, GroupsAccumulator, PartitionEvaluator, ScalarFunctionArgs,
     ScalarUDFImpl, Signature, Volatility, WindowUDFImpl, aggregate_doc_sections::DOC_SECTION_GENERAL,
     scalar_doc_sections::DOC_SECTION_MATH, window_doc_sections::DOC_SECTION_ANALYTICAL,
     udaf_default_schema_name, udaf_default_window_function_schema_name,
 };
 
 use crate::args::{
-    Literals, arg_error, check_arity, exec_error, f64_list_type, list_row, list_scalar, logical_literals,
+    Literals, arg_error, check_arity, exec_error, f64_list_type, fixed_width_list, list_scalar, logical_literals,
     physical_literals, require_number_list, require_time, scalar_or_array, times_to_f64, to_f64, to_f64_list,
     units_per_second,
 };
+use crate::cells::{for_each_cells, merge_into, passes, take_groups};
 
 /// Ten million steps (four months of seconds) is far beyond any single series a query needs.
 const MAX_STEPS: usize = 10_000_000;
@@ -73,25 +74,48 @@ struct ConcurrencyAccumulator {
     delta: Vec<f64>,
 }
 
+/// Calls `f(row, first, stop)` for each row's interval that covers steps `first..stop` (at
+/// least one) of the grid.
+fn for_each_interval(grid: &Grid, values: &[ArrayRef], mut f: impl FnMut(usize, usize, usize)) -> Result<()> {
+    let starts = times_to_f64(&values[0])?;
+    let ends = times_to_f64(&values[1])?;
+    for row in 0..starts.len() {
+        // NULL start: began before the data (active from the start of the grid); NULL end:
+        // still running (active to its end). Both NULL says nothing, so it is skipped.
+        let start = if starts.is_valid(row) { starts.value(row) } else { f64::NEG_INFINITY };
+        let end = if ends.is_valid(row) { ends.value(row) } else { f64::INFINITY };
+        if starts.is_null(row) && ends.is_null(row) || start.is_nan() || end.is_nan() || end < start {
+            continue;
+        }
+        let (first, stop) = (grid.first_at_or_after(start), grid.first_at_or_after(end));
+        if first < stop {
+            f(row, first, stop);
+        }
+    }
+    Ok(())
+}
+
+/// The series of each group's difference array (`steps + 1` cells a group): its running sum
+/// over the first `steps` cells.
+fn running_sums(delta: &[f64], steps: usize, groups: usize) -> ListArray {
+    let mut series = Vec::with_capacity(groups * steps);
+    for cells in delta.chunks_exact(steps + 1).take(groups) {
+        let mut active = 0.0;
+        series.extend(cells[..steps].iter().map(|d| {
+            active += d;
+            active
+        }));
+    }
+    fixed_width_list(series, steps, groups)
+}
+
 impl ConcurrencyAccumulator {
     fn add(&mut self, values: &[ArrayRef], sign: f64) -> Result<()> {
-        let starts = times_to_f64(&values[0])?;
-        let ends = times_to_f64(&values[1])?;
-        for row in 0..starts.len() {
-            // NULL start: began before the data (active from the start of the grid); NULL end:
-            // still running (active to its end). Both NULL says nothing, so it is skipped.
-            let start = if starts.is_valid(row) { starts.value(row) } else { f64::NEG_INFINITY };
-            let end = if ends.is_valid(row) { ends.value(row) } else { f64::INFINITY };
-            if starts.is_null(row) && ends.is_null(row) || start.is_nan() || end.is_nan() || end < start {
-                continue;
-            }
-            let (first, stop) = (self.grid.first_at_or_after(start), self.grid.first_at_or_after(end));
-            if first < stop {
-                self.delta[first] += sign;
-                self.delta[stop] -= sign;
-            }
-        }
-        Ok(())
+        let delta = &mut self.delta;
+        for_each_interval(&self.grid, values, |_, first, stop| {
+            delta[first] += sign;
+            delta[stop] -= sign;
+        })
     }
 }
 
@@ -109,15 +133,7 @@ impl Accumulator for ConcurrencyAccumulator {
     }
 
     fn evaluate(&mut self) -> Result<ScalarValue> {
-        let mut active = 0.0;
-        let series = self.delta[..self.grid.steps]
-            .iter()
-            .map(|d| {
-                active += d;
-                active
-            })
-            .collect();
-        Ok(list_scalar(series))
+        Ok(ScalarValue::List(Arc::new(running_sums(&self.delta, self.grid.steps, 1))))
     }
 
     fn state(&mut self) -> Result<Vec<ScalarValue>> {
@@ -125,17 +141,77 @@ impl Accumulator for ConcurrencyAccumulator {
     }
 
     fn merge_batch(&mut self, states: &[ArrayRef]) -> Result<()> {
-        let lists = to_f64_list(&states[0])?;
-        let mut scratch = Vec::new();
-        for row in 0..lists.len() {
-            if let Some(d) = list_row(&lists, row, &mut scratch) {
-                if d.len() != self.delta.len() {
-                    return Err(exec_error(Grid::FUNC, "partial state has a different number of steps"));
-                }
-                self.delta.iter_mut().zip(d).for_each(|(a, b)| *a += b);
+        let delta = &mut self.delta;
+        for_each_cells(Grid::FUNC, &states[0], delta.len(), |_, d| delta.iter_mut().zip(d).for_each(|(a, b)| *a += b))
+    }
+
+    fn size(&self) -> usize {
+        size_of::<Self>() + self.delta.capacity() * size_of::<f64>()
+    }
+}
+
+/// All groups' difference arrays in one flat buffer, `steps + 1` cells a group: the M45 study
+/// builds a series for each of a million (job, host) groups, where a boxed accumulator per group
+/// cost more than the series themselves.
+struct ConcurrencyGroupsAccumulator {
+    grid: Grid,
+    delta: Vec<f64>,
+}
+
+impl ConcurrencyGroupsAccumulator {
+    fn width(&self) -> usize {
+        self.grid.steps + 1
+    }
+}
+
+impl GroupsAccumulator for ConcurrencyGroupsAccumulator {
+    fn update_batch(
+        &mut self,
+        values: &[ArrayRef],
+        group_indices: &[usize],
+        opt_filter: Option<&BooleanArray>,
+        total_num_groups: usize,
+    ) -> Result<()> {
+        let width = self.width();
+        self.delta.resize(total_num_groups * width, 0.0);
+        let delta = &mut self.delta;
+        for_each_interval(&self.grid, values, |row, first, stop| {
+            if passes(opt_filter, row) {
+                let base = group_indices[row] * width;
+                delta[base + first] += 1.0;
+                delta[base + stop] -= 1.0;
             }
-        }
-        Ok(())
+        })
+    }
+
+    fn evaluate(&mut self, emit_to: EmitTo) -> Result<ArrayRef> {
+        let width = self.width();
+        let (delta, groups) = take_groups(&mut self.delta, emit_to, width);
+        Ok(Arc::new(running_sums(&delta, self.grid.steps, groups)))
+    }
+
+    fn state(&mut self, emit_to: EmitTo) -> Result<Vec<ArrayRef>> {
+        let width = self.width();
+        let (delta, groups) = take_groups(&mut self.delta, emit_to, width);
+        Ok(vec![Arc::new(fixed_width_list(delta, width, groups))])
+    }
+
+    fn merge_batch(&mut self, values: &[ArrayRef], group_indices: &[usize], total_num_groups: usize) -> Result<()> {
+        let width = self.width();
+        self.delta.resize(total_num_groups * width, 0.0);
+        merge_into(Grid::FUNC, &mut self.delta, &values[0], group_indices, width)
+    }
+
+    fn convert_to_state(&self, values: &[ArrayRef], opt_filter: Option<&BooleanArray>) -> Result<Vec<ArrayRef>> {
+        let (width, rows) = (self.width(), values[0].len());
+        let mut delta = vec![0.0; rows * width];
+        for_each_interval(&self.grid, values, |row, first, stop| {
+            if passes(opt_filter, row) {
+                delta[row * width + first] = 1.0;
+                delta[row * width + stop] = -1.0;
+            }
+        })?;
+        Ok(vec![Arc::new(fixed_width_list(delta, width, rows))])
     }
 
     fn size(&self) -> usize {
@@ -224,6 +300,15 @@ impl AggregateUDFImpl for ConcurrencySeries {
     fn accumulator(&self, args: AccumulatorArgs) -> Result<Box<dyn Accumulator>> {
         let grid = Grid::parse(&physical_literals(args.exprs))?;
         Ok(Box::new(ConcurrencyAccumulator { grid, delta: vec![0.0; grid.steps + 1] }))
+    }
+
+    fn groups_accumulator_supported(&self, _: AccumulatorArgs) -> bool {
+        true
+    }
+
+    fn create_groups_accumulator(&self, args: AccumulatorArgs) -> Result<Box<dyn GroupsAccumulator>> {
+        let grid = Grid::parse(&physical_literals(args.exprs))?;
+        Ok(Box::new(ConcurrencyGroupsAccumulator { grid, delta: Vec::new() }))
     }
 
     fn state_fields(&self, args: StateFieldsArgs) -> Result<Vec<FieldRef>> {
@@ -581,6 +666,38 @@ mod tests {
         assert_lists_close(&f64_lists(&ctx, sql).await, &[Some(vec![0.0, 1.0, 0.0])], 0.0, sql);
         let err = query_err(&ctx, "SELECT concurrency_series(s, e, 0, 10, 0) FROM (VALUES (1, 2)) AS v(s, e)").await;
         assert!(err.contains("concurrency_series: argument 5 (step) must be a positive"), "{err}");
+    }
+
+    #[test]
+    fn concurrency_groups_by_hand() {
+        // Steps at 0, 2, 4, 6, 8, as in concurrency_by_hand. Group 0: [0, 3) and [NULL, 4),
+        // both active at 0 and 2; [1, 9) is filtered out. Group 1: [3, NULL) from 4 on and
+        // [5, 100) at 6 and 8.
+        let grid = Grid { from: 0.0, step: 2.0, steps: 5 };
+        let starts: ArrayRef = Arc::new(Float64Array::from(vec![Some(0.0), Some(3.0), None, Some(5.0), Some(1.0)]));
+        let ends: ArrayRef = Arc::new(Float64Array::from(vec![Some(3.0), None, Some(4.0), Some(100.0), Some(9.0)]));
+        let values = [starts, ends];
+        let (groups, filter) = ([0, 1, 0, 1, 0], BooleanArray::from(vec![true, true, true, true, false]));
+        use crate::args::list_row;
+        let lists = |array: ArrayRef| -> Vec<Vec<f64>> {
+            let lists = to_f64_list(&array).unwrap();
+            (0..lists.len()).map(|row| list_row(&lists, row, &mut Vec::new()).unwrap().to_vec()).collect()
+        };
+        let mut acc = ConcurrencyGroupsAccumulator { grid, delta: Vec::new() };
+        acc.update_batch(&values, &groups, Some(&filter), 2).unwrap();
+        // Group 0's partial state, merged twice into another accumulator, counts double there.
+        let first = acc.state(EmitTo::First(1)).unwrap();
+        let mut merged = ConcurrencyGroupsAccumulator { grid, delta: Vec::new() };
+        merged.merge_batch(&first, &[0], 1).unwrap();
+        merged.merge_batch(&first, &[0], 1).unwrap();
+        assert_eq!(lists(merged.evaluate(EmitTo::All).unwrap()), vec![vec![4.0, 4.0, 0.0, 0.0, 0.0]]);
+        assert_eq!(lists(acc.evaluate(EmitTo::All).unwrap()), vec![vec![0.0, 0.0, 1.0, 2.0, 2.0]]);
+        // Each row as a state of its own (partial aggregation skipped) merges to the same.
+        let rows = acc.convert_to_state(&values, Some(&filter)).unwrap();
+        let mut from_rows = ConcurrencyGroupsAccumulator { grid, delta: Vec::new() };
+        from_rows.merge_batch(&rows, &groups, 2).unwrap();
+        let expected = vec![vec![2.0, 2.0, 0.0, 0.0, 0.0], vec![0.0, 0.0, 1.0, 2.0, 2.0]];
+        assert_eq!(lists(from_rows.evaluate(EmitTo::All).unwrap()), expected);
     }
 
     #[tokio::test]

@@ -1,0 +1,60 @@
+//! The state of a groups accumulator whose every group holds the same number of `f64` cells
+//! (a histogram's bins, a series' steps): all groups in one flat buffer, `width` cells a
+//! group, so that GROUP BY over a million groups allocates once, not once per group.
+
+use datafusion::arrow::array::{Array, ArrayRef, BooleanArray};
+use datafusion::common::Result;
+use datafusion::logical_expr::EmitTo;
+
+use crate::args::{exec_error, list_row, to_f64_list};
+
+/// Calls `f(row, cells)` for every non-NULL list in a state column, checking its width.
+pub(crate) fn for_each_cells(func: &str, states: &ArrayRef, width: usize, mut f: impl FnMut(usize, &[f64])) -> Result<()> {
+    let lists = to_f64_list(states)?;
+    let mut scratch = Vec::new();
+    for row in 0..lists.len() {
+        if let Some(cells) = list_row(&lists, row, &mut scratch) {
+            if cells.len() != width {
+                return Err(exec_error(func, format!("partial state has {} values, expected {width}", cells.len())));
+            }
+            f(row, cells);
+        }
+    }
+    Ok(())
+}
+
+/// Adds partial states (`states`) to their groups' cells in `cells` (`width` a group).
+pub(crate) fn merge_into(func: &str, cells: &mut [f64], states: &ArrayRef, group_indices: &[usize], width: usize) -> Result<()> {
+    for_each_cells(func, states, width, |row, h| {
+        let start = group_indices[row] * width;
+        cells[start..start + width].iter_mut().zip(h).for_each(|(c, x)| *c += x);
+    })
+}
+
+/// Splits off the cells of the groups `emit_to` names; `cells` keeps the rest.
+pub(crate) fn take_groups(cells: &mut Vec<f64>, emit_to: EmitTo, width: usize) -> (Vec<f64>, usize) {
+    match emit_to {
+        EmitTo::All => {
+            let taken = std::mem::take(cells);
+            let groups = taken.len() / width;
+            (taken, groups)
+        }
+        EmitTo::First(n) => {
+            let rest = cells.split_off(n * width);
+            (std::mem::replace(cells, rest), n)
+        }
+    }
+}
+
+/// How many of `groups` groups `emit_to` emits.
+pub(crate) fn emit_to_groups(emit_to: EmitTo, groups: usize) -> usize {
+    match emit_to {
+        EmitTo::All => groups,
+        EmitTo::First(n) => n,
+    }
+}
+
+/// Whether a row passes the aggregate's FILTER clause.
+pub(crate) fn passes(filter: Option<&BooleanArray>, row: usize) -> bool {
+    filter.is_none_or(|f| f.is_valid(row) && f.value(row))
+}
