@@ -428,6 +428,22 @@ impl ScalarUDFImpl for Pearson {
 /// A series' lowest |r| with a peer and its mean |r|.
 pub type LowestAndMean = (f64, Option<f64>);
 
+/// `Σ a·b` over eight independent sums: a single running sum is a chain of dependent additions
+/// in a fixed order, which the compiler may not vectorise (the M45 study's pairs of 120-point
+/// series spent most of their time there).
+fn dot(a: &[f64], b: &[f64]) -> f64 {
+    const LANES: usize = 8;
+    let mut lanes = [0.0; LANES];
+    let (a_chunks, b_chunks) = (a.chunks_exact(LANES), b.chunks_exact(LANES));
+    let rest: f64 = a_chunks.remainder().iter().zip(b_chunks.remainder()).map(|(x, y)| x * y).sum();
+    for (x, y) in a_chunks.zip(b_chunks) {
+        for i in 0..LANES {
+            lanes[i] += x[i] * y[i];
+        }
+    }
+    lanes.iter().sum::<f64>() + rest
+}
+
 /// For every series of a partition, its lowest |r| with a peer (a peer with which r is
 /// undefined counts 0) and its mean |r| over the peers where r is defined (None where it is
 /// nowhere); `None` for a NULL series or one without peers. Each pair is computed once. Series without missing or
@@ -480,13 +496,7 @@ pub fn peer_correlations(func: &str, series: &ArrayRef) -> Result<Vec<Option<Low
     let pair = |i: usize, j: usize| -> Option<f64> {
         if plain[i] && plain[j] {
             let (a, b) = (standardised[i].as_ref()?, standardised[j].as_ref()?);
-            return Some(
-                a.iter()
-                    .zip(b)
-                    .map(|(x, y)| x * y)
-                    .sum::<f64>()
-                    .clamp(-1.0, 1.0),
-            );
+            return Some(dot(a, b).clamp(-1.0, 1.0));
         }
         let (a, b) = (span(rows[i]), span(rows[j]));
         pearson_pairs(
