@@ -43,8 +43,9 @@ evidence AS (
            sum(CASE WHEN d.query = 'salsa_fingerpoint' AND d.indicted AND d.subject NOT LIKE '%/dataflow' THEN 1 ELSE 0 END) AS salsa,
            sum(CASE WHEN d.query = 'salsa_fingerpoint' AND d.indicted AND d.subject LIKE '%/dataflow' THEN 1 ELSE 0 END) AS dataflow,
            sum(CASE WHEN d.query = 'ganesha_bb' AND d.indicted THEN 1 ELSE 0 END) AS bb
-    FROM diagnoses d JOIN runs r ON r.run_id = d.run_id AND r.newest = 1
-    WHERE d.host IS NOT NULL
+    -- A run without --cluster covers every cluster under one run id: join on both.
+    FROM diagnoses d JOIN runs r ON r.run_id = d.run_id AND r.cluster = d.cluster AND r.newest = 1
+    WHERE d.host IS NOT NULL AND ($cluster IS NULL OR d.cluster = $cluster)
     GROUP BY d.cluster, d.host
 ),
 weighed AS (

@@ -270,4 +270,8 @@ async fn every_diagnosis_finds_a_simulated_cpu_hog_and_counts_each_map_once() {
     let stdout = diagnose(wh.path(), &["combined", "--cluster", "hog"]);
     assert!(stdout.contains("combined: 1 of 8 hosts indicted."), "{stdout}");
     assert_eq!(indicted(wh.path(), "combined", "hog").await, ["r01n03"]);
+    // A run over every cluster (one run id for all four) is read for the one cluster asked.
+    diagnose(wh.path(), &["kahuna_wb"]);
+    let stdout = diagnose(wh.path(), &["combined", "--cluster", "hog"]);
+    assert!(stdout.contains("combined: 1 of 8 hosts indicted."), "{stdout}");
 }
