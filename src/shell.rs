@@ -153,3 +153,26 @@ fn report(result: Result<()>) {
         eprintln!("error: {e:#}");
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use datafusion::arrow::array::Int64Array;
+
+    use super::*;
+
+    #[test]
+    fn a_long_result_prints_its_head_and_says_how_many_rows_it_had() {
+        let batch = |values: Vec<i64>| RecordBatch::try_from_iter([("n", Arc::new(Int64Array::from(values)) as _)]).unwrap();
+        let batches = [batch(vec![1, 2]), batch(vec![3, 4, 5])];
+        let mut out = Vec::new();
+        print_head(&batches, 3, &mut out).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        let expected = "+---+\n| n |\n+---+\n| 1 |\n| 2 |\n| 3 |\n+---+\n(5 rows; the first 3 shown)\n";
+        assert_eq!(text, expected);
+        let mut out = Vec::new();
+        print_head(&batches, 40, &mut out).unwrap();
+        assert!(String::from_utf8(out).unwrap().ends_with("| 5 |\n+---+\n"), "all rows, no count line");
+    }
+}
