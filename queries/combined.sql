@@ -4,7 +4,7 @@
 -- `diagnoses`: Kahuna-WB (kahuna_wb), SALSA peer comparison and SALSA data flow
 -- (salsa_fingerpoint) and Ganesha (ganesha_bb); run those first (the scheduler runs this one
 -- last). Each indicting source gives the host its weight; a host is indicted at $min_votes.
--- Kahuna-WB's per-host verdict counts (its rows without a job), not its per-job rows.
+-- Kahuna-WB's per-host verdict counts, not its per-job rows.
 --
 -- One vote is enough by default: each source is tuned to keep its own false alarms rare, and
 -- some faults show in one source only (a hung task in Kahuna-WB's per-job durations: it uses
@@ -14,6 +14,14 @@
 -- data flow blames the host they have in common, so its weight alone can indict, and where it
 -- indicts someone, other hosts need one more vote.
 --
+-- Block operations (ReadBlock, WriteBlock) are where a correlated fault spreads: packet loss or
+-- a slow disk on one node slows the block operations of every node that reads from it or writes
+-- through it, and the data flow does not always name the culprit (at 50 nodes it often finds
+-- too few outliers). So an indictment resting on block operations alone (Kahuna-WB's verdict
+-- over the window's DataNode states, SALSA's ReadBlock and WriteBlock comparisons) is a vote
+-- only beside the black box or the data flow: the culprit's own resources misbehave, its
+-- partners' do not. Kahuna-WB's verdict from the jobs, and SALSA's Map comparison, vote alone.
+--
 -- @param from             timestamp = null   the window the runs covered (null: newest runs, any window)
 -- @param to               timestamp = null   (as given to those runs)
 -- @param cluster          text      = null   cluster (null: each cluster on its own)
@@ -21,12 +29,14 @@
 -- @param salsa_weight     number    = 1      weight of a SALSA peer-comparison indictment
 -- @param dataflow_weight  number    = 2      weight of a SALSA data-flow indictment
 -- @param bb_weight        number    = 1      weight of a Ganesha indictment
+-- @param blocks_weight    number    = 1      weight of block-operation indictments (only beside Ganesha or the data flow)
+-- @param wb_job_share     number    = 0.5    Kahuna-WB's $job_share: above it, its host verdict rests on the jobs
 -- @param min_votes        number    = 1      weight that indicts
 -- @output verdict
 -- @tune min_votes = 1, 2, 3
 --
 -- Output: cluster, host, subject ('combined'), score (the host's weight), indicted, and which
--- sources indicted it: wb, salsa, dataflow, bb (each the number of indicting rows).
+-- sources indicted it: wb, salsa, blocks, dataflow, bb (each the number of indicting rows).
 
 WITH runs AS (
     SELECT r.cluster, r.query, r.run_id,
@@ -39,8 +49,13 @@ WITH runs AS (
 ),
 evidence AS (
     SELECT d.cluster, d.host,
-           sum(CASE WHEN d.query = 'kahuna_wb' AND d.indicted AND d.job_id IS NULL THEN 1 ELSE 0 END) AS wb,
-           sum(CASE WHEN d.query = 'salsa_fingerpoint' AND d.indicted AND d.subject NOT LIKE '%/dataflow' THEN 1 ELSE 0 END) AS salsa,
+           -- The host verdict's score is its share of the jobs that indict anyone.
+           sum(CASE WHEN d.query = 'kahuna_wb' AND d.indicted AND d.job_id IS NULL AND d.subject = 'host'
+                     AND d.score > $wb_job_share THEN 1 ELSE 0 END) AS wb,
+           sum(CASE WHEN d.query = 'salsa_fingerpoint' AND d.indicted AND d.subject NOT LIKE '%/dataflow'
+                     AND d.subject NOT IN ('ReadBlock', 'WriteBlock') THEN 1 ELSE 0 END) AS salsa,
+           sum(CASE WHEN d.query IN ('kahuna_wb', 'salsa_fingerpoint') AND d.indicted AND d.job_id IS NULL
+                     AND d.subject IN ('ReadBlock', 'WriteBlock') THEN 1 ELSE 0 END) AS blocks,
            sum(CASE WHEN d.query = 'salsa_fingerpoint' AND d.indicted AND d.subject LIKE '%/dataflow' THEN 1 ELSE 0 END) AS dataflow,
            sum(CASE WHEN d.query = 'ganesha_bb' AND d.indicted THEN 1 ELSE 0 END) AS bb
     -- A run without --cluster covers every cluster under one run id: join on both.
@@ -51,12 +66,13 @@ evidence AS (
 weighed AS (
     SELECT *,
            (CASE WHEN wb > 0 THEN $wb_weight ELSE 0 END) + (CASE WHEN salsa > 0 THEN $salsa_weight ELSE 0 END)
-           + (CASE WHEN dataflow > 0 THEN $dataflow_weight ELSE 0 END) + (CASE WHEN bb > 0 THEN $bb_weight ELSE 0 END) AS score,
+           + (CASE WHEN dataflow > 0 THEN $dataflow_weight ELSE 0 END) + (CASE WHEN bb > 0 THEN $bb_weight ELSE 0 END)
+           + (CASE WHEN blocks > 0 AND (bb > 0 OR dataflow > 0) THEN $blocks_weight ELSE 0 END) AS score,
            max(dataflow) OVER (PARTITION BY cluster) > 0 AS flow_points
     FROM evidence
 )
 SELECT cluster, host, 'combined' AS subject, score,
        score >= $min_votes + (CASE WHEN flow_points AND dataflow = 0 THEN 1 ELSE 0 END) AS indicted,
-       wb, salsa, dataflow, bb
+       wb, salsa, blocks, dataflow, bb
 FROM weighed
 ORDER BY cluster, score DESC, host;

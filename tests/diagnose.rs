@@ -275,3 +275,50 @@ async fn every_diagnosis_finds_a_simulated_cpu_hog_and_counts_each_map_once() {
     let stdout = diagnose(wh.path(), &["combined", "--cluster", "hog"]);
     assert!(stdout.contains("combined: 1 of 8 hosts indicted."), "{stdout}");
 }
+
+/// `combined` on verdicts written by hand: block-operation indictments (Kahuna-WB's window rows,
+/// SALSA's ReadBlock and WriteBlock) vote only beside Ganesha; the jobs and Maps vote alone.
+#[tokio::test]
+async fn block_operations_alone_do_not_indict_in_the_combined_verdict() {
+    use kahuna::warehouse::Warehouse;
+    use kahuna::warehouse::results::{self, DIAGNOSES, Diagnosis, RunInfo};
+    let wh = tempfile::tempdir().unwrap();
+    let warehouse = Warehouse::new(wh.path());
+    let row = |host: &str, subject: &str, score: f64, indicted: bool| Diagnosis {
+        cluster: "c".into(),
+        host: Some(host.into()),
+        subject: Some(subject.into()),
+        score: Some(score),
+        indicted,
+        ..Diagnosis::default()
+    };
+    let runs = [
+        // h1: indicted in most of its jobs; h2: only over the window's WriteBlock states.
+        ("kahuna_wb", vec![row("h1", "host", 1.0, true), row("h2", "WriteBlock", 1.0, true), row("h2", "host", 0.0, true)]),
+        ("salsa_fingerpoint", vec![row("h3", "ReadBlock", 1.0, true), row("h4", "Map", 1.0, true)]),
+        ("ganesha_bb", vec![row("h3", "cpu_user_pct", 1.0, true), row("h5", "cpu_user_pct", 0.0, false)]),
+    ];
+    for (query, rows) in runs {
+        let info = RunInfo {
+            run_id: format!("run-{query}"),
+            query: query.into(),
+            query_hash: String::new(),
+            window_from: None,
+            window_to: None,
+            parameters: "{}".into(),
+            run_date: chrono::NaiveDate::from_ymd_opt(2008, 8, 23).unwrap(),
+            ran_at: chrono::Utc::now(),
+        };
+        results::write(&warehouse, DIAGNOSES, results::diagnoses_batch(&info, &rows).unwrap(), None).await.unwrap();
+    }
+    // h3: Ganesha (1) and its ReadBlock comparison beside it (1); h2's WriteBlock alone is nothing.
+    for (min_votes, expected) in [("1", vec![("h1", "1"), ("h3", "2"), ("h4", "1")]), ("2", vec![("h3", "2")])] {
+        diagnose(wh.path(), &["combined", "--cluster", "c", "--param", &format!("min_votes={min_votes}")]);
+        let sql = format!(
+            "SELECT host, CAST(score AS BIGINT) FROM diagnoses WHERE query = 'combined' AND indicted \
+             AND parameters LIKE '%\"min_votes\":\"{min_votes}\"%' ORDER BY host"
+        );
+        let expected: Vec<Vec<String>> = expected.iter().map(|(h, s)| vec![h.to_string(), s.to_string()]).collect();
+        assert_eq!(rows(wh.path(), &sql).await, expected, "min_votes = {min_votes}");
+    }
+}
