@@ -15,3 +15,33 @@ pub mod shell;
 pub mod simulate;
 pub mod synthetic;
 pub mod warehouse;
+
+/// An error as one message, outermost context first (`queries/x.sql: statement 2 of 4: …`).
+/// A cause whose text its wrapper already shows is left out: DataFusion's errors repeat their
+/// source in their own message, and `{:#}` printed "Schema error: No field named x: No field
+/// named x" for each level.
+pub fn error_message(error: &anyhow::Error) -> String {
+    let mut message = String::new();
+    for cause in error.chain().map(ToString::to_string) {
+        if message.contains(&cause) {
+            continue;
+        }
+        if !message.is_empty() {
+            message.push_str(": ");
+        }
+        message.push_str(&cause);
+    }
+    message
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn an_error_names_each_cause_once() {
+        let inner = datafusion::error::DataFusionError::Plan("No field named nope".into());
+        let outer = anyhow::Error::new(inner).context("queries/x.sql: statement 2 of 4");
+        assert_eq!(super::error_message(&outer), "queries/x.sql: statement 2 of 4: Error during planning: No field named nope");
+        let repeated = anyhow::anyhow!("cannot read a.log").context("ingest: cannot read a.log");
+        assert_eq!(super::error_message(&repeated), "ingest: cannot read a.log");
+    }
+}

@@ -123,7 +123,7 @@ async fn main() -> std::process::ExitCode {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
             // One line, outermost context first: `queries/x.sql: parameter t: expected …`.
-            eprintln!("error: {e:#}");
+            eprintln!("error: {}", kahuna::error_message(&e));
             std::process::ExitCode::FAILURE
         }
     }

@@ -150,7 +150,7 @@ pub async fn interactive(ctx: &SessionContext, format: Format) -> Result<()> {
 
 fn report(result: Result<()>) {
     if let Err(e) = result {
-        eprintln!("error: {e:#}");
+        eprintln!("error: {}", crate::error_message(&e));
     }
 }
 

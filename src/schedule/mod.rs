@@ -335,7 +335,7 @@ pub async fn run_with_retries(
             .to_string(),
             rows: outcome.as_ref().map_or(0, |rows| *rows as i64),
             duration_ms: timer.elapsed().as_millis() as i64,
-            error: outcome.as_ref().err().map(|e| format!("{e:#}")),
+            error: outcome.as_ref().err().map(crate::error_message),
             started,
         };
         ledger.record(&entry).await?;
