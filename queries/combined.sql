@@ -30,7 +30,7 @@
 -- @param dataflow_weight  number    = 2      weight of a SALSA data-flow indictment
 -- @param bb_weight        number    = 1      weight of a Ganesha indictment
 -- @param blocks_weight    number    = 1      weight of block-operation indictments (only beside Ganesha or the data flow)
--- @param wb_job_share     number    = 0.5    Kahuna-WB's $job_share: above it, its host verdict rests on the jobs
+-- @param wb_job_share     number    = 0.5    Kahuna-WB's $job_share: from it on, its host verdict rests on the jobs
 -- @param min_votes        number    = 1      weight that indicts
 -- @output verdict
 -- @tune min_votes = 1, 2, 3
@@ -49,9 +49,9 @@ WITH runs AS (
 ),
 evidence AS (
     SELECT d.cluster, d.host,
-           -- The host verdict's score is its share of the jobs that indict anyone.
+           -- The host verdict's score is its share of the blame of the jobs that indict anyone.
            sum(CASE WHEN d.query = 'kahuna_wb' AND d.indicted AND d.job_id IS NULL AND d.subject = 'host'
-                     AND d.score > $wb_job_share THEN 1 ELSE 0 END) AS wb,
+                     AND d.score >= $wb_job_share THEN 1 ELSE 0 END) AS wb,
            sum(CASE WHEN d.query = 'salsa_fingerpoint' AND d.indicted AND d.subject NOT LIKE '%/dataflow'
                      AND d.subject NOT IN ('ReadBlock', 'WriteBlock') THEN 1 ELSE 0 END) AS salsa,
            sum(CASE WHEN d.query IN ('kahuna_wb', 'salsa_fingerpoint') AND d.indicted AND d.job_id IS NULL

@@ -15,10 +15,13 @@
 -- into a neighbouring bin. A state still running at the end of the data counts with the time
 -- it has run so far.
 --
--- Per host, over the window (job_id NULL, subject 'host'): the host is the verdict when it
--- is indicted in more than $job_share of the jobs in which anyone was indicted — a chronic
--- fault (a hog) shows in most jobs, a one-off hang in the one job it slowed, while chance
--- indictments of healthy hosts scatter — or when a DataNode state indicts it over the window.
+-- Per host, over the window (job_id NULL, subject 'host'): each job that indicts anyone hands
+-- out one unit of blame, shared by the hosts it indicts; the host is the verdict when it holds
+-- at least $job_share of the blame of the window — a chronic fault (a hog) shows in most jobs,
+-- a one-off hang in the one job it slowed, while chance indictments of healthy hosts scatter —
+-- or when a DataNode state indicts it over the window. Shared, so that a job that indicts a
+-- dozen hosts at once does not weigh as much for each of them as a job that names one: a hang
+-- indicted alone in its job beside such a job holds half of the blame, each of the dozen 1/24.
 --
 -- With the job history ingested beside the TaskTracker logs, every Map and Reduce is there
 -- twice (daemon 'history' and 'tasktracker'); a job's states come from its logs, from the
@@ -37,15 +40,15 @@
 -- @param min_slowdown number   = 1      mean duration, as a multiple of the peer median, above which an odd host is indicted
 -- @param min_states  integer   = 2      a host takes part with at least this many states in the group
 -- @param min_hosts   integer   = 3      a group is compared only with at least this many hosts
--- @param job_share   number    = 0.5    share of the jobs indicting anyone that the host must be indicted in
+-- @param job_share   number    = 0.5    share of the window's blame (jobs indicting anyone) that indicts the host
 -- @output verdict
 -- @tune threshold = 0.3, 0.35, 0.4, 0.45, 0.5, 0.55, 0.6, 0.7
 --
 -- Output, per job and state: cluster, job_id (NULL for DataNode states), host, subject (the
 -- state), score (the share of peers farther than $threshold), indicted, states (on this host),
 -- peers, host_median_ms, peer_median_ms and slowdown (mean duration / peer median).
--- Per host (job_id NULL, subject 'host'): score (jobs indicted / jobs indicting anyone),
--- indicted, jobs (compared in), jobs_indicted.
+-- Per host (job_id NULL, subject 'host'): score (its share of the blame), indicted, jobs
+-- (compared in), jobs_indicted.
 
 -- Statement 1: the states of the window, read once (the intermediate results are tables of
 -- this run's session, so that each is computed once).
@@ -119,12 +122,18 @@ WITH per_job AS (
     SELECT cluster, host, job_id, bool_or(indicted) AS indicted
     FROM wb_verdicts WHERE job_id IS NOT NULL GROUP BY cluster, host, job_id
 ),
+job_blame AS (
+    SELECT cluster, job_id, 1.0 / sum(CASE WHEN indicted THEN 1 ELSE 0 END) AS share
+    FROM per_job GROUP BY cluster, job_id HAVING bool_or(indicted)
+),
 rollup AS (
-    SELECT cluster, host, count(*) AS jobs, sum(CASE WHEN indicted THEN 1 ELSE 0 END) AS jobs_indicted
-    FROM per_job GROUP BY cluster, host
+    SELECT p.cluster, p.host, count(*) AS jobs, sum(CASE WHEN p.indicted THEN 1 ELSE 0 END) AS jobs_indicted,
+           sum(CASE WHEN p.indicted THEN b.share ELSE 0 END) AS blame
+    FROM per_job p LEFT JOIN job_blame b ON b.cluster = p.cluster AND b.job_id = p.job_id
+    GROUP BY p.cluster, p.host
 ),
 odd_jobs AS (
-    SELECT cluster, count(DISTINCT job_id) AS jobs FROM per_job WHERE indicted GROUP BY cluster
+    SELECT cluster, count(*) AS jobs FROM job_blame GROUP BY cluster
 ),
 window_states AS (
     SELECT cluster, host, bool_or(indicted) AS indicted FROM wb_verdicts WHERE job_id IS NULL GROUP BY cluster, host
@@ -132,7 +141,7 @@ window_states AS (
 host_verdict AS (
     SELECT coalesce(r.cluster, w.cluster) AS cluster, coalesce(r.host, w.host) AS host,
            r.jobs, r.jobs_indicted,
-           CAST(coalesce(r.jobs_indicted, 0) AS DOUBLE) / greatest(coalesce(o.jobs, 0), 1) AS score,
+           coalesce(r.blame, 0) / greatest(coalesce(o.jobs, 0), 1) AS score,
            coalesce(w.indicted, false) AS window_indicted
     FROM rollup r
     FULL JOIN window_states w ON w.cluster = r.cluster AND w.host = r.host
@@ -144,7 +153,7 @@ SELECT cluster, job_id, host, state AS subject, score, indicted, n AS states, pe
 FROM wb_verdicts
 UNION ALL
 SELECT cluster, CAST(NULL AS VARCHAR) AS job_id, host, 'host' AS subject, score,
-       (coalesce(jobs_indicted, 0) > 0 AND score > $job_share) OR window_indicted AS indicted,
+       (coalesce(jobs_indicted, 0) > 0 AND score >= $job_share) OR window_indicted AS indicted,
        CAST(NULL AS BIGINT), CAST(NULL AS BIGINT), CAST(NULL AS DOUBLE), CAST(NULL AS DOUBLE), CAST(NULL AS DOUBLE),
        jobs, jobs_indicted
 FROM host_verdict

@@ -24,23 +24,52 @@ const SLOW: &str = "node3";
 /// Ten Maps per host, one after the other, of 9, 9.5, 10, 10.5 and 11 s (twice), on every
 /// host alike, except on the slow host, where each takes three times as long.
 fn write_logs(dir: &Path) {
+    write_jobs(dir, &HOSTS, &[&[SLOW]]);
+}
+
+/// One job after the other, each with ten Maps per host as `write_logs` writes them; in job
+/// `j`, the hosts of `slow[j]` take three times as long.
+fn write_jobs(dir: &Path, hosts: &[&str], slow: &[&[&str]]) {
     let start = chrono::NaiveDate::from_ymd_opt(2008, 8, 23).unwrap().and_hms_opt(17, 0, 0).unwrap();
     let stamp = |ms: i64| (start + chrono::Duration::milliseconds(ms)).format("%Y-%m-%d %H:%M:%S,%3f").to_string();
     let logger = "org.apache.hadoop.mapred.TaskTracker";
-    for (h, host) in HOSTS.iter().enumerate() {
+    for (h, host) in hosts.iter().enumerate() {
         let mut log = String::new();
-        for i in 0..10i64 {
-            let attempt = format!("attempt_200808231712_0001_m_{:06}_0", h as i64 * 100 + i);
-            let mut ms = 9_000 + 500 * (i % 5);
-            if *host == SLOW {
-                ms *= 3;
+        for (j, slow) in slow.iter().enumerate() {
+            for i in 0..10i64 {
+                let attempt = format!("attempt_200808231712_{:04}_m_{:06}_0", j + 1, h as i64 * 100 + i);
+                let mut ms = 9_000 + 500 * (i % 5);
+                if slow.contains(host) {
+                    ms *= 3;
+                }
+                let begin = (j as i64 * 10 + i) * 40_000;
+                log.push_str(&format!("{} INFO {logger}: LaunchTaskAction: {attempt}\n", stamp(begin)));
+                log.push_str(&format!("{} INFO {logger}: Task {attempt} is done.\n", stamp(begin + ms)));
             }
-            let begin = i * 40_000;
-            log.push_str(&format!("{} INFO {logger}: LaunchTaskAction: {attempt}\n", stamp(begin)));
-            log.push_str(&format!("{} INFO {logger}: Task {attempt} is done.\n", stamp(begin + ms)));
         }
         std::fs::write(dir.join(format!("hadoop-hadoop-tasktracker-{host}.log")), log).unwrap();
     }
+}
+
+/// Kahuna-WB's per-host verdict shares each job's blame among the hosts it indicts: node1,
+/// alone in the first job, holds half of the window's blame; the three slow hosts of the second
+/// job a sixth each (indicted in as many jobs as node1, they were not what stood out).
+#[tokio::test]
+async fn a_host_indicted_alone_outweighs_hosts_indicted_together() {
+    let logs = tempfile::tempdir().unwrap();
+    let wh = tempfile::tempdir().unwrap();
+    let hosts = ["node1", "node2", "node3", "node4", "node5", "node6", "node7", "node8"];
+    write_jobs(logs.path(), &hosts, &[&["node1"], &["node2", "node3", "node4"]]);
+    let out = kahuna(wh.path(), &["ingest", logs.path().to_str().unwrap(), "--cluster", "c1"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    diagnose(wh.path(), &["kahuna_wb", "--cluster", "c1", "--param", "states=Map"]);
+    let per_host = rows(
+        wh.path(),
+        "SELECT host, round(score, 4), indicted FROM diagnoses WHERE subject = 'host' AND score > 0 ORDER BY host",
+    )
+    .await;
+    let expected = [["node1", "0.5", "true"], ["node2", "0.1667", "false"], ["node3", "0.1667", "false"], ["node4", "0.1667", "false"]];
+    assert_eq!(per_host, expected.map(|r| r.map(String::from).to_vec()).to_vec());
 }
 
 #[tokio::test]
