@@ -228,4 +228,14 @@ async fn session_tables_live_beside_the_warehouse_tables() {
             .unwrap()
             .contains("| 49 |")
     );
+
+    // Sessions over one snapshot share its opened warehouse tables, not their own tables.
+    let snapshot = kahuna::catalog::Snapshot::take(&kahuna::warehouse::Warehouse::new(wh.path())).await.unwrap();
+    let (first, second) = (kahuna::catalog::session_over(&snapshot).unwrap(), kahuna::catalog::session_over(&snapshot).unwrap());
+    first.sql("CREATE TABLE mine AS SELECT 1 AS x").await.unwrap().collect().await.unwrap();
+    assert!(second.sql("SELECT * FROM mine").await.is_err(), "a session's own table is its own");
+    for ctx in [&first, &second] {
+        let batches = ctx.sql("SELECT count(*) AS n FROM states WHERE state = 'Map'").await.unwrap().collect().await.unwrap();
+        assert!(pretty_format_batches(&batches).unwrap().to_string().contains("| 5 |"));
+    }
 }
