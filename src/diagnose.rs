@@ -180,7 +180,7 @@ fn verdict_rows(batches: &[RecordBatch], default_cluster: &str) -> Result<Vec<Di
         let indicted = indicted.as_boolean();
         let (job, subject, cluster) = (text("job_id")?, text("subject")?, text("cluster")?);
         let known = ["host", "score", "indicted", "job_id", "subject", "cluster"];
-        // In name order, as serde_json's map writes them.
+        // Keys in name order: `detail` reads alike whatever order the query's columns come in.
         let mut extra: Vec<usize> =
             (0..schema.fields().len()).filter(|&i| !known.contains(&schema.field(i).name().as_str())).collect();
         extra.sort_by_key(|&i| schema.field(i).name());

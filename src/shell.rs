@@ -79,7 +79,9 @@ pub fn print_head(batches: &[RecordBatch], limit: usize, out: &mut dyn Write) ->
         head.push(batch.slice(0, rows));
         left -= rows;
     }
-    writeln!(out, "{}", pretty_format_batches(&head)?)?;
+    if limit > 0 {
+        writeln!(out, "{}", pretty_format_batches(&head)?)?;
+    }
     if total > limit {
         writeln!(out, "({total} rows; the first {limit} shown)")?;
     }
