@@ -199,7 +199,8 @@ fn verdict_rows(batches: &[RecordBatch], default_cluster: &str) -> Result<Vec<Di
             .iter()
             .map(|&i| {
                 let column = batch.column(i);
-                column.data_type().is_numeric().then(|| cast(column, &DataType::Float64)).transpose()
+                let number = column.data_type().is_numeric().then(|| cast(column, &DataType::Float64)).transpose()?;
+                Ok::<_, datafusion::arrow::error::ArrowError>(number.map(|n| n.as_primitive::<Float64Type>().clone()))
             })
             .collect::<Result<Vec<_>, _>>()?;
         for row in 0..batch.num_rows() {
@@ -208,9 +209,11 @@ fn verdict_rows(batches: &[RecordBatch], default_cluster: &str) -> Result<Vec<Di
                 detail.push(if detail.is_empty() { '{' } else { ',' });
                 detail.push_str(key);
                 detail.push(':');
-                let finite = number.as_ref().and_then(|n| serde_json::Number::from_f64(n.as_primitive::<Float64Type>().value(row)));
-                let _ = match finite {
-                    _ if batch.column(i).is_null(row) => write!(detail, "null"),
+                if batch.column(i).is_null(row) {
+                    detail.push_str("null");
+                    continue;
+                }
+                let _ = match number.as_ref().and_then(|n| serde_json::Number::from_f64(n.value(row))) {
                     Some(number) => write!(detail, "{number}"),
                     None => write!(detail, "{}", serde_json::Value::from(formatter.value(row).to_string())),
                 };

@@ -680,6 +680,7 @@ mod tests {
 
     #[test]
     fn concurrency_groups_by_hand() {
+        use crate::args::list_row;
         // Steps at 0, 2, 4, 6, 8, as in concurrency_by_hand. Group 0: [0, 3) and [NULL, 4),
         // both active at 0 and 2; [1, 9) is filtered out. Group 1: [3, NULL) from 4 on and
         // [5, 100) at 6 and 8.
@@ -688,7 +689,6 @@ mod tests {
         let ends: ArrayRef = Arc::new(Float64Array::from(vec![Some(3.0), None, Some(4.0), Some(100.0), Some(9.0)]));
         let values = [starts, ends];
         let (groups, filter) = ([0, 1, 0, 1, 0], BooleanArray::from(vec![true, true, true, true, false]));
-        use crate::args::list_row;
         let lists = |array: ArrayRef| -> Vec<Vec<f64>> {
             let lists = to_f64_list(&array).unwrap();
             (0..lists.len()).map(|row| list_row(&lists, row, &mut Vec::new()).unwrap().to_vec()).collect()
