@@ -23,13 +23,14 @@ use kahuna::simulate::history::{HistoryConfig, run_history};
 use kahuna::warehouse::Warehouse;
 
 /// In the order a nightly schedule runs them: `combined` reads the verdicts of the others.
-const NIGHTLY: [&str; 8] = [
+const NIGHTLY: [&str; 9] = [
     "controlflow",
     "dataflow",
     "kahuna_wb",
     "salsa_fingerpoint",
     "ganesha_train",
     "ganesha_bb",
+    "fetch_failures",
     "peer_correlation",
     "combined",
 ];

@@ -33,7 +33,7 @@ use crate::warehouse::Warehouse;
 use crate::warehouse::results::{self, DIAGNOSES, Diagnosis, RunInfo};
 
 /// The diagnoses scored, in the order they must run (`combined` reads the others' verdicts).
-pub const SCORED: [&str; 4] = ["kahuna_wb", "salsa_fingerpoint", "ganesha_bb", "combined"];
+pub const SCORED: [&str; 5] = ["kahuna_wb", "salsa_fingerpoint", "ganesha_bb", "fetch_failures", "combined"];
 
 /// One simulated run and what was injected.
 #[derive(Clone, Debug)]

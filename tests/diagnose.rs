@@ -305,8 +305,48 @@ async fn every_diagnosis_finds_a_simulated_cpu_hog_and_counts_each_map_once() {
     assert!(stdout.contains("combined: 1 of 8 hosts indicted."), "{stdout}");
 }
 
+/// `fetch_failures` on simulated runs (8 nodes, logs only). HADOOP-1152 leaves a reduce that
+/// failed three times to fetch one map output every other reduce fetched; 50% packet loss fails
+/// transfers between the lossy node and each of its peers, which fail with it alone.
+#[tokio::test]
+async fn failed_fetches_indict_the_stuck_reduce_and_the_lossy_node() {
+    let runs = tempfile::tempdir().unwrap();
+    let wh = tempfile::tempdir().unwrap();
+    for (cluster, fault) in [("hang", "HANG-1152@r01n05"), ("loss", "PacketLoss50@r01n02"), ("clean", "")] {
+        let run = runs.path().join(cluster);
+        simulate(&run, Some(fault).filter(|f| !f.is_empty()), 3);
+        ingest(wh.path(), cluster, &[run.join("logs")]);
+        diagnose(wh.path(), &["fetch_failures", "--cluster", cluster]);
+    }
+    let verdict = |cluster: &str| {
+        format!(
+            "SELECT host, CAST(indicted AS VARCHAR), round(score, 4), detail FROM diagnoses \
+             WHERE query = 'fetch_failures' AND cluster = '{cluster}' AND (indicted OR detail NOT LIKE '%\"failed\":0.0%') ORDER BY host"
+        )
+    };
+    // The hang: its three failed tries of one output from one map node, the only failed copies.
+    // Both ends failed with one partner of seven; the map node served that output to the others.
+    let hang = rows(wh.path(), &verdict("hang")).await;
+    assert_eq!(hang.len(), 2, "{hang:?}");
+    let stuck = hang.iter().find(|r| r[0] == "r01n05").expect("the stuck reduce's node");
+    assert_eq!((stuck[1].as_str(), stuck[2].as_str()), ("true", "0.1429"), "{hang:?}");
+    let detail: serde_json::Value = serde_json::from_str(&stuck[3]).unwrap();
+    assert_eq!((detail["stuck"].as_f64(), detail["failed"].as_f64(), detail["partners"].as_f64()), (Some(1.0), Some(3.0), Some(1.0)));
+    let server = hang.iter().find(|r| r[0] != "r01n05").unwrap();
+    assert_eq!(server[1], "false", "{hang:?}");
+    // The loss: the lossy node failed with all 7 peers, each of them with the lossy node alone.
+    let loss = rows(wh.path(), &verdict("loss")).await;
+    assert_eq!(loss.len(), 8, "{loss:?}");
+    for row in &loss {
+        let expected = if row[0] == "r01n02" { ("true", "1.0") } else { ("false", "0.1429") };
+        assert_eq!((row[1].as_str(), row[2].as_str()), expected, "{loss:?}");
+    }
+    assert!(rows(wh.path(), &verdict("clean")).await.is_empty());
+}
+
 /// `combined` on verdicts written by hand: block-operation indictments (Kahuna-WB's window rows,
-/// SALSA's ReadBlock and WriteBlock) vote only beside Ganesha; the jobs and Maps vote alone.
+/// SALSA's ReadBlock and WriteBlock) vote only beside Ganesha; the jobs, Maps and failed
+/// fetches vote alone.
 #[tokio::test]
 async fn block_operations_alone_do_not_indict_in_the_combined_verdict() {
     use kahuna::warehouse::Warehouse;
@@ -326,6 +366,7 @@ async fn block_operations_alone_do_not_indict_in_the_combined_verdict() {
         ("kahuna_wb", vec![row("h1", "host", 1.0, true), row("h2", "WriteBlock", 1.0, true), row("h2", "host", 0.0, true)]),
         ("salsa_fingerpoint", vec![row("h3", "ReadBlock", 1.0, true), row("h4", "Map", 1.0, true)]),
         ("ganesha_bb", vec![row("h3", "cpu_user_pct", 1.0, true), row("h5", "cpu_user_pct", 0.0, false)]),
+        ("fetch_failures", vec![row("h6", "shuffle", 0.1, true), row("h5", "shuffle", 0.1, false)]),
     ];
     for (query, rows) in runs {
         let info = RunInfo {
@@ -340,8 +381,9 @@ async fn block_operations_alone_do_not_indict_in_the_combined_verdict() {
         };
         results::write(&warehouse, DIAGNOSES, results::diagnoses_batch(&info, &rows).unwrap(), None).await.unwrap();
     }
-    // h3: Ganesha (1) and its ReadBlock comparison beside it (1); h2's WriteBlock alone is nothing.
-    for (min_votes, expected) in [("1", vec![("h1", "1"), ("h3", "2"), ("h4", "1")]), ("2", vec![("h3", "2")])] {
+    // h3: Ganesha (1) and its ReadBlock comparison beside it (1); h2's WriteBlock alone is
+    // nothing; h6's failed fetches vote alone.
+    for (min_votes, expected) in [("1", vec![("h1", "1"), ("h3", "2"), ("h4", "1"), ("h6", "1")]), ("2", vec![("h3", "2")])] {
         diagnose(wh.path(), &["combined", "--cluster", "c", "--param", &format!("min_votes={min_votes}")]);
         let sql = format!(
             "SELECT host, CAST(score AS BIGINT) FROM diagnoses WHERE query = 'combined' AND indicted \
