@@ -29,7 +29,7 @@
 -- on while its peers fetched them), failed (failed copies between it and another node, either
 -- way), partners (the nodes at their other end), peers.
 
--- Statement 1: failed and clean copies per pair of nodes (read from cheap columns; the
+-- Statement 1: the copies between each pair of nodes, and how many failed (cheap columns; the
 -- intermediate results are tables of this run's session, so that each is computed once).
 CREATE TABLE fetch_pairs AS
 SELECT cluster, host, peer_host, sum(CASE WHEN outcome = 'FAILED' THEN 1 ELSE 0 END) AS failed
