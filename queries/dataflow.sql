@@ -3,7 +3,9 @@
 -- Every ReadBlock is an edge from the serving DataNode to its reader, every WriteBlock an edge
 -- from the writer to the DataNode, and a WriteBlock_Replicated adds an edge on to the mirror
 -- of the pipeline. Peers are named by address in DataNode logs; they are mapped back to host
--- names through the addresses DataNodes report for themselves. Summed over the window this
+-- names through the addresses DataNodes give themselves (the `addresses` table: the start of
+-- a write to it, a block it served, its end of a transfer in clienttrace). A node that only
+-- ever served blocks is named too, not left as a bare address. Summed over the window this
 -- shows imbalances of data access and, with mean durations, which links or nodes are slow.
 -- An edge from a node to itself is local I/O: a task reading or writing through the DataNode
 -- of its own node (HDFS puts the first replica there).
@@ -17,27 +19,6 @@
 -- Output: cluster, src, dst, op (read, write, write_replicated, mirror), blocks, mean_ms,
 -- max_ms, bytes.
 
--- Statement 1: each DataNode's own address, read once (a session table) from the lines that
--- name it: the start of a write to it (`dest:`), a block it served (0.18: `ip:port Served
--- block`), and a read it served as clienttrace records it (0.20: `src:` of HDFS_READ). A node
--- that only ever served blocks is named too, not left as a bare address.
-CREATE TABLE dataflow_addresses AS
-    SELECT DISTINCT cluster, host, address FROM (
-        SELECT cluster, host, CASE
-            WHEN message LIKE 'Receiving block%' THEN regexp_match(message, 'dest: /([^:,]+)')[1]
-            WHEN message LIKE '%Served block%' THEN regexp_match(message, '^/?([0-9.]+):[0-9]+ Served block')[1]
-            ELSE regexp_match(message, '^src: /([^:,]+)')[1]
-        END AS address
-        FROM logs
-        WHERE daemon = 'datanode' AND host IS NOT NULL
-          AND (message LIKE 'Receiving block%' OR message LIKE '%Served block%' OR message LIKE 'src: %op: HDFS_READ%')
-          AND ($cluster IS NULL OR cluster = $cluster)
-          AND ($from IS NULL OR date >= CAST($from AS DATE) - INTERVAL '1 day')
-          AND ($to IS NULL OR date <= CAST($to AS DATE))
-    )
-    WHERE address IS NOT NULL;
-
--- Statement 2: the edges.
 WITH ops AS (
     SELECT cluster, host, state, peer_host, mirror_host, duration_ms, bytes
     FROM states
@@ -47,12 +28,20 @@ WITH ops AS (
       AND ($from IS NULL OR (date >= CAST($from AS DATE) AND start_ts >= $from))
       AND ($to IS NULL OR (date <= CAST($to AS DATE) AND start_ts < $to))
 ),
+-- Each DataNode's own addresses, as its lines name them (`addresses`).
+peer_names AS (
+    SELECT DISTINCT cluster, host, address
+    FROM addresses
+    WHERE ($cluster IS NULL OR cluster = $cluster)
+      AND ($from IS NULL OR date >= CAST($from AS DATE) - INTERVAL '1 day')
+      AND ($to IS NULL OR date <= CAST($to AS DATE))
+),
 named AS (
     SELECT o.cluster, o.host, o.state, coalesce(p.host, o.peer_host) AS peer,
            coalesce(m.host, o.mirror_host) AS mirror, o.duration_ms, o.bytes
     FROM ops o
-    LEFT JOIN dataflow_addresses p ON p.cluster = o.cluster AND p.address = o.peer_host
-    LEFT JOIN dataflow_addresses m ON m.cluster = o.cluster AND m.address = o.mirror_host
+    LEFT JOIN peer_names p ON p.cluster = o.cluster AND p.address = o.peer_host
+    LEFT JOIN peer_names m ON m.cluster = o.cluster AND m.address = o.mirror_host
 ),
 edges AS (
     SELECT cluster, host AS src, peer AS dst, 'read' AS op, duration_ms, bytes FROM named WHERE state = 'ReadBlock'

@@ -127,20 +127,19 @@ WITH outlying AS (
     FROM salsa_typical m JOIN salsa_samples s ON s.cluster = m.cluster AND s.state = m.state
     WHERE s.daemon = 'datanode' AND s.ms > m.outlier_ms AND s.ms > $outlier_ratio * m.median_ms
 ),
--- DataNodes name their peers by address; their own address is in the lines that start writes
--- (read only where there are outliers to name).
-addresses AS (
-    SELECT DISTINCT l.cluster, l.host, regexp_match(l.message, 'dest: /([^:,]+)')[1] AS address
-    FROM logs l
-    WHERE ($cluster IS NULL OR l.cluster = $cluster)
-      AND ($from IS NULL OR l.date >= CAST($from AS DATE) - 1)
-      AND ($to IS NULL OR l.date <= CAST($to AS DATE))
-      AND l.daemon = 'datanode' AND l.message LIKE 'Receiving block%' AND l.host IS NOT NULL
-      AND l.cluster IN (SELECT DISTINCT cluster FROM outlying)
+-- DataNodes name their peers by address; `addresses` maps each back to its host (read only
+-- where there are outliers to name).
+peer_names AS (
+    SELECT DISTINCT cluster, host, address
+    FROM addresses
+    WHERE ($cluster IS NULL OR cluster = $cluster)
+      AND ($from IS NULL OR date >= CAST($from AS DATE) - 1)
+      AND ($to IS NULL OR date <= CAST($to AS DATE))
+      AND cluster IN (SELECT DISTINCT cluster FROM outlying)
 ),
 outliers AS (
     SELECT o.cluster, o.state, o.host, coalesce(a.host, o.peer_host) AS peer
-    FROM outlying o LEFT JOIN addresses a ON a.cluster = o.cluster AND a.address = o.peer_host
+    FROM outlying o LEFT JOIN peer_names a ON a.cluster = o.cluster AND a.address = o.peer_host
 ),
 -- Each outlier joins the host that logged it and its peer, each once: a block read locally
 -- joins its host once, not twice.

@@ -8,7 +8,7 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use async_trait::async_trait;
 use datafusion::catalog::{MemorySchemaProvider, SchemaProvider, TableProvider};
 use datafusion::common::DataFusionError;
@@ -16,6 +16,7 @@ use datafusion::execution::SessionStateBuilder;
 use datafusion::execution::runtime_env::RuntimeEnv;
 use datafusion::prelude::{SessionConfig, SessionContext};
 
+use crate::ingest::addresses;
 use crate::warehouse::Warehouse;
 
 pub async fn session(warehouse: &Warehouse) -> Result<SessionContext> {
@@ -52,6 +53,8 @@ pub struct Snapshot {
 }
 
 impl Snapshot {
+    /// The warehouse as of now; a warehouse made by an older version first gets the tables it
+    /// lacks, made from what it holds.
     pub async fn take(warehouse: &Warehouse) -> Result<Snapshot> {
         let tables = OpenedTables {
             warehouse: warehouse.clone(),
@@ -59,7 +62,13 @@ impl Snapshot {
             runtime: Arc::new(RuntimeEnv::default()),
             opened: Mutex::new(HashMap::new()),
         };
-        Ok(Snapshot { tables: Arc::new(tables) })
+        let snapshot = Snapshot { tables: Arc::new(tables) };
+        if addresses::needs_backfill(warehouse) {
+            addresses::backfill(warehouse, &session_over(&snapshot)?)
+                .await
+                .with_context(|| format!("cannot make the addresses table of {} from its logs", warehouse.root().display()))?;
+        }
+        Ok(snapshot)
     }
 
     pub fn warehouse(&self) -> &Warehouse {

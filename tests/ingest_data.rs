@@ -142,6 +142,42 @@ async fn ingesting_again_adds_nothing() {
     assert_eq!(counts, vec![vec!["49", "26", "9"]]);
 }
 
+/// Each DataNode's own address, from the lines that name it (read off `data/logs` by hand):
+/// node1's two `dest:` of writes to it and its `Served block`; node2's two `Served block`
+/// (its connection counts name nothing); node3's clienttrace, the source of a read and the
+/// destination of a write; and the merged file's two writers, named by their address.
+const ADDRESSES: [[&str; 6]; 5] = [
+    ["10.250.10.6", "10.250.10.6", "2008-11-09T20:35:19Z", "2008-11-09T20:35:19Z", "1", "2008-11-09"],
+    ["10.250.19.102", "10.250.19.102", "2008-11-09T20:35:18Z", "2008-11-09T20:35:18Z", "1", "2008-11-09"],
+    ["node1", "10.0.0.1", "2008-08-23T17:12:20Z", "2008-08-23T17:13:15Z", "3", "2008-08-23"],
+    ["node2", "10.0.0.2", "2008-08-23T17:12:34Z", "2008-08-23T17:12:34.600Z", "2", "2008-08-23"],
+    ["node3", "10.0.0.3", "2008-08-23T17:12:52Z", "2008-08-23T17:13:19Z", "2", "2008-08-23"],
+];
+
+const ADDRESSES_SQL: &str = "SELECT host, address, first_ts, last_ts, lines, date FROM addresses ORDER BY host";
+
+#[tokio::test]
+async fn datanodes_own_addresses_are_kept() {
+    let wh = tempfile::tempdir().unwrap();
+    ingest_into(vec![data_dir()], wh.path(), None).await;
+    assert_eq!(rows(wh.path(), ADDRESSES_SQL).await, owned(&ADDRESSES));
+}
+
+/// A warehouse from before the `addresses` table gets it from its `logs` when next opened,
+/// with how far each file is held, so that ingesting again reads nothing.
+#[tokio::test]
+async fn an_older_warehouse_gets_its_addresses_from_its_logs() {
+    let wh = tempfile::tempdir().unwrap();
+    ingest_into(vec![data_dir()], wh.path(), None).await;
+    std::fs::remove_dir_all(wh.path().join("addresses")).unwrap();
+    let again = ingest_into(vec![data_dir()], wh.path(), None).await;
+    assert_eq!(again.files_with_status("unchanged"), 9);
+    assert_eq!(again.total(|r| r.lines_read), 0);
+    assert_eq!(rows(wh.path(), ADDRESSES_SQL).await, owned(&ADDRESSES));
+    let provenance = "SELECT count(DISTINCT a.file) FROM addresses a JOIN logs l ON l.file = a.file AND l.ingest_id = a.ingest_id";
+    assert_eq!(scalar(wh.path(), provenance).await, "4");
+}
+
 #[tokio::test]
 async fn a_state_across_a_log_rotation_is_paired_and_nameless_files_are_refused() {
     let input = tempfile::tempdir().unwrap();

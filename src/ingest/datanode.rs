@@ -83,14 +83,25 @@ fn leading_address(msg: &str) -> Option<usize> {
     (port_len > 0).then_some(ip_len + 1 + port_len)
 }
 
-/// The DataNode that wrote a line of a merged file: its address leading the message, or the
-/// `dest:` of a block it receives. None for lines that do not say (PacketResponder, NameNode).
+/// The DataNode that wrote a line, by the address the line gives it: the address leading the
+/// message, the `dest:` of a block it receives, or its end of a transfer clienttrace records
+/// (the source of a read it served, the destination of a write). None for lines that do not
+/// say (PacketResponder, NameNode). Names the writer of each line of a merged file, and each
+/// DataNode's own addresses (the `addresses` table).
 pub fn own_host(msg: &str) -> Option<&str> {
     if let Some(len) = leading_address(msg) {
         return Some(host_of_address(&msg[..len]));
     }
     if msg.starts_with("Receiving block ") || msg.starts_with("Received block ") {
         return field_after(msg, "dest:").map(host_of_address);
+    }
+    if msg.starts_with("src: ") {
+        let own_end = match field_after(msg, "op:")? {
+            "HDFS_READ" => "src:",
+            "HDFS_WRITE" => "dest:",
+            _ => return None,
+        };
+        return field_after(msg, own_end).map(host_of_address);
     }
     None
 }
@@ -130,6 +141,11 @@ mod tests {
         assert_eq!(own_host(failed), Some("10.251.30.85"));
         assert_eq!(own_host("Receiving block blk_1 src: /10.0.0.1:3 dest: /10.0.0.9:50010"), Some("10.0.0.9"));
         assert_eq!(own_host("PacketResponder 1 for block blk_1 terminating"), None);
+        let served = "src: /10.0.0.4:50010, dest: /10.0.0.7:40112, bytes: 9, op: HDFS_READ, cliID: DFSClient_1";
+        assert_eq!(own_host(served), Some("10.0.0.4"));
+        let written = "src: /10.0.0.7:40113, dest: /10.0.0.4:50010, bytes: 9, op: HDFS_WRITE, cliID: DFSClient_1";
+        assert_eq!(own_host(written), Some("10.0.0.4"));
+        assert_eq!(own_host("src: 10.0.0.4:50060, dest: 10.0.0.7:1, bytes: 9, op: MAPRED_SHUFFLE"), None);
         assert_eq!(recognize("Number of active connections is: 3"), Some(Token::Connections(3)));
         assert_eq!(recognize("Deleting block blk_1 file /x"), None);
     }

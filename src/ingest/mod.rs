@@ -7,6 +7,7 @@
 //! Files of other sources — sysstat ([`sadf`]) and job history ([`jobhistory`]) — are told by
 //! their content and read one by one through [`records`], with the same accounting.
 
+pub mod addresses;
 pub mod clienttrace;
 pub mod datanode;
 pub mod discover;
@@ -106,6 +107,9 @@ pub async fn ingest(options: &IngestOptions) -> Result<Summary> {
         std::process::id()
     );
     let paths = discover::walk(&options.paths)?;
+    if addresses::needs_backfill(&options.warehouse) {
+        crate::catalog::Snapshot::take(&options.warehouse).await?;
+    }
     // Opened (on first use, created) together: one after the other, eight tables take long
     // enough to show in every small ingest.
     let appenders = futures::future::try_join_all(
@@ -249,12 +253,11 @@ async fn plan(file: &LogFile, appenders: &[TableAppender], cluster: &str) -> Res
     } else {
         source::count_lines(&file.path, file.gzip, start).with_context(|| format!("{}: cannot read", file.display))? + 1
     };
-    let below = |t: Table| held[slot(t)].unwrap_or(0);
     Ok(Some(PlannedFile {
         file: file.clone(),
         start,
         first_line,
-        held_below: [below(Table::Logs), below(Table::States), below(Table::Rejects)],
+        held_below: held.iter().map(|h| h.unwrap_or(0)).collect(),
     }))
 }
 

@@ -14,7 +14,8 @@ use super::ids::{find_attempt, find_block, find_job, job_of_attempt};
 use super::log4j::{Head, ZoneConverter, parse_head};
 use super::source::{Checked, LineReader, RAW_KEPT};
 use super::states::{Machine, Mark, State, Token};
-use super::{clienttrace, datanode, tasktracker};
+use super::addresses::{self, AddressBook};
+use super::{clienttrace, datanode, slot, tasktracker};
 use crate::warehouse::tables::{Rows, Table, date_of_ms};
 
 /// Rows per batch handed to the writer.
@@ -26,8 +27,8 @@ pub struct PlannedFile {
     pub file: LogFile,
     pub start: u64,
     pub first_line: u64,
-    /// Per table (logs, states, rejects): rows from bytes before this offset are already there.
-    pub held_below: [u64; 3],
+    /// Per table (by [`slot`]): rows from bytes before this offset are already there.
+    pub held_below: Vec<u64>,
 }
 
 /// What one run shares with every stream.
@@ -187,6 +188,9 @@ struct StreamReader<'a> {
     logs: Batcher,
     states: Batcher,
     rejects: Batcher,
+    address_rows: Batcher,
+    /// The addresses the file being read gives its DataNode.
+    address_book: AddressBook,
     reports: Vec<FileReport>,
     /// States counted per file of the stream; they end in the reports once the stream is read.
     state_counts: Vec<StateCounts>,
@@ -204,6 +208,8 @@ pub fn read_stream(ctx: &RunContext, files: &[PlannedFile], emit: &mut dyn FnMut
         logs: Batcher::new(Table::Logs),
         states: Batcher::new(Table::States),
         rejects: Batcher::new(Table::Rejects),
+        address_rows: Batcher::new(Table::Addresses),
+        address_book: AddressBook::default(),
         reports: Vec::new(),
         state_counts: vec![StateCounts::default(); files.len()],
         finished_states: Vec::new(),
@@ -218,6 +224,7 @@ pub fn read_stream(ctx: &RunContext, files: &[PlannedFile], emit: &mut dyn FnMut
     reader.logs.flush(emit);
     reader.states.flush(emit);
     reader.rejects.flush(emit);
+    reader.address_rows.flush(emit);
     for (mut report, counts) in reader.reports.drain(..).zip(reader.state_counts) {
         report.states = counts.states;
         report.unterminated = counts.unterminated;
@@ -326,6 +333,10 @@ impl StreamReader<'_> {
         if pending.active {
             self.flush_event(&mut pending, index, &mut report, emit);
         }
+        for seen in self.address_book.take() {
+            let rows = self.address_rows.rows_for(seen.date, emit);
+            addresses::append_row(rows, &seen, file.daemon.name(), &file.display, &self.ctx.ingest_id);
+        }
         report.offset_end = source.offset();
         report.hash = Some(format!("{:016x}", source.hash()));
         report.finished_ms = now_ms();
@@ -334,10 +345,10 @@ impl StreamReader<'_> {
         self.drain_states(emit);
     }
 
-    /// Whether a row of table `slot` (logs, states, rejects) from the line at `offset` of
-    /// file `index` is to be written: not in a dry run, nor where the table holds it already.
-    fn wants_rows(&self, index: usize, slot: usize, offset: u64) -> bool {
-        !self.ctx.dry_run && offset >= self.files[index].held_below[slot]
+    /// Whether a row of `table` from the line at `offset` of file `index` is to be written:
+    /// not in a dry run, nor where the table holds it already.
+    fn wants_rows(&self, index: usize, table: Table, offset: u64) -> bool {
+        !self.ctx.dry_run && offset >= self.files[index].held_below[slot(table)]
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -353,7 +364,7 @@ impl StreamReader<'_> {
     ) {
         report.lines_rejected += 1;
         *report.rejects_by_reason.entry(reason.clone()).or_default() += 1;
-        if !self.wants_rows(index, 2, offset) {
+        if !self.wants_rows(index, Table::Rejects, offset) {
             return;
         }
         let rows = self.rejects.rows_for(self.ctx.run_date, emit);
@@ -378,7 +389,7 @@ impl StreamReader<'_> {
                 datanode::own_host(message),
             ),
         };
-        if self.wants_rows(index, 0, event.offset) {
+        if self.wants_rows(index, Table::Logs, event.offset) {
             let task = find_attempt(message).map(|(a, _)| a);
             // A message about an attempt is about its job, whether it names the job or not.
             let job = match find_job(message) {
@@ -401,6 +412,12 @@ impl StreamReader<'_> {
                 .int(Some(event.line as i64))
                 .text(Some(&self.ctx.ingest_id));
         }
+        if daemon == Daemon::DataNode
+            && let Some(host) = host
+            && self.wants_rows(index, Table::Addresses, event.offset)
+        {
+            self.address_book.note_line(host, message, ts);
+        }
         if let Some(token) = recognize(daemon, &event.logger, message) {
             let mark = Mark { file: index, ts_ms: ts, line: event.line, offset: event.offset, host: host.map(str::to_string) };
             self.machine.observe(token, mark, &mut self.finished_states);
@@ -417,7 +434,7 @@ impl StreamReader<'_> {
             let Some(owner) = state.last_mark() else { continue };
             let planned = &self.files[owner.file];
             self.state_counts[owner.file].count(state);
-            if !self.wants_rows(owner.file, 1, owner.offset) {
+            if !self.wants_rows(owner.file, Table::States, owner.offset) {
                 continue;
             }
             let file = &planned.file;

@@ -113,9 +113,16 @@ impl Warehouse {
 
     /// The Delta table of `table`, created empty with its schema on first use.
     pub async fn open_or_create(&self, table: Table) -> Result<DeltaTable> {
-        if let Some(open) = self.open(table.name()).await? {
-            return Ok(open);
+        match self.open(table.name()).await? {
+            Some(open) => Ok(open),
+            None => self.create(table, Vec::new()).await,
         }
+    }
+
+    /// Creates `table` with `actions` (files written by [`PartWriter::for_new_table`], their
+    /// transactions) in its first commit, so that it is never seen without them. A table that
+    /// exists already (another process created it first) is left as it is.
+    pub async fn create(&self, table: Table, actions: Vec<Action>) -> Result<DeltaTable> {
         let url = self.table_url(table.name())?;
         let columns = table
             .table_schema()
@@ -129,6 +136,7 @@ impl Warehouse {
             .with_table_name(table.name())
             .with_columns(columns)
             .with_partition_columns(PARTITION_COLUMNS)
+            .with_actions(actions)
             .with_save_mode(SaveMode::Ignore)
             .await
             .with_context(|| format!("cannot create table {} in {}", table.name(), self.root.display()))?;
@@ -234,6 +242,11 @@ impl TableAppender {
         Ok(TableAppender { table, delta, cluster: cluster.to_string(), held })
     }
 
+    /// How far this table holds each source file, as the transactions that say so.
+    pub fn transactions(&self) -> Vec<Transaction> {
+        self.held.iter().map(|(app_id, &offset)| Transaction::new(app_id, offset)).collect()
+    }
+
     /// How far this table already holds the file with `app_id`, in bytes of the file.
     pub fn ingested_up_to(&self, app_id: &str) -> Option<u64> {
         self.held.get(app_id).and_then(|&v| u64::try_from(v).ok())
@@ -285,6 +298,15 @@ pub struct PartWriter {
 }
 
 impl PartWriter {
+    /// A writer of the first files of `table`, before it exists ([`Warehouse::create`]).
+    pub fn for_new_table(warehouse: &Warehouse, table: Table, cluster: &str) -> Result<PartWriter> {
+        let partitions = Some(PARTITION_COLUMNS.map(String::from).to_vec());
+        let writer = RecordBatchWriter::try_new(warehouse.table_url(table.name())?, table.table_schema(), partitions, None)?
+            .with_writer_properties(writer_properties(Some(table)))
+            .with_target_file_size(TARGET_FILE_BYTES);
+        Ok(PartWriter { table, writer, cluster: Scalar::String(cluster.to_string()), adds: Vec::new() })
+    }
+
     pub async fn write(&mut self, mut rows: Rows) -> Result<()> {
         if rows.is_empty() {
             return Ok(());

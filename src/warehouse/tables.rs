@@ -23,6 +23,9 @@ pub enum Table {
     Jobs,
     /// One task attempt from job history.
     Attempts,
+    /// A host's own address as its DataNode lines name it, per file and day: how peers, which
+    /// DataNode logs name by address, map back to hosts.
+    Addresses,
     Ingests,
 }
 
@@ -48,7 +51,7 @@ pub const SADC_METRICS: [&str; 14] = [
 
 impl Table {
     /// In commit order: `ingests` last, so a file counts as ingested only once its rows are in.
-    pub const ALL: [Table; 8] = [
+    pub const ALL: [Table; 9] = [
         Table::Logs,
         Table::States,
         Table::Rejects,
@@ -56,6 +59,7 @@ impl Table {
         Table::SarMetrics,
         Table::Jobs,
         Table::Attempts,
+        Table::Addresses,
         Table::Ingests,
     ];
 
@@ -68,6 +72,7 @@ impl Table {
             Table::SarMetrics => "sar_metrics",
             Table::Jobs => "jobs",
             Table::Attempts => "attempts",
+            Table::Addresses => "addresses",
             Table::Ingests => "ingests",
         }
     }
@@ -174,6 +179,16 @@ impl Table {
                 int("line", false),
                 text("ingest_id", false),
             ],
+            Table::Addresses => vec![
+                text("host", false),
+                text("daemon", false),
+                text("address", false),
+                ts("first_ts", false),
+                ts("last_ts", false),
+                int("lines", false),
+                text("file", false),
+                text("ingest_id", false),
+            ],
             Table::Ingests => vec![
                 text("ingest_id", false),
                 text("file", false),
@@ -222,7 +237,7 @@ impl Table {
             Table::SarMetrics => &["value"],
             Table::Jobs => &["job_id", "submit_ts", "launch_ts", "finish_ts"],
             Table::Attempts => &["task_id", "attempt_id", "start_ts", "finish_ts", "shuffle_finish_ts", "sort_finish_ts"],
-            Table::Ingests => &[],
+            Table::Addresses | Table::Ingests => &[],
         }
     }
 
