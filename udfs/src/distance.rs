@@ -103,7 +103,7 @@ fn mean_x_log2_x_avx2(p: &[f64], q: &[f64]) -> f64 {
 }
 
 #[inline]
-fn mean_x_log2_x(p: &[f64], q: &[f64]) -> f64 {
+pub(crate) fn mean_x_log2_x(p: &[f64], q: &[f64]) -> f64 {
     #[cfg(target_arch = "x86_64")]
     {
         // std caches the detection; each check is one load.
