@@ -186,15 +186,20 @@ fn bench_histogram(scale: usize) {
     );
 }
 
-fn bench_indict() {
-    let mut rng = Rng(3);
-    let values: Vec<f64> = histograms(&mut rng, 100, 32).concat();
-    let list: ArrayRef = Arc::new(datafusion::arrow::array::ListArray::new(
+/// `values` as a list array of histograms of `bins` bins each.
+fn histogram_list(values: Vec<f64>, bins: usize) -> ArrayRef {
+    let count = values.len() / bins;
+    Arc::new(datafusion::arrow::array::ListArray::new(
         Arc::new(Field::new_list_field(DataType::Float64, true)),
-        datafusion::arrow::buffer::OffsetBuffer::from_lengths(std::iter::repeat_n(32, 100)),
+        datafusion::arrow::buffer::OffsetBuffer::from_lengths(std::iter::repeat_n(bins, count)),
         Arc::new(Float64Array::from(values)),
         None,
-    ));
+    ))
+}
+
+fn bench_indict() {
+    let mut rng = Rng(3);
+    let list = histogram_list(histograms(&mut rng, 100, 32).concat(), 32);
     let t = time(51, || kernels::count_far_peers("indict", &list, 0.3).expect("counts"));
     println!(
         "indict over one 100-node partition of 32-bin histograms (4950 pairs): {:.1} µs",
@@ -210,12 +215,7 @@ fn bench_indict() {
         })
         .map(|x| (x + rng.unit() * 4.0).floor())
         .collect();
-    let list: ArrayRef = Arc::new(datafusion::arrow::array::ListArray::new(
-        Arc::new(Field::new_list_field(DataType::Float64, true)),
-        datafusion::arrow::buffer::OffsetBuffer::from_lengths(std::iter::repeat_n(12, nodes)),
-        Arc::new(Float64Array::from(values)),
-        None,
-    ));
+    let list = histogram_list(values, 12);
     let t = time(21, || kernels::count_far_peers("indict", &list, 0.5).expect("counts"));
     println!(
         "indict over one 400-node peer group of similar 12-bin histograms, one odd (79800 pairs): {:.1} µs",
