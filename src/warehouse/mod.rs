@@ -40,6 +40,11 @@ const ROW_GROUP_ROWS: usize = 128 * 1024;
 /// Parquet files are rolled at this size; `kahuna optimize` compacts to the same target.
 const TARGET_FILE_BYTES: u64 = 128 << 20;
 
+/// Partitions (dates) a part writer keeps open: each holds its file and row group in memory
+/// until finished, so a reader going through many days (a month of daily captures, a year of
+/// rotated logs) would otherwise hold every day it has seen since the last roll.
+const MAX_OPEN_DATES: usize = 3;
+
 #[derive(Clone, Debug)]
 pub struct Warehouse {
     root: PathBuf,
@@ -257,7 +262,13 @@ impl TableAppender {
         let writer = RecordBatchWriter::for_table(&self.delta)?
             .with_writer_properties(writer_properties(Some(self.table)))
             .with_target_file_size(TARGET_FILE_BYTES);
-        Ok(PartWriter { table: self.table, writer, cluster: Scalar::String(self.cluster.clone()), adds: Vec::new() })
+        Ok(PartWriter {
+            table: self.table,
+            writer,
+            cluster: Scalar::String(self.cluster.clone()),
+            open_dates: Vec::new(),
+            adds: Vec::new(),
+        })
     }
 
     pub fn table(&self) -> Table {
@@ -294,6 +305,8 @@ pub struct PartWriter {
     table: Table,
     writer: RecordBatchWriter,
     cluster: Scalar,
+    /// The dates written to since the files were last finished.
+    open_dates: Vec<i32>,
     adds: Vec<Add>,
 }
 
@@ -304,7 +317,7 @@ impl PartWriter {
         let writer = RecordBatchWriter::try_new(warehouse.table_url(table.name())?, table.table_schema(), partitions, None)?
             .with_writer_properties(writer_properties(Some(table)))
             .with_target_file_size(TARGET_FILE_BYTES);
-        Ok(PartWriter { table, writer, cluster: Scalar::String(cluster.to_string()), adds: Vec::new() })
+        Ok(PartWriter { table, writer, cluster: Scalar::String(cluster.to_string()), open_dates: Vec::new(), adds: Vec::new() })
     }
 
     pub async fn write(&mut self, mut rows: Rows) -> Result<()> {
@@ -312,6 +325,12 @@ impl PartWriter {
             return Ok(());
         }
         let date = rows.date;
+        if !self.open_dates.contains(&date) {
+            if self.open_dates.len() >= MAX_OPEN_DATES {
+                self.roll().await?;
+            }
+            self.open_dates.push(date);
+        }
         let batch = rows.finish()?;
         let partition: IndexMap<String, Scalar> = IndexMap::from([
             ("cluster".to_string(), self.cluster.clone()),
@@ -323,14 +342,48 @@ impl PartWriter {
             .with_context(|| format!("cannot write to table {}", self.table.name()))?;
         // Files are finished as they fill; keep their adds so memory stays flat.
         if self.writer.buffer_len() as u64 >= TARGET_FILE_BYTES {
-            self.adds.extend(self.writer.flush().await?);
+            self.roll().await?;
         }
+        Ok(())
+    }
+
+    /// Finishes every open file, keeping its add for the commit.
+    async fn roll(&mut self) -> Result<()> {
+        self.adds.extend(self.writer.flush().await?);
+        self.open_dates.clear();
         Ok(())
     }
 
     /// Finishes the open files; their adds are for [`TableAppender::commit`].
     pub async fn finish(mut self) -> Result<Vec<Add>> {
-        self.adds.extend(self.writer.flush().await?);
+        self.roll().await?;
         Ok(self.adds)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A writer that goes through more dates than it keeps open finishes the files it has
+    /// before opening another date: days 1, 2, 3 and 4 give the files of 1–3 at day 4, then
+    /// days 4 and 1 again are finished at the end; five files, two of them day 1's.
+    #[tokio::test]
+    async fn a_writer_finishes_its_files_before_it_opens_a_fourth_date() -> Result<()> {
+        let dir = tempfile::tempdir()?;
+        let warehouse = Warehouse::new(dir.path());
+        let appender = TableAppender::open(&warehouse, Table::Rejects, "c1").await?;
+        let mut writer = appender.part_writer()?;
+        for date in [1, 2, 3, 4, 1] {
+            let mut rows = Rows::new(Table::Rejects, date);
+            rows.row().text(Some("i1")).text(Some("f.log")).int(Some(1)).int(Some(0)).text(Some("why")).text(Some("raw"));
+            writer.write(rows).await?;
+        }
+        let adds = writer.finish().await?;
+        let dates: Vec<Option<String>> =
+            adds.iter().map(|add| add.partition_values.get("date").cloned().flatten()).collect();
+        assert_eq!(dates.len(), 5, "{dates:?}");
+        assert_eq!(dates.iter().filter(|d| d.as_deref() == Some("1970-01-02")).count(), 2, "{dates:?}");
+        Ok(())
     }
 }
