@@ -110,6 +110,11 @@ pub fn count_far_peers(func: &str, hists: &ArrayRef, threshold: f64) -> Result<V
 /// distances near 0 carry errors up to ~1e-8 (the square root of a rounding error).
 const BOUND_MARGIN: f64 = 1e-6;
 
+/// Rows from which bounding pays: below, computing every pair costs less than sorting by the
+/// pivot (Kahuna-WB over the 5-month history, ~100 K small peer groups, was 6% slower with
+/// bounds everywhere).
+const BOUND_FROM_ROWS: usize = 32;
+
 /// For each of the `n` normalised distributions laid out in `flat` (each `stride` wide, with
 /// its `Σ p·log2 p` in `entropies`), how many of the others are farther than `threshold`.
 ///
@@ -118,12 +123,22 @@ const BOUND_MARGIN: f64 = 1e-6;
 /// `|a - b| ≤ d ≤ a + b`. Rows sorted by `a`, each row's later peers fall in three runs: near
 /// by the upper bound, undecided, far by the lower bound. Only the undecided are computed; in a
 /// peer group most nodes sit close to the mean and most pairs are settled without a distance.
+/// Small groups compute every pair.
 fn count_far_pairs(flat: &[f64], stride: usize, entropies: &[f64], threshold: f64) -> Vec<usize> {
     let n = entropies.len();
-    if n < 2 {
-        return vec![0; n];
-    }
     let dist = |i: usize| &flat[i * stride..(i + 1) * stride];
+    if n < BOUND_FROM_ROWS {
+        let mut far = vec![0usize; n];
+        for i in 0..n {
+            for j in i + 1..n {
+                if jsd_sqrt_normalised(dist(i), entropies[i], dist(j), entropies[j]) > threshold {
+                    far[i] += 1;
+                    far[j] += 1;
+                }
+            }
+        }
+        return far;
+    }
     let mut pivot = vec![0.0; stride];
     for i in 0..n {
         for (m, x) in pivot.iter_mut().zip(dist(i)) {
@@ -284,7 +299,7 @@ mod tests {
             (seed >> 11) as f64 / (1u64 << 53) as f64
         };
         let mut mixed = 0;
-        for n in [2, 3, 7, 40, 120] {
+        for n in [2, 3, 7, 31, 32, 40, 120] {
             let stride = 16;
             let mut flat = Vec::new();
             let mut entropies = Vec::new();
