@@ -3,6 +3,7 @@
 //! to hosts through this small table instead of searching every logged message again.
 
 use std::collections::BTreeMap;
+use std::collections::btree_map::Entry;
 
 use anyhow::Result;
 use datafusion::arrow::array::AsArray;
@@ -129,8 +130,8 @@ pub async fn backfill(warehouse: &Warehouse, ctx: &SessionContext) -> Result<()>
     let mut writers: BTreeMap<String, PartWriter> = BTreeMap::new();
     for ((cluster, file, ingest_id), mut book) in books {
         let writer = match writers.entry(cluster.clone()) {
-            std::collections::btree_map::Entry::Occupied(e) => e.into_mut(),
-            std::collections::btree_map::Entry::Vacant(e) => e.insert(PartWriter::for_new_table(warehouse, Table::Addresses, &cluster)?),
+            Entry::Occupied(open) => open.into_mut(),
+            Entry::Vacant(new) => new.insert(PartWriter::for_new_table(warehouse, Table::Addresses, &cluster)?),
         };
         for seen in book.take() {
             let mut rows = Rows::new(Table::Addresses, seen.date);

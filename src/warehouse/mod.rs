@@ -259,16 +259,7 @@ impl TableAppender {
 
     /// A writer of new Parquet files for this table; its files count once committed.
     pub fn part_writer(&self) -> Result<PartWriter> {
-        let writer = RecordBatchWriter::for_table(&self.delta)?
-            .with_writer_properties(writer_properties(Some(self.table)))
-            .with_target_file_size(TARGET_FILE_BYTES);
-        Ok(PartWriter {
-            table: self.table,
-            writer,
-            cluster: Scalar::String(self.cluster.clone()),
-            open_dates: Vec::new(),
-            adds: Vec::new(),
-        })
+        Ok(PartWriter::new(self.table, RecordBatchWriter::for_table(&self.delta)?, &self.cluster))
     }
 
     pub fn table(&self) -> Table {
@@ -314,10 +305,13 @@ impl PartWriter {
     /// A writer of the first files of `table`, before it exists ([`Warehouse::create`]).
     pub fn for_new_table(warehouse: &Warehouse, table: Table, cluster: &str) -> Result<PartWriter> {
         let partitions = Some(PARTITION_COLUMNS.map(String::from).to_vec());
-        let writer = RecordBatchWriter::try_new(warehouse.table_url(table.name())?, table.table_schema(), partitions, None)?
-            .with_writer_properties(writer_properties(Some(table)))
-            .with_target_file_size(TARGET_FILE_BYTES);
-        Ok(PartWriter { table, writer, cluster: Scalar::String(cluster.to_string()), open_dates: Vec::new(), adds: Vec::new() })
+        let writer = RecordBatchWriter::try_new(warehouse.table_url(table.name())?, table.table_schema(), partitions, None)?;
+        Ok(PartWriter::new(table, writer, cluster))
+    }
+
+    fn new(table: Table, writer: RecordBatchWriter, cluster: &str) -> PartWriter {
+        let writer = writer.with_writer_properties(writer_properties(Some(table))).with_target_file_size(TARGET_FILE_BYTES);
+        PartWriter { table, writer, cluster: Scalar::String(cluster.to_string()), open_dates: Vec::new(), adds: Vec::new() }
     }
 
     pub async fn write(&mut self, mut rows: Rows) -> Result<()> {
