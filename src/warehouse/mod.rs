@@ -22,7 +22,7 @@ use deltalake::kernel::engine::arrow_conversion::TryIntoKernel as _;
 use deltalake::kernel::transaction::{CommitBuilder, CommitProperties};
 use delta_kernel::expressions::Scalar;
 use deltalake::kernel::{Action, Add, CommitInfo, StructField, Transaction};
-use deltalake::parquet::basic::{Compression, ZstdLevel};
+use deltalake::parquet::basic::{Compression, Encoding, ZstdLevel};
 use deltalake::parquet::file::properties::{EnabledStatistics, WriterProperties};
 use deltalake::parquet::schema::types::ColumnPath;
 use deltalake::protocol::{DeltaOperation, SaveMode};
@@ -33,9 +33,6 @@ use indexmap::IndexMap;
 use url::Url;
 
 use tables::{PARTITION_COLUMNS, Rows, Table};
-
-/// Rows a Parquet row group holds: the writer keeps one open group per partition in memory.
-const ROW_GROUP_ROWS: usize = 128 * 1024;
 
 /// Parquet files are rolled at this size; `kahuna optimize` compacts to the same target.
 const TARGET_FILE_BYTES: u64 = 128 << 20;
@@ -191,15 +188,19 @@ impl Warehouse {
     }
 }
 
-/// Zstd at a low level, no dictionaries on nearly-unique columns and no statistics on free
-/// text: the settings that keep encoding fast enough to follow the parser.
+/// Zstd at a low level, no dictionaries where they would not pay, delta-encoded times and no
+/// statistics on free text: the settings that keep encoding fast enough to follow the parser.
+/// The writer keeps one open row group per partition in memory.
 fn writer_properties(table: Option<Table>) -> WriterProperties {
     let mut builder = WriterProperties::builder()
         .set_compression(Compression::ZSTD(ZstdLevel::try_new(1).unwrap_or_default()))
-        .set_max_row_group_row_count(Some(ROW_GROUP_ROWS));
+        .set_max_row_group_row_count(Some(table.map_or(tables::ROW_GROUP_ROWS, Table::row_group_rows)));
     if let Some(table) = table {
-        for column in table.high_cardinality_columns() {
+        for column in table.columns_without_dictionary() {
             builder = builder.set_column_dictionary_enabled(ColumnPath::from(*column), false);
+        }
+        for column in table.delta_encoded_columns() {
+            builder = builder.set_column_encoding(ColumnPath::from(*column), Encoding::DELTA_BINARY_PACKED);
         }
         for column in table.columns_without_statistics() {
             builder = builder.set_column_statistics_enabled(ColumnPath::from(*column), EnabledStatistics::None);
