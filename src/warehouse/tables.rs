@@ -247,7 +247,8 @@ impl Table {
     /// encoding packs them into a few bits each, faster than a dictionary and smaller than plain.
     pub fn delta_encoded_columns(self) -> &'static [&'static str] {
         match self {
-            Table::Sadc | Table::SarMetrics => &["ts"],
+            Table::Logs | Table::Sadc => &["ts", "line"],
+            Table::SarMetrics => &["ts"],
             _ => &[],
         }
     }
