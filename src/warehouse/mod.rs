@@ -98,16 +98,8 @@ impl Warehouse {
     /// unfinished ingest run.
     pub async fn open_visible(&self, name: &str, completed: &HashSet<String>) -> Result<Option<DeltaTable>> {
         let Some(mut table) = self.open(name).await? else { return Ok(None) };
-        if name == Table::Ingests.name() {
-            return Ok(Some(table));
-        }
-        let Some(latest) = table.version() else { return Ok(Some(table)) };
-        let infos: Vec<CommitInfo> = table.history(Some(RECENT_COMMITS)).try_collect().await?;
-        let unfinished = infos
-            .iter()
-            .take_while(|info| ingest_of_commit(info).is_some_and(|id| !completed.contains(id)))
-            .count() as u64;
-        if unfinished > 0 {
+        let unfinished = unfinished_commits(name, &table, completed).await?;
+        if let (Some(latest), true) = (table.version(), unfinished > 0) {
             table.load_version(latest.saturating_sub(unfinished)).await?;
         }
         Ok(Some(table))
@@ -160,14 +152,24 @@ impl Warehouse {
 
     /// Compacts small files of every table and removes files no version still needs after
     /// `retention` (Delta's own default is a week; readers of older snapshots need them).
+    /// A table that holds commits of an unfinished ingest run is left as it is: compacting would
+    /// merge that run's rows into files of a commit readers cannot tell from it.
     pub async fn optimize(&self, retention: Duration) -> Result<Vec<String>> {
+        let completed = self.completed_ingests().await?;
         let mut report = Vec::new();
         for name in self.table_names() {
             let Some(table) = self.open(&name).await? else { continue };
+            if unfinished_commits(&name, &table, &completed).await? > 0 {
+                report.push(format!(
+                    "{name}: left as it is: it holds the commits of an unfinished ingest run (run that ingest again to finish it)"
+                ));
+                continue;
+            }
+            let known = Table::ALL.into_iter().find(|t| t.name() == name);
             let (table, metrics) = table
                 .optimize()
                 .with_target_size(NonZeroU64::new(TARGET_FILE_BYTES).unwrap_or(NonZeroU64::MIN))
-                .with_writer_properties(writer_properties(None))
+                .with_writer_properties(writer_properties(known))
                 .await
                 .with_context(|| format!("cannot optimize {name}"))?;
             let retention_chrono = chrono::Duration::from_std(retention).unwrap_or(chrono::Duration::days(7));
@@ -186,6 +188,16 @@ impl Warehouse {
         }
         Ok(report)
     }
+}
+
+/// How many of `table`'s newest commits are the work of ingest runs that have not committed
+/// `ingests` (none for `ingests` itself, which a run commits last).
+async fn unfinished_commits(name: &str, table: &DeltaTable, completed: &HashSet<String>) -> Result<u64> {
+    if table.version().is_none() || name == Table::Ingests.name() {
+        return Ok(0);
+    }
+    let infos: Vec<CommitInfo> = table.history(Some(RECENT_COMMITS)).try_collect().await?;
+    Ok(infos.iter().take_while(|info| ingest_of_commit(info).is_some_and(|id| !completed.contains(id))).count() as u64)
 }
 
 /// Zstd at a low level, no dictionaries where they would not pay, delta-encoded times and no
@@ -379,6 +391,33 @@ mod tests {
             adds.iter().map(|add| add.partition_values.get("date").cloned().flatten()).collect();
         assert_eq!(dates.len(), 5, "{dates:?}");
         assert_eq!(dates.iter().filter(|d| d.as_deref() == Some("1970-01-02")).count(), 2, "{dates:?}");
+        Ok(())
+    }
+
+    /// Run `done` committed `rejects` and `ingests`; run `killed` only `rejects`. Readers see
+    /// `rejects` without the killed run's commit, and `optimize` leaves the table alone rather
+    /// than fold that commit into files readers could not tell from it.
+    #[tokio::test]
+    async fn optimize_leaves_a_table_with_an_unfinished_run_alone() -> Result<()> {
+        let dir = tempfile::tempdir()?;
+        let warehouse = Warehouse::new(dir.path());
+        let rejects = TableAppender::open(&warehouse, Table::Rejects, "c1").await?;
+        for run in ["done", "killed"] {
+            let mut writer = rejects.part_writer()?;
+            let mut rows = Rows::new(Table::Rejects, 1);
+            rows.row().text(Some(run)).text(Some("f.log")).int(Some(1)).int(Some(0)).text(Some("why")).text(Some("raw"));
+            writer.write(rows).await?;
+            rejects.commit(writer.finish().await?, Vec::new(), run).await?;
+        }
+        let ingests = TableAppender::open(&warehouse, Table::Ingests, "c1").await?;
+        ingests.commit(Vec::new(), vec![Transaction::new(file_app_id("c1", "f"), 10)], "done").await?;
+        let completed = warehouse.completed_ingests().await?;
+        let visible = warehouse.open_visible(Table::Rejects.name(), &completed).await?.context("rejects")?;
+        assert_eq!((visible.version(), visible.get_file_uris()?.count()), (Some(1), 1));
+        let report = warehouse.optimize(Duration::ZERO).await?;
+        assert!(report.iter().any(|line| line.starts_with("rejects: left as it is")), "{report:?}");
+        let rejects = warehouse.open(Table::Rejects.name()).await?.context("rejects")?;
+        assert_eq!(rejects.version(), Some(2), "no optimize commit on top of the unfinished run");
         Ok(())
     }
 }
