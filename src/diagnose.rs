@@ -7,6 +7,7 @@
 
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use anyhow::{Context, Result, bail};
@@ -100,12 +101,17 @@ pub async fn run_in(ctx: &SessionContext, warehouse: &Warehouse, request: &Reque
     let count = statements.len();
     let mut results = Vec::new();
     let mut last = Vec::new();
+    // The plan's, not the first batch's: an empty result may come as no batch at all.
+    let mut last_schema = None;
     for (index, statement) in statements.into_iter().enumerate() {
         let at = || format!("{}: statement {} of {count}", query.origin, index + 1);
         let plan = ctx.state().statement_to_plan(statement).await.with_context(at)?;
-        let batches = ctx.execute_logical_plan(plan).await.with_context(at)?.collect().await.with_context(at)?;
+        let frame = ctx.execute_logical_plan(plan).await.with_context(at)?;
+        let schema = Arc::new(frame.schema().as_arrow().clone());
+        let batches = frame.collect().await.with_context(at)?;
         if index + 1 == count {
             last = batches.clone();
+            last_schema = Some(schema);
         }
         if batches.iter().any(|b| b.num_columns() > 0) {
             results.push(batches);
@@ -146,7 +152,7 @@ pub async fn run_in(ctx: &SessionContext, warehouse: &Warehouse, request: &Reque
             }
         }
         Output::Table(table) if record != Record::Nothing => {
-            let Some(schema) = last.first().map(RecordBatch::schema) else {
+            let Some(schema) = last_schema.filter(|schema| !schema.fields().is_empty()) else {
                 bail!("{}: the last statement returned no result to save in {table}", query.origin);
             };
             let batch = results::with_partition_values(&last, schema, &default_cluster, request.run_date)?;
