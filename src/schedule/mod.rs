@@ -383,8 +383,13 @@ pub async fn run_scheduler(
                 handled.insert(job.name.clone(), occurrence);
             }
         }
-        let now = clock.now();
-        let Some(next) = jobs.iter().filter_map(|j| j.schedule.next_after(now)).min() else {
+        // Each job's next occurrence after the last it dealt with, not after now: one that fell
+        // due while others ran (a long ingest, retries) runs at once, not a day late.
+        let next_of = |job: &Job| {
+            let after = handled.get(&job.name).map_or(started, |&handled| handled.max(started));
+            job.schedule.next_after(after)
+        };
+        let Some(next) = jobs.iter().filter_map(next_of).min() else {
             bail!("no job has a next occurrence");
         };
         if until.is_some_and(|u| next > u) {
@@ -514,6 +519,22 @@ mod tests {
         assert_eq!(ledger.len(), 8, "{ledger:#?}");
         assert_eq!(ledger[2], "wb 2024-01-02 catch-up 1 succeeded 2024-01-03T02:00:00Z");
         assert_eq!(ledger[7], "wb 2024-01-05 schedule 1 succeeded 2024-01-06T02:00:00Z");
+    }
+
+    /// `load` at 02:00 fails twice and its retries last until 02:03; `wb` at 02:01 fell due
+    /// meanwhile and runs then, not the next night.
+    #[tokio::test]
+    async fn a_job_due_while_another_retries_runs_when_that_one_ends() {
+        let dir = tempfile::tempdir().unwrap();
+        let ledger = Ledger::new(Warehouse::new(dir.path()));
+        let clock = FakeClock::new(utc("2024-01-01T12:00:00Z"));
+        let wb = Job { schedule: Schedule::parse("1 2 * * *", Tz::UTC).unwrap(), ..nightly("wb", CatchUp::None) };
+        let jobs = [nightly("load", CatchUp::None), wb];
+        let flaky = Script { calls: Mutex::new(Vec::new()), failures: 2 };
+        run_scheduler(&jobs, &flaky, &ledger, &clock, &policy(), Some(utc("2024-01-02T12:00:00Z"))).await.unwrap();
+        let calls: Vec<String> = flaky.calls.lock().unwrap().iter().map(|c| c.0.clone()).collect();
+        assert_eq!(calls, ["load", "load", "load", "wb"]);
+        assert_eq!(clock.now(), utc("2024-01-02T02:03:00Z"), "wb ran at 02:03, with no sleep to another night");
     }
 
     #[tokio::test]

@@ -53,6 +53,12 @@ impl Schedule {
             .collect()
     }
 
+    /// The newest occurrence in (after, until], however many come before it.
+    pub fn latest_between(&self, after: DateTime<Utc>, until: DateTime<Utc>) -> Option<DateTime<Utc>> {
+        let latest = self.cron.find_previous_occurrence(&until.with_timezone(&self.zone), true).ok()?;
+        Some(latest.with_timezone(&Utc)).filter(|t| *t > after)
+    }
+
     pub fn next_after(&self, after: DateTime<Utc>) -> Option<DateTime<Utc>> {
         self.cron.iter_after(after.with_timezone(&self.zone)).next().map(|t| t.with_timezone(&Utc))
     }
@@ -96,11 +102,10 @@ pub fn due(
 ) -> Vec<(DateTime<Utc>, bool)> {
     let mut runs = Vec::new();
     if let Some(handled) = handled.filter(|h| *h < started) {
-        let missed = schedule.between(handled, started, MAX_CATCH_UP);
         let chosen: Vec<DateTime<Utc>> = match policy {
             CatchUp::None => Vec::new(),
-            CatchUp::Latest => missed.last().copied().into_iter().collect(),
-            CatchUp::All => missed,
+            CatchUp::Latest => schedule.latest_between(handled, started).into_iter().collect(),
+            CatchUp::All => schedule.between(handled, started, MAX_CATCH_UP),
         };
         runs.extend(chosen.into_iter().map(|t| (t, true)));
     }
@@ -166,6 +171,11 @@ mod tests {
         assert_eq!(times(due(&nightly, handled, started, later, CatchUp::None)), vec![(5, false)]);
         // A job never run before starts with the next occurrence, not with history.
         assert_eq!(times(due(&nightly, None, started, later, CatchUp::All)), vec![(5, false)]);
+        // `latest` is the newest missed occurrence even past the cap on `all` (7,200 seconds).
+        let every_second = Schedule::parse("* * * * * *", Tz::UTC).unwrap();
+        let (handled, started) = (utc("2024-01-04T07:00:00Z"), utc("2024-01-04T09:00:00Z"));
+        assert_eq!(due(&every_second, Some(handled), started, started, CatchUp::Latest), vec![(started, true)]);
+        assert_eq!(due(&every_second, Some(handled), started, started, CatchUp::All).len(), MAX_CATCH_UP);
     }
 
     #[test]
