@@ -90,3 +90,17 @@ async fn optimize_compacts_without_changing_a_row() {
     // 9 lines with one blank (8), 8 lines with a two-line stack trace (6), and 4.
     assert_eq!(before, "31");
 }
+
+/// The README's first command: the simulated CPU hog on r01n04 is indicted in every job, and
+/// the whole-window list shows it beside its nine healthy peers.
+#[test]
+fn the_demo_names_the_hogged_node_beside_its_peers() {
+    let wh = tempfile::tempdir().unwrap();
+    let out = kahuna(&wh.path().join("warehouse"), &["demo"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    assert!(stdout.contains("r01n04 (where the hog runs) is indicted in 7 of 7 jobs"), "{stdout}");
+    let listed: Vec<&str> = stdout.lines().skip_while(|l| !l.starts_with("Every host")).skip(1).take(10).collect();
+    assert_eq!(listed[0].split_whitespace().collect::<Vec<_>>(), ["r01n04", "score", "1.000", "INDICTED"], "{stdout}");
+    assert_eq!(listed.iter().filter(|l| l.ends_with("score 0.000")).count(), 9, "{stdout}");
+}
