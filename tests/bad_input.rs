@@ -80,6 +80,14 @@ async fn damaged_files_are_refused_or_rejected_line_by_line() {
         scalar(wh.path(), "SELECT count(*) FROM rejects").await,
         scalar(wh.path(), "SELECT sum(lines_rejected) FROM ingests").await
     );
+
+    // Run again: the cut gzip holds no further whole line, so nothing is read or rejected twice;
+    // made whole, it gives the lines after the cut, and all 5,000 are then held.
+    let again = ingest_into(vec![dir.to_path_buf()], wh.path(), None).await;
+    assert_eq!((again.files_with_status("unchanged"), again.total(|r| r.lines_read)), (2, 0));
+    std::fs::write(dir.join("hadoop-u-datanode-h3.log.gz"), &whole).unwrap();
+    ingest_into(vec![dir.to_path_buf()], wh.path(), None).await;
+    assert_eq!(scalar(wh.path(), "SELECT count(*) FROM logs WHERE daemon = 'datanode'").await, "5000");
 }
 
 #[tokio::test]
@@ -108,7 +116,23 @@ async fn a_growing_file_is_read_from_where_the_last_ingest_stopped() {
     // Rotation renames the file; its content is known and adds nothing.
     let rotated = input.path().join("hadoop-u-tasktracker-h1.log.2008-08-23");
     std::fs::rename(&log, &rotated).unwrap();
-    let after_rotation = ingest_into(vec![rotated], wh.path(), None).await;
+    let after_rotation = ingest_into(vec![rotated.clone()], wh.path(), None).await;
     assert_eq!(after_rotation.files_with_status("unchanged"), 1);
     assert_eq!(scalar(wh.path(), "SELECT count(*) FROM logs").await, "6");
+
+    // A seventh line came before logrotate compressed the file: the `.gz` is read from where
+    // the plain file stopped, then known whole.
+    let mut file = std::fs::OpenOptions::new().append(true).open(&rotated).unwrap();
+    write!(file, "{}", line(7)).unwrap();
+    let gzipped = input.path().join("hadoop-u-tasktracker-h1.log.2008-08-23.gz");
+    let mut gz = flate2::write::GzEncoder::new(std::fs::File::create(&gzipped).unwrap(), flate2::Compression::default());
+    gz.write_all(&std::fs::read(&rotated).unwrap()).unwrap();
+    gz.finish().unwrap();
+    std::fs::remove_file(&rotated).unwrap();
+    let compressed = ingest_into(vec![gzipped.clone()], wh.path(), None).await;
+    assert_eq!(compressed.total(|r| r.lines_read), 1);
+    assert_eq!(scalar(wh.path(), "SELECT max(message) FROM logs").await, "tick 7");
+    assert_eq!(scalar(wh.path(), "SELECT count(*) FROM logs").await, "7");
+    let again = ingest_into(vec![gzipped], wh.path(), None).await;
+    assert_eq!(again.files_with_status("unchanged"), 1);
 }

@@ -240,10 +240,15 @@ async fn plan(file: &LogFile, appenders: &[TableAppender], cluster: &str) -> Res
     let held = held_by_tables(appenders, &file_app_id(cluster, &file.key));
     let all_held = held.iter().all(Option::is_some);
     let start = held.iter().map(|h| h.unwrap_or(0)).min().unwrap_or(0);
-    // A gzip file is never appended to: once every table holds it, it is done.
+    // A gzip file is never appended to, but it may hold more than the plain log it was
+    // rotated from held when last read. Its trailer gives its length (mod 2^32); where that
+    // differs (several members, or a file cut short) the file itself says whether more follows.
     let done = match file.end {
         Some(end) => start >= end,
-        None => all_held,
+        None => {
+            all_held
+                && (source::gzip_length(&file.path) == Some(start as u32) || !source::gzip_continues_after(&file.path, start))
+        }
     };
     if done {
         return Ok(None);

@@ -287,6 +287,34 @@ pub fn count_lines(path: &Path, gzip: bool, upto: u64) -> io::Result<u64> {
     }
 }
 
+/// The length a gzip file's trailer gives (ISIZE: the last member's uncompressed bytes mod
+/// 2^32; a single-member file's whole length below 4 GiB).
+pub fn gzip_length(path: &Path) -> Option<u32> {
+    let mut file = File::open(path).ok()?;
+    file.seek(SeekFrom::End(-4)).ok()?;
+    let mut trailer = [0u8; 4];
+    file.read_exact(&mut trailer).ok()?;
+    Some(u32::from_le_bytes(trailer))
+}
+
+/// Whether a gzip file holds another whole line past `offset`: false where it ends there, or is
+/// cut short before the line's end (the rest of a truncated file, already rejected once).
+pub fn gzip_continues_after(path: &Path, offset: u64) -> bool {
+    let Ok(file) = File::open(path) else { return false };
+    let mut input = MultiGzDecoder::new(io::BufReader::new(file));
+    if !io::copy(&mut (&mut input).take(offset), &mut io::sink()).is_ok_and(|n| n == offset) {
+        return false;
+    }
+    let mut buf = vec![0u8; CHUNK];
+    loop {
+        match input.read(&mut buf) {
+            Ok(0) | Err(_) => return false,
+            Ok(n) if memchr::memchr(b'\n', &buf[..n]).is_some() => return true,
+            Ok(_) => {}
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
