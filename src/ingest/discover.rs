@@ -103,6 +103,9 @@ pub struct LogFile {
     /// Identifies the content whatever the file is called now: a hash of the host, the daemon and
     /// the first line, so a log renamed by rotation is still the log ingested before.
     pub key: String,
+    /// The key of a task attempt's log before its attempt was part of it, so that a warehouse
+    /// which holds the file under that key does not read it again.
+    pub legacy_key: Option<String>,
     /// UTC-agnostic wall-clock time of the first event, to order the files of one stream.
     pub first_local_ms: i64,
     /// Where reading stops: the last complete line of a plain file, None for gzip (read to end).
@@ -253,6 +256,13 @@ pub fn classify(path: &Path, hints: &Hints) -> Result<LogFile, Refusal> {
     hasher.write(host_tag.as_bytes());
     hasher.write(daemon.name().as_bytes());
     hasher.write(head.lines.first().map_or(&[][..], |l| l.as_bytes()));
+    // Attempts' logs open alike (`Initializing JVM Metrics with processName=MAP…`), to the
+    // millisecond where slots start together; each has its own folder, never renamed.
+    let legacy_key = is_attempt_log(path).then(|| format!("{:016x}", hasher.finish()));
+    if legacy_key.is_some() {
+        let attempt = path.parent().and_then(Path::file_name).unwrap_or_default();
+        hasher.write(attempt.as_encoded_bytes());
+    }
     Ok(LogFile {
         path: path.to_path_buf(),
         display,
@@ -262,6 +272,7 @@ pub fn classify(path: &Path, hints: &Hints) -> Result<LogFile, Refusal> {
         host,
         layout,
         key: format!("{:016x}", hasher.finish()),
+        legacy_key,
         first_local_ms: events.first().map_or(i64::MAX, |e| e.local_ms),
         end,
     })
@@ -340,6 +351,26 @@ mod tests {
         );
         assert_eq!(host_of_folder(Path::new("var/log/hadoop/x.log")), None);
         assert_eq!(host_of_folder(Path::new("logs/2008-08-23/x.log")), None);
+    }
+
+    /// Two attempts whose logs open with the same line are two files; either is still known
+    /// by the key it had before.
+    #[test]
+    fn attempts_logs_that_open_alike_are_told_apart() {
+        let dir = tempfile::tempdir().unwrap();
+        let line = "2008-08-23 17:12:30,000 INFO org.apache.hadoop.metrics.jvm.JvmMetrics: Initializing JVM Metrics with processName=MAP, sessionId=\n";
+        let files: Vec<LogFile> = ["attempt_200808231712_0001_m_000001_0", "attempt_200808231712_0001_m_000002_0"]
+            .iter()
+            .map(|attempt| {
+                let folder = dir.path().join("node1/userlogs").join(attempt);
+                std::fs::create_dir_all(&folder).unwrap();
+                std::fs::write(folder.join("syslog"), line).unwrap();
+                classify(&folder.join("syslog"), &Hints::default()).unwrap()
+            })
+            .collect();
+        assert_ne!(files[0].key, files[1].key);
+        assert!(files[0].legacy_key.is_some());
+        assert_eq!(files[0].legacy_key, files[1].legacy_key);
     }
 
     #[test]

@@ -237,7 +237,14 @@ pub async fn ingest(options: &IngestOptions) -> Result<Summary> {
 /// whole. Tables can disagree only after a run killed between its commits; then each skips
 /// the rows it holds.
 async fn plan(file: &LogFile, appenders: &[TableAppender], cluster: &str) -> Result<Option<PlannedFile>> {
-    let held = held_by_tables(appenders, &file_app_id(cluster, &file.key));
+    let mut file = file.clone();
+    let mut held = held_by_tables(appenders, &file_app_id(cluster, &file.key));
+    if let Some(legacy) = file.legacy_key.take() {
+        let held_before = held_by_tables(appenders, &file_app_id(cluster, &legacy));
+        if held.iter().all(Option::is_none) && held_before.iter().any(Option::is_some) {
+            (held, file.key) = (held_before, legacy);
+        }
+    }
     let all_held = held.iter().all(Option::is_some);
     let start = held.iter().map(|h| h.unwrap_or(0)).min().unwrap_or(0);
     // A gzip file is never appended to, but it may hold more than the plain log it was
@@ -259,7 +266,7 @@ async fn plan(file: &LogFile, appenders: &[TableAppender], cluster: &str) -> Res
         source::count_lines(&file.path, file.gzip, start).with_context(|| format!("{}: cannot read", file.display))? + 1
     };
     Ok(Some(PlannedFile {
-        file: file.clone(),
+        file,
         start,
         first_line,
         held_below: held.iter().map(|h| h.unwrap_or(0)).collect(),
@@ -413,4 +420,29 @@ fn progress_bar(enabled: bool, total: u64) -> ProgressBar {
     );
     bar.enable_steady_tick(Duration::from_millis(200));
     bar
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A warehouse of an older version holds an attempt's log under the key it had then: the
+    /// file is not read again.
+    #[tokio::test]
+    async fn an_attempts_log_held_under_its_older_key_is_not_read_again() -> Result<()> {
+        let dir = tempfile::tempdir()?;
+        let folder = dir.path().join("logs/node1/userlogs/attempt_200808231712_0001_m_000001_0");
+        std::fs::create_dir_all(&folder)?;
+        std::fs::write(folder.join("syslog"), "2008-08-23 17:12:30,000 INFO org.apache.hadoop.mapred.MapTask: numReduceTasks: 1\n")?;
+        let file = discover::classify(&folder.join("syslog"), &Hints::default()).map_err(|r| anyhow::anyhow!(r.reason))?;
+        let warehouse = Warehouse::new(&dir.path().join("wh"));
+        let open = || futures::future::try_join_all(Table::ALL.map(|table| TableAppender::open(&warehouse, table, "c1")));
+        assert_eq!(plan(&file, &open().await?, "c1").await?.map(|p| p.start), Some(0));
+        let legacy = file.legacy_key.clone().context("an attempt's log has a legacy key")?;
+        for appender in open().await? {
+            appender.commit(Vec::new(), vec![Transaction::new(file_app_id("c1", &legacy), file.size as i64)], "older").await?;
+        }
+        assert!(plan(&file, &open().await?, "c1").await?.is_none());
+        Ok(())
+    }
 }
