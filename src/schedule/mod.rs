@@ -385,10 +385,7 @@ pub async fn run_scheduler(
         }
         // Each job's next occurrence after the last it dealt with, not after now: one that fell
         // due while others ran (a long ingest, retries) runs at once, not a day late.
-        let next_of = |job: &Job| {
-            let after = handled.get(&job.name).map_or(started, |&handled| handled.max(started));
-            job.schedule.next_after(after)
-        };
+        let next_of = |job: &Job| job.schedule.next_after(plan::live_after(handled.get(&job.name).copied(), started));
         let Some(next) = jobs.iter().filter_map(next_of).min() else {
             bail!("no job has a next occurrence");
         };

@@ -109,9 +109,14 @@ pub fn due(
         };
         runs.extend(chosen.into_iter().map(|t| (t, true)));
     }
-    let live_after = handled.map_or(started, |h| h.max(started));
-    runs.extend(schedule.between(live_after, now, MAX_CATCH_UP).into_iter().map(|t| (t, false)));
+    runs.extend(schedule.between(live_after(handled, started), now, MAX_CATCH_UP).into_iter().map(|t| (t, false)));
     runs
+}
+
+/// After what a job's occurrences are due in the ordinary way: the newest it dealt with, or
+/// this scheduler's start, whichever is later (earlier ones are [`due`]'s catch-up).
+pub fn live_after(handled: Option<DateTime<Utc>>, started: DateTime<Utc>) -> DateTime<Utc> {
+    handled.map_or(started, |h| h.max(started))
 }
 
 /// The wait before retry `attempt` (1 for the first retry): `base` doubled each time, capped.

@@ -372,6 +372,13 @@ impl PartWriter {
 mod tests {
     use super::*;
 
+    /// One `rejects` row of run `ingest_id` on day `date`.
+    fn one_reject(date: i32, ingest_id: &str) -> Rows {
+        let mut rows = Rows::new(Table::Rejects, date);
+        rows.row().text(Some(ingest_id)).text(Some("f.log")).int(Some(1)).int(Some(0)).text(Some("why")).text(Some("raw"));
+        rows
+    }
+
     /// A writer that goes through more dates than it keeps open finishes the files it has
     /// before opening another date: days 1, 2, 3 and 4 give the files of 1–3 at day 4, then
     /// days 4 and 1 again are finished at the end; five files, two of them day 1's.
@@ -382,9 +389,7 @@ mod tests {
         let appender = TableAppender::open(&warehouse, Table::Rejects, "c1").await?;
         let mut writer = appender.part_writer()?;
         for date in [1, 2, 3, 4, 1] {
-            let mut rows = Rows::new(Table::Rejects, date);
-            rows.row().text(Some("i1")).text(Some("f.log")).int(Some(1)).int(Some(0)).text(Some("why")).text(Some("raw"));
-            writer.write(rows).await?;
+            writer.write(one_reject(date, "i1")).await?;
         }
         let adds = writer.finish().await?;
         let dates: Vec<Option<String>> =
@@ -404,9 +409,7 @@ mod tests {
         let rejects = TableAppender::open(&warehouse, Table::Rejects, "c1").await?;
         for run in ["done", "killed"] {
             let mut writer = rejects.part_writer()?;
-            let mut rows = Rows::new(Table::Rejects, 1);
-            rows.row().text(Some(run)).text(Some("f.log")).int(Some(1)).int(Some(0)).text(Some("why")).text(Some("raw"));
-            writer.write(rows).await?;
+            writer.write(one_reject(1, run)).await?;
             rejects.commit(writer.finish().await?, Vec::new(), run).await?;
         }
         let ingests = TableAppender::open(&warehouse, Table::Ingests, "c1").await?;
