@@ -2,7 +2,7 @@
 //!
 //! Writes `sadf -d` exports of one-second captures (the activities of the 14 metrics, two
 //! interfaces; one file per host and day, as sadf writes them per daily sa file), then measures, each run in
-//! a fresh warehouse: parsing alone (`--dry-run`) and text → `sadc` + `sar_metrics` (+ the
+//! a fresh warehouse: parsing alone (`--dry-run`) and text → `sadc` + `sar_records` (+ the
 //! bookkeeping tables), on 1 and on 2 threads. Prints MB/s, MB/s per core, MB per CPU-second
 //! (the process's user + system time: the per-core figure that other load on the machine does
 //! not distort), `sadc` rows per second, the median of `KAHUNA_BENCH_RUNS` runs (default 5),
@@ -91,7 +91,7 @@ async fn main() {
                 write_export(&path, &format!("node{host}"), first, (seconds - first).min(86_400)).expect("write export");
             }
         }
-        for (phase, dry_run) in [("parse only (--dry-run)", true), ("text -> sadc + sar_metrics", false)] {
+        for (phase, dry_run) in [("parse only (--dry-run)", true), ("text -> sadc + sar_records", false)] {
             for threads in [1, 2] {
                 reset_peak();
                 let mut rates = Vec::new();

@@ -11,13 +11,16 @@ use std::sync::{Arc, Mutex};
 use anyhow::{Context, Result};
 use async_trait::async_trait;
 use datafusion::catalog::{MemorySchemaProvider, SchemaProvider, TableProvider};
+use datafusion::datasource::ViewTable;
 use datafusion::common::DataFusionError;
+use datafusion::common::config::Dialect;
 use datafusion::execution::SessionStateBuilder;
 use datafusion::execution::runtime_env::RuntimeEnv;
 use datafusion::prelude::{SessionConfig, SessionContext};
 
 use crate::ingest::addresses;
 use crate::warehouse::Warehouse;
+use crate::warehouse::tables::{Table, VIEWS};
 
 pub async fn session(warehouse: &Warehouse) -> Result<SessionContext> {
     session_over(&Snapshot::take(warehouse).await?)
@@ -25,7 +28,11 @@ pub async fn session(warehouse: &Warehouse) -> Result<SessionContext> {
 
 /// A fresh session (its own views and `CREATE TABLE`s) over tables already opened by others.
 pub fn session_over(snapshot: &Snapshot) -> Result<SessionContext> {
-    let config = SessionConfig::new().with_information_schema(true);
+    let mut config = SessionConfig::new().with_information_schema(true);
+    // PostgreSQL's grammar, not the generic one: that one takes a trailing comma in a select
+    // list, so `SELECT host, cluster FROM …` ended at the comma (CLUSTER opens Hive's
+    // `CLUSTER BY`), and every warehouse table has a `cluster` column.
+    config.options_mut().sql_parser.dialect = Dialect::PostgreSQL;
     // The snapshot's runtime: its Delta tables registered their object stores there.
     let state = SessionStateBuilder::new()
         .with_config(config)
@@ -99,10 +106,21 @@ impl std::fmt::Debug for WarehouseSchema {
 }
 
 impl OpenedTables {
-    /// Table names are folder names: nothing that could leave the warehouse's folder.
+    /// Table names are folder names: nothing that could leave the warehouse's folder. A view
+    /// is there when the table it reads is.
     fn warehouse_has(&self, name: &str) -> bool {
         let plain = !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
-        plain && self.warehouse.has_table(name)
+        let table = view_of(name).map_or(name, |(table, _)| table.name());
+        plain && self.warehouse.has_table(table)
+    }
+
+    /// The warehouse's tables and the views over those it has.
+    fn names(&self) -> Vec<String> {
+        let mut names = self.warehouse.table_names();
+        let views = VIEWS.iter().filter(|(_, table, _)| names.iter().any(|n| n == table.name()));
+        names.extend(views.map(|(view, _, _)| view.to_string()).collect::<Vec<_>>());
+        names.sort();
+        names
     }
 
     fn cached(&self, name: &str) -> Option<Arc<dyn TableProvider>> {
@@ -115,6 +133,9 @@ impl OpenedTables {
     async fn open(&self, name: &str) -> Result<Option<Arc<dyn TableProvider>>> {
         if !self.warehouse_has(name) {
             return Ok(None);
+        }
+        if let Some((table, definition)) = view_of(name) {
+            return self.open_view(name, table, definition).await;
         }
         let Some(table) = self.warehouse.open_visible(name, &self.completed).await? else {
             return Ok(None);
@@ -133,10 +154,33 @@ impl OpenedTables {
     }
 }
 
+impl OpenedTables {
+    /// A view, planned over its table's provider: the plan holds the provider itself, so the
+    /// view reads in any session, and queries over it are optimised as one plan (filters on
+    /// host, ts or date reach the table's scan).
+    async fn open_view(&self, name: &str, table: Table, definition: &str) -> Result<Option<Arc<dyn TableProvider>>> {
+        let Some(provider) = Box::pin(self.open(table.name())).await? else {
+            return Ok(None);
+        };
+        let planner = SessionContext::new();
+        planner.register_table(table.name(), provider)?;
+        let plan = planner.sql(definition).await?.into_unoptimized_plan();
+        let view: Arc<dyn TableProvider> = Arc::new(ViewTable::new(plan, Some(definition.to_string())));
+        if let Ok(mut opened) = self.opened.lock() {
+            opened.insert(name.to_string(), view.clone());
+        }
+        Ok(Some(view))
+    }
+}
+
+fn view_of(name: &str) -> Option<(Table, &'static str)> {
+    VIEWS.iter().find(|(view, _, _)| *view == name).map(|&(_, table, definition)| (table, definition))
+}
+
 #[async_trait]
 impl SchemaProvider for WarehouseSchema {
     fn table_names(&self) -> Vec<String> {
-        let mut names = self.tables.warehouse.table_names();
+        let mut names = self.tables.names();
         names.extend(self.session_tables.table_names());
         names
     }

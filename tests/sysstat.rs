@@ -66,6 +66,14 @@ async fn the_projects_exports_give_one_row_per_host_and_second() {
     assert_eq!(per_host, owned(&expect));
     // Figures per sample: CPU 6, pcsw 2, paging 4, io 5, queue 6, 2 interfaces × 4 = 31; 30 samples.
     assert_eq!(scalar(wh.path(), "SELECT count(*) FROM sar_metrics").await, "930");
+    // Stored as one record per activity and device: 5 activities + 2 interfaces = 7 a sample
+    // (node3 holds 11 samples but one is its restart, which has no figures). `cluster` after a
+    // comma: the generic SQL grammar took it for the end of the select list.
+    let records = rows(wh.path(), "SELECT host, cluster, count(*), sum(cardinality(metric_values)) FROM sar_records GROUP BY host, cluster ORDER BY host").await;
+    let expect = [["node1", "test", "70", "310"], ["node2", "test", "70", "310"], ["node3", "test", "70", "310"]];
+    assert_eq!(records, owned(&expect));
+    let queue = rows(wh.path(), "SELECT metric_names FROM sar_records WHERE activity = 'queue' LIMIT 1").await;
+    assert_eq!(queue, vec![vec!["runq-sz;plist-sz;ldavg-1;ldavg-5;ldavg-15;blocked"]]);
     let lo = rows(
         wh.path(),
         "SELECT activity, device, metric, value FROM sar_metrics

@@ -206,16 +206,18 @@ async fn unfinished_commits(name: &str, table: &DeltaTable, completed: &HashSet<
 fn writer_properties(table: Option<Table>) -> WriterProperties {
     let mut builder = WriterProperties::builder()
         .set_compression(Compression::ZSTD(ZstdLevel::try_new(1).unwrap_or_default()))
-        .set_max_row_group_row_count(Some(table.map_or(tables::ROW_GROUP_ROWS, Table::row_group_rows)));
+        .set_max_row_group_row_count(Some(tables::ROW_GROUP_ROWS));
+    // A nested column's leaf is named by its dotted path (`metric_values.list.element`).
+    let path = |column: &str| ColumnPath::new(column.split('.').map(str::to_string).collect());
     if let Some(table) = table {
         for column in table.columns_without_dictionary() {
-            builder = builder.set_column_dictionary_enabled(ColumnPath::from(*column), false);
+            builder = builder.set_column_dictionary_enabled(path(column), false);
         }
         for column in table.delta_encoded_columns() {
-            builder = builder.set_column_encoding(ColumnPath::from(*column), Encoding::DELTA_BINARY_PACKED);
+            builder = builder.set_column_encoding(path(column), Encoding::DELTA_BINARY_PACKED);
         }
         for column in table.columns_without_statistics() {
-            builder = builder.set_column_statistics_enabled(ColumnPath::from(*column), EnabledStatistics::None);
+            builder = builder.set_column_statistics_enabled(path(column), EnabledStatistics::None);
         }
     }
     builder.build()
@@ -396,6 +398,43 @@ mod tests {
             adds.iter().map(|add| add.partition_values.get("date").cloned().flatten()).collect();
         assert_eq!(dates.len(), 5, "{dates:?}");
         assert_eq!(dates.iter().filter(|d| d.as_deref() == Some("1970-01-02")).count(), 2, "{dates:?}");
+        Ok(())
+    }
+
+    /// The settings reach the columns they name, a list's values too: `sar_records` is
+    /// written with delta-encoded times and its figures without a dictionary.
+    #[test]
+    fn sar_records_settings_reach_their_columns() -> Result<()> {
+        use datafusion::arrow::array::{ArrayRef, Float64Array, ListArray, StringArray, TimestampMicrosecondArray};
+        use std::sync::Arc;
+        use datafusion::arrow::buffer::OffsetBuffer;
+        use datafusion::arrow::datatypes::DataType;
+        use datafusion::arrow::record_batch::RecordBatch;
+        use deltalake::parquet::arrow::ArrowWriter;
+        use deltalake::parquet::file::reader::{FileReader, SerializedFileReader};
+        let figures = Float64Array::from(vec![1.5, 2.5, 3.5]);
+        let lists = ListArray::new(Arc::new(tables::list_element(DataType::Float64)), OffsetBuffer::from_lengths([2, 1]), Arc::new(figures), None);
+        let columns: Vec<ArrayRef> = vec![
+            Arc::new(StringArray::from(vec!["h1", "h1"])),
+            Arc::new(TimestampMicrosecondArray::from(vec![1_000_000, 2_000_000]).with_timezone("UTC")),
+            Arc::new(StringArray::from(vec!["queue", "io"])),
+            Arc::new(StringArray::from(vec![None::<&str>, None])),
+            Arc::new(StringArray::from(vec!["runq-sz;plist-sz", "tps"])),
+            Arc::new(lists),
+        ];
+        let batch = RecordBatch::try_new(Table::SarRecords.data_schema(), columns)?;
+        let file = tempfile::tempfile()?;
+        let mut writer = ArrowWriter::try_new(file.try_clone()?, batch.schema(), Some(writer_properties(Some(Table::SarRecords))))?;
+        writer.write(&batch)?;
+        writer.close()?;
+        let reader = SerializedFileReader::new(file)?;
+        let group = reader.metadata().row_group(0);
+        let encodings = |path: &str| -> Vec<Encoding> {
+            group.columns().iter().find(|c| c.column_path().string() == path).map(|c| c.encodings().collect()).unwrap_or_default()
+        };
+        assert!(encodings("ts").contains(&Encoding::DELTA_BINARY_PACKED), "{:?}", encodings("ts"));
+        let values = encodings("metric_values.list.element");
+        assert!(!values.is_empty() && !values.contains(&Encoding::RLE_DICTIONARY), "{values:?}");
         Ok(())
     }
 

@@ -17,8 +17,9 @@ pub enum Table {
     Rejects,
     /// One sadc-vector (Ganesha's 14 metrics) per host and sample time, or a restart marker.
     Sadc,
-    /// Every figure sadf gave, one row each: the long form behind `sadc`.
-    SarMetrics,
+    /// Every figure sadf gave, one row per record of figures (an activity's, of one device or
+    /// the whole system, at one second): read as the long form through the view `sar_metrics`.
+    SarRecords,
     /// One Hadoop job from its job history.
     Jobs,
     /// One task attempt from job history.
@@ -56,7 +57,7 @@ impl Table {
         Table::States,
         Table::Rejects,
         Table::Sadc,
-        Table::SarMetrics,
+        Table::SarRecords,
         Table::Jobs,
         Table::Attempts,
         Table::Addresses,
@@ -69,7 +70,7 @@ impl Table {
             Table::States => "states",
             Table::Rejects => "rejects",
             Table::Sadc => "sadc",
-            Table::SarMetrics => "sar_metrics",
+            Table::SarRecords => "sar_records",
             Table::Jobs => "jobs",
             Table::Attempts => "attempts",
             Table::Addresses => "addresses",
@@ -135,13 +136,13 @@ impl Table {
                 fields.extend([text("file", false), int("line", false), text("ingest_id", false)]);
                 fields
             }
-            Table::SarMetrics => vec![
+            Table::SarRecords => vec![
                 text("host", false),
                 ts("ts", false),
                 text("activity", false),
                 text("device", true),
-                text("metric", false),
-                Field::new("value", DataType::Float64, false),
+                text("metric_names", false),
+                Field::new("metric_values", DataType::List(Arc::new(list_element(DataType::Float64))), false),
             ],
             Table::Jobs => vec![
                 text("job_id", false),
@@ -227,16 +228,17 @@ impl Table {
         Arc::new(Schema::new(fields))
     }
 
-    /// Columns a dictionary would only slow: values nearly all distinct; and `sar_metrics`'
-    /// names, so few and so repeated that zstd folds their plain bytes for less than the
-    /// dictionary's lookup of every row (a fifth of that table's write time).
+    /// Columns a dictionary would only slow: values nearly all distinct; and sysstat's, whose
+    /// dictionary lookups cost a sixth of their write time (a hash of every figure and name)
+    /// and save under 1% of their size, which zstd gets anyway. Names are dotted Parquet paths
+    /// (`metric_values.list.element`, a list's values).
     pub fn columns_without_dictionary(self) -> &'static [&'static str] {
         match self {
             Table::Logs => &["message", "ts", "line"],
             Table::States => &["start_ts", "end_ts", "duration_ms", "block_id", "task_id"],
             Table::Rejects => &["raw"],
-            Table::Sadc => &["ts", "line"],
-            Table::SarMetrics => &["ts", "value", "host", "activity", "device", "metric"],
+            Table::Sadc => &SADC_WITHOUT_DICTIONARY,
+            Table::SarRecords => &["ts", "host", "activity", "device", "metric_names", SAR_VALUES_LEAF],
             Table::Jobs => &["job_id", "submit_ts", "launch_ts", "finish_ts"],
             Table::Attempts => &["task_id", "attempt_id", "start_ts", "finish_ts", "shuffle_finish_ts", "sort_finish_ts"],
             Table::Addresses | Table::Ingests => &[],
@@ -248,32 +250,56 @@ impl Table {
     pub fn delta_encoded_columns(self) -> &'static [&'static str] {
         match self {
             Table::Logs | Table::Sadc => &["ts", "line"],
-            Table::SarMetrics => &["ts"],
+            Table::SarRecords => &["ts"],
             _ => &[],
         }
     }
 
-    /// Rows of a Parquet row group. `sar_metrics` rows are a few bytes each once encoded, and
-    /// each group starts its pages and compressor afresh: larger groups write faster there.
-    pub fn row_group_rows(self) -> usize {
-        match self {
-            Table::SarMetrics => 8 * ROW_GROUP_ROWS,
-            _ => ROW_GROUP_ROWS,
-        }
-    }
-
-    /// Text whose min/max statistics would skip nothing and cost a comparison of every value as
-    /// it is written: free text, and `sar_metrics`' names, which every sample repeats in turn
-    /// so that each page and row group spans them all (the host, one a file, keeps its own).
+    /// Columns whose min/max statistics would skip nothing and cost a comparison of every value
+    /// as it is written: free text, and the figures of `sar_records`, all kinds of units mixed.
     pub fn columns_without_statistics(self) -> &'static [&'static str] {
         match self {
             Table::Logs => &["message"],
             Table::Rejects => &["raw"],
-            Table::SarMetrics => &["activity", "device", "metric"],
+            Table::SarRecords => &["metric_names", SAR_VALUES_LEAF],
             _ => &[],
         }
     }
 }
+
+/// `sadc`'s times, lines and 14 metrics.
+const SADC_WITHOUT_DICTIONARY: [&str; 16] = {
+    let mut columns = ["ts"; 16];
+    columns[1] = "line";
+    let mut at = 0;
+    while at < SADC_METRICS.len() {
+        columns[at + 2] = SADC_METRICS[at];
+        at += 1;
+    }
+    columns
+};
+
+/// Where Parquet keeps `sar_records`' figures: the list's elements, named as Delta names them.
+const SAR_VALUES_LEAF: &str = "metric_values.list.element";
+
+/// A list's elements as a Delta table's schema names them (`element`), never null.
+pub fn list_element(data_type: DataType) -> Field {
+    Field::new("element", data_type, false)
+}
+
+/// Views over the warehouse's tables, by name: the table each reads, and its definition.
+/// `sar_metrics` is the long form of `sar_records` — one row per figure (host, ts, activity,
+/// device, metric, value) — kept as a view so that ingest writes a record's names once and
+/// its figures as one list, not forty-odd rows of repeated names per sample second.
+pub const VIEWS: [(&str, Table, &str); 1] = [(
+    "sar_metrics",
+    Table::SarRecords,
+    "SELECT host, ts, activity, device, unnest(string_to_array(metric_names, ';')) AS metric, \
+     unnest(metric_values) AS \"value\", \"cluster\", \"date\" FROM sar_records",
+)];
+
+/// The separator of `sar_records.metric_names`: sadf's own, so no name it exports holds one.
+pub const METRIC_NAME_SEPARATOR: char = ';';
 
 fn text(name: &str, nullable: bool) -> Field {
     Field::new(name, DataType::Utf8, nullable)
@@ -287,7 +313,7 @@ fn ts(name: &str, nullable: bool) -> Field {
     Field::new(name, DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into())), nullable)
 }
 
-/// Rows of a Parquet row group, unless [`Table::row_group_rows`] says otherwise.
+/// Rows of a Parquet row group.
 pub const ROW_GROUP_ROWS: usize = 128 * 1024;
 
 /// A column being built, whatever its type.
@@ -344,7 +370,7 @@ impl Rows {
         Rows { table, date, schema, columns, len: 0, built: None }
     }
 
-    /// Rows whose columns, in schema order, were built whole: `sar_metrics`, dozens of rows per
+    /// Rows whose columns, in schema order, were built whole: `sar_records`, dozens of figures per
     /// sysstat sample, is built from coded text without a builder call per value. Checked
     /// against the schema by [`Rows::finish`]; no row is to be appended to them.
     pub fn from_arrays(table: Table, date: i32, arrays: Vec<ArrayRef>) -> Rows {

@@ -14,7 +14,7 @@ use crate::ingest::discover::Hints;
 use crate::ingest::records::{LineParser, Sink};
 
 
-/// A figure's name in `sadf -j` as sar prints it, so that `sar_metrics` reads the same from
+/// A figure's name in `sadf -j` as sar prints it, so that `sar_records` reads the same from
 /// every export: `user` → `%user`, `cswch` → `cswch/s`, `vmeff-percent` → `%vmeff`.
 fn sar_name(activity: &str, name: &str) -> String {
     if let Some(stem) = name.strip_suffix("-percent") {

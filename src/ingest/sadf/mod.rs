@@ -2,15 +2,16 @@
 //! `# hostname;interval;timestamp;…` header), `sadf -dh` text (one row per sample), `sadf -j`
 //! JSON, and binary sa files, which the machine's `sadf` turns into `-dh` text first.
 //!
-//! Every figure becomes a `sar_metrics` row (host, ts, activity, device, metric, value), named
-//! as sar prints it (`%user`, `cswch/s`, `rxkB/s`) whichever export it came from, and each
-//! sample second becomes one `sadc` row: Ganesha's 14 metrics (`tables::SADC_METRICS`).
+//! Every figure goes to `sar_records`, named as sar prints it (`%user`, `cswch/s`, `rxkB/s`)
+//! whichever export it came from: one row per activity, device and second, holding its metric
+//! names and figures, read one row per figure through the view `sar_metrics`. Each sample
+//! second becomes one `sadc` row: Ganesha's 14 metrics (`tables::SADC_METRICS`).
 //! `LINUX-RESTART` records become `sadc` rows with `restart` set and no metrics.
 //!
 //! Speed and memory. A figure costs no allocation: a text header is compiled once into codes
-//! (each name of `sar_metrics`' text columns coded once per file, [`Names`]) and into the slot
+//! (each name of `sar_records`' text columns coded once per file, [`Names`]) and into the slot
 //! of the 14 metrics each column feeds, so a row is split, its numbers parsed, and its
-//! figures appended as integers and floats; `sar_metrics` batches are built column by column
+//! figures appended as integers and floats; `sar_records` batches are built column by column
 //! ([`SarRows`]). Under `-d` headers a sample's figures are spread over the groups of one
 //! export, so its 14 metrics wait, compactly ([`Sample`], about 190 bytes), until the export
 //! ends: at the file's end, or where a header seen already in this export opens the next one
@@ -28,13 +29,14 @@ use std::path::Path;
 use std::sync::Arc;
 
 use chrono_tz::Tz;
-use datafusion::arrow::array::{ArrayRef, Float64Array, StringArray, TimestampMicrosecondArray};
+use datafusion::arrow::array::{ArrayRef, Float64Array, ListArray, StringArray, TimestampMicrosecondArray};
+use datafusion::arrow::datatypes::DataType;
 use datafusion::arrow::buffer::{NullBuffer, OffsetBuffer, ScalarBuffer};
 
 use super::discover::Hints;
 use super::log4j::ZoneConverter;
 use super::records::Sink;
-use crate::warehouse::tables::{Rows, Table, date_of_ms};
+use crate::warehouse::tables::{METRIC_NAME_SEPARATOR, Rows, Table, date_of_ms, list_element};
 
 pub use convert::{Converted, convert};
 pub use json::{JsonParser, read_document};
@@ -71,15 +73,15 @@ pub fn is_json_export(first: &[String]) -> bool {
 }
 
 // ---------------------------------------------------------------------------------------------
-// `sar_metrics` rows, built column by column
+// `sar_records` rows, built column by column
 
-/// Rows of a `sar_metrics` batch: its fixed costs vanish, and it stays a few MB.
-const SAR_BATCH_ROWS: usize = 64 * 1024;
+/// Figures of a `sar_records` batch: its fixed costs vanish, and it stays a few MB.
+const SAR_BATCH_FIGURES: usize = 128 * 1024;
 
 /// The code of a missing device: a figure of the whole system.
 const NO_DEVICE: u32 = u32::MAX;
 
-/// The values of `sar_metrics`' text columns (host, activity, device, metric), each coded once
+/// The values of `sar_records`' text columns (host, activity, device, metric), each coded once
 /// per file: a figure then costs four integers, not four strings.
 #[derive(Default)]
 struct Names {
@@ -101,91 +103,156 @@ impl Names {
     fn name(&self, code: u32) -> &str {
         self.list.get(code as usize).map_or("", String::as_str)
     }
+}
 
-    /// A text column of the values the codes name; [`NO_DEVICE`] is null.
-    fn column(&self, codes: &[u32]) -> ArrayRef {
-        let text = |c: u32| self.list.get(c as usize).map_or(&b""[..], |s| s.as_bytes());
-        let nulls = codes.contains(&NO_DEVICE).then(|| NullBuffer::from_iter(codes.iter().map(|&c| c != NO_DEVICE)));
-        let (values, offsets) = match codes.split_first() {
-            // One value throughout (the host, nearly always): repeated, not copied one by one.
-            Some((&first, rest)) if nulls.is_none() && rest.iter().all(|&c| c == first) => {
-                let one = text(first);
-                let offsets: Vec<i32> = (0..=codes.len()).map(|i| (i * one.len()) as i32).collect();
-                (one.repeat(codes.len()), offsets)
+/// A text column of the values `codes` name in `list`; [`NO_DEVICE`] is null.
+fn text_column(list: &[String], codes: &[u32]) -> ArrayRef {
+    let text = |c: u32| list.get(c as usize).map_or(&b""[..], |s| s.as_bytes());
+    let nulls = codes.contains(&NO_DEVICE).then(|| NullBuffer::from_iter(codes.iter().map(|&c| c != NO_DEVICE)));
+    let (values, offsets) = match codes.split_first() {
+        // One value throughout (the host, nearly always): repeated, not copied one by one.
+        Some((&first, rest)) if nulls.is_none() && rest.iter().all(|&c| c == first) => {
+            let one = text(first);
+            let offsets: Vec<i32> = (0..=codes.len()).map(|i| (i * one.len()) as i32).collect();
+            (one.repeat(codes.len()), offsets)
+        }
+        _ => {
+            let bytes: usize = codes.iter().map(|&c| text(c).len()).sum();
+            let mut values = Vec::with_capacity(bytes);
+            let mut offsets = Vec::with_capacity(codes.len() + 1);
+            offsets.push(0i32);
+            for &code in codes {
+                values.extend_from_slice(text(code));
+                offsets.push(values.len() as i32);
             }
-            _ => {
-                let bytes: usize = codes.iter().map(|&c| text(c).len()).sum();
-                let mut values = Vec::with_capacity(bytes);
-                let mut offsets = Vec::with_capacity(codes.len() + 1);
-                offsets.push(0i32);
-                for &code in codes {
-                    values.extend_from_slice(text(code));
-                    offsets.push(values.len() as i32);
-                }
-                (values, offsets)
-            }
-        };
-        Arc::new(StringArray::new(OffsetBuffer::new(ScalarBuffer::from(offsets)), values.into(), nulls))
+            (values, offsets)
+        }
+    };
+    Arc::new(StringArray::new(OffsetBuffer::new(ScalarBuffer::from(offsets)), values.into(), nulls))
+}
+
+/// The metric names of a record, in order, joined into `sar_records.metric_names`: each list
+/// met (a header's group, a JSON activity) coded once per file.
+#[derive(Default)]
+struct NameLists {
+    joined: Vec<String>,
+    index: HashMap<Vec<u32>, u32>,
+    /// By activity code, the list its last record had: records of an activity nearly always
+    /// repeat it, and a comparison costs less than hashing.
+    last_of_activity: Vec<Option<(Vec<u32>, u32)>>,
+}
+
+impl NameLists {
+    fn code(&mut self, activity: u32, metrics: &[u32], names: &Names) -> u32 {
+        let at = activity as usize;
+        if let Some(Some((last, code))) = self.last_of_activity.get(at)
+            && last.as_slice() == metrics
+        {
+            return *code;
+        }
+        let code = self.code_by_hash(metrics, names);
+        if self.last_of_activity.len() <= at {
+            self.last_of_activity.resize(at + 1, None);
+        }
+        self.last_of_activity[at] = Some((metrics.to_vec(), code));
+        code
+    }
+
+    fn code_by_hash(&mut self, metrics: &[u32], names: &Names) -> u32 {
+        if let Some(&code) = self.index.get(metrics) {
+            return code;
+        }
+        let separator = METRIC_NAME_SEPARATOR.to_string();
+        // A separator inside a name (possible only in a JSON key) would split it in the view.
+        let joined = metrics.iter().map(|&m| names.name(m).replace(METRIC_NAME_SEPARATOR, ",")).collect::<Vec<_>>();
+        let code = self.joined.len() as u32;
+        self.joined.push(joined.join(&separator));
+        self.index.insert(metrics.to_vec(), code);
+        code
     }
 }
 
-/// `sar_metrics` rows of one date being gathered — codes, times and values — and turned into
-/// Arrow arrays in one go when the batch is full, the date changes or the file ends.
+/// `sar_records` rows of one date being gathered and turned into Arrow arrays in one go when
+/// the batch is full, the date changes or the file ends. Figures arrive one by one; those of
+/// one host, second, activity and device in a row make one record.
 #[derive(Default)]
 struct SarRows {
     names: Names,
+    name_lists: NameLists,
     date: i32,
     host: Vec<u32>,
     ts_us: Vec<i64>,
     activity: Vec<u32>,
     device: Vec<u32>,
-    metric: Vec<u32>,
-    value: Vec<f64>,
+    metric_names: Vec<u32>,
+    /// Where each record's figures end in `values`.
+    ends: Vec<i32>,
+    values: Vec<f64>,
+    /// The record being gathered: its host, time, activity and device, and its metrics' codes.
+    open: Option<(u32, i64, u32, u32)>,
+    open_metrics: Vec<u32>,
 }
 
 impl SarRows {
-    /// Ready for rows of partition `date`: a batch of another date, or a full one, goes first.
+    /// Ready for figures of partition `date`: a batch of another date, or a full one, goes first.
     fn open(&mut self, sink: &mut Sink, date: i32) {
-        if !self.value.is_empty() && (self.date != date || self.value.len() >= SAR_BATCH_ROWS) {
+        if !self.values.is_empty() && (self.date != date || self.values.len() >= SAR_BATCH_FIGURES) {
             self.flush(sink);
         }
-        if self.value.capacity() == 0 {
-            for codes in [&mut self.host, &mut self.activity, &mut self.device, &mut self.metric] {
-                codes.reserve(SAR_BATCH_ROWS);
-            }
-            self.ts_us.reserve(SAR_BATCH_ROWS);
-            self.value.reserve(SAR_BATCH_ROWS);
+        if self.values.capacity() == 0 {
+            // Batches are handed over whole: each new one is sized once, not grown.
+            self.values.reserve(SAR_BATCH_FIGURES + 1024);
+            self.ts_us.reserve(SAR_BATCH_FIGURES / 4);
         }
         self.date = date;
     }
 
     #[inline]
     fn push(&mut self, host: u32, ts_us: i64, activity: u32, device: u32, metric: u32, value: f64) {
+        let record = (host, ts_us, activity, device);
+        if self.open != Some(record) {
+            self.close_record();
+            self.open = Some(record);
+        }
+        self.open_metrics.push(metric);
+        self.values.push(value);
+    }
+
+    fn close_record(&mut self) {
+        let Some((host, ts_us, activity, device)) = self.open.take() else { return };
         self.host.push(host);
         self.ts_us.push(ts_us);
         self.activity.push(activity);
         self.device.push(device);
-        self.metric.push(metric);
-        self.value.push(value);
+        self.metric_names.push(self.name_lists.code(activity, &self.open_metrics, &self.names));
+        self.ends.push(self.values.len() as i32);
+        self.open_metrics.clear();
     }
 
     fn flush(&mut self, sink: &mut Sink) {
-        if self.value.is_empty() {
+        self.close_record();
+        if self.values.is_empty() {
             return;
         }
         let ts = TimestampMicrosecondArray::new(ScalarBuffer::from(std::mem::take(&mut self.ts_us)), None).with_timezone("UTC");
+        let mut offsets = Vec::with_capacity(self.ends.len() + 1);
+        offsets.push(0);
+        offsets.append(&mut self.ends);
+        let values = Float64Array::new(ScalarBuffer::from(std::mem::take(&mut self.values)), None);
+        let element = Arc::new(list_element(DataType::Float64));
+        let lists = ListArray::new(element, OffsetBuffer::new(ScalarBuffer::from(offsets)), Arc::new(values), None);
         let arrays: Vec<ArrayRef> = vec![
-            self.names.column(&self.host),
+            text_column(&self.names.list, &self.host),
             Arc::new(ts),
-            self.names.column(&self.activity),
-            self.names.column(&self.device),
-            self.names.column(&self.metric),
-            Arc::new(Float64Array::new(ScalarBuffer::from(std::mem::take(&mut self.value)), None)),
+            text_column(&self.names.list, &self.activity),
+            text_column(&self.names.list, &self.device),
+            text_column(&self.name_lists.joined, &self.metric_names),
+            Arc::new(lists),
         ];
-        for codes in [&mut self.host, &mut self.activity, &mut self.device, &mut self.metric] {
+        for codes in [&mut self.host, &mut self.activity, &mut self.device, &mut self.metric_names] {
             codes.clear();
         }
-        sink.emit_rows(Rows::from_arrays(Table::SarMetrics, self.date, arrays));
+        sink.emit_rows(Rows::from_arrays(Table::SarRecords, self.date, arrays));
     }
 }
 
@@ -358,9 +425,9 @@ impl Common {
         if utc { ms } else { self.zone.to_utc_ms(ms) }
     }
 
-    /// One `sar_metrics` row of a figure given by name (the JSON route; text rows come coded).
+    /// One figure given by name for `sar_records` (the JSON route; text rows come coded).
     fn figure(&mut self, sink: &mut Sink, host: &str, ts: i64, offset: u64, figure: (&str, Option<&str>, &str, f64)) {
-        if !sink.wants(Table::SarMetrics, offset) {
+        if !sink.wants(Table::SarRecords, offset) {
             return;
         }
         let (activity, device, metric, value) = figure;
@@ -390,7 +457,7 @@ impl Common {
         }
     }
 
-    /// The file's end: the last `sar_metrics` rows go.
+    /// The file's end: the last `sar_records` rows go.
     fn finish(&mut self, sink: &mut Sink) {
         self.sar.flush(sink);
     }

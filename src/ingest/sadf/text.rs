@@ -154,6 +154,19 @@ fn number(field: &str, metric: &str) -> Result<f64, String> {
     parse_number(field).ok_or_else(|| format!("{metric}: `{field}` is not a number"))
 }
 
+/// Seconds from `before` to `after` when both are `yyyy-MM-dd HH:mm:ss…` stamps of one minute
+/// with the same ending: the seconds' digits are all that differ.
+fn same_minute_step(before: &str, after: &str) -> Option<i64> {
+    let (b, a) = (before.as_bytes(), after.as_bytes());
+    let seconds = |s: &[u8]| match s.get(17..19)? {
+        &[tens @ b'0'..=b'5', ones @ b'0'..=b'9'] => Some(i64::from((tens - b'0') * 10 + (ones - b'0'))),
+        _ => None,
+    };
+    let shaped = a.len() == b.len() && a.len() >= 19 && a[16] == b':' && a[13] == b':' && a[10] == b' ';
+    (shaped && a[..17] == b[..17] && a[19..] == b[19..]).then_some(())?;
+    Some(seconds(a)? - seconds(b)?)
+}
+
 /// The instances a group has met, in the order rows list them: the next one is nearly always
 /// the one after the last, so a row finds its devices without hashing.
 #[derive(Default)]
@@ -184,7 +197,7 @@ impl Devices {
     }
 }
 
-/// A header's item compiled for rows: text coded for `sar_metrics`, slots for the 14 metrics.
+/// A header's item compiled for rows: text coded for `sar_records`, slots for the 14 metrics.
 enum Column {
     Single { activity: u32, metric: u32, slot: Slot },
     Group {
@@ -418,19 +431,26 @@ impl TextParser {
 
     fn row(&mut self, sink: &mut Sink, number: u64, offset: u64, text: &str) -> Result<(), String> {
         let TextParser { common, header, grouped, waiting, last_stamp, last_host, spans, figures, .. } = self;
-        let mut fields = text.splitn(4, ';');
-        let (Some(host_field), Some(interval_field), Some(stamp_field), Some(rest)) =
-            (fields.next(), fields.next(), fields.next(), fields.next())
-        else {
+        let mut cuts = memchr::memchr_iter(b';', text.as_bytes());
+        let (Some(a), Some(b), Some(c)) = (cuts.next(), cuts.next(), cuts.next()) else {
             return Err("fewer than 4 `;`-separated fields".into());
         };
+        // `;` is ASCII: every cut is a character boundary.
+        let (host_field, interval_field, stamp_field, rest) = (&text[..a], &text[a + 1..b], &text[b + 1..c], &text[c + 1..]);
         let interval: i64 = interval_field.parse().map_err(|_| format!("interval `{interval_field}` is not a number"))?;
-        // Rows of one sample second share their timestamp: it is parsed once.
+        // Rows of one sample second share their timestamp: it is parsed once; and a `-d`
+        // group's rows step through the seconds of one minute, which need no calendar.
         if last_stamp.0 != stamp_field {
-            let stamp = parse_stamp(stamp_field).ok_or_else(|| format!("timestamp `{stamp_field}` is not yyyy-MM-dd HH:mm:ss [UTC]"))?;
+            last_stamp.1 = match same_minute_step(&last_stamp.0, stamp_field) {
+                Some(step_s) => last_stamp.1 + step_s * 1000,
+                None => {
+                    let stamp = parse_stamp(stamp_field)
+                        .ok_or_else(|| format!("timestamp `{stamp_field}` is not yyyy-MM-dd HH:mm:ss [UTC]"))?;
+                    common.utc_ms(stamp)
+                }
+            };
             last_stamp.0.clear();
             last_stamp.0.push_str(stamp_field);
-            last_stamp.1 = common.utc_ms(stamp);
         }
         let ts = last_stamp.1;
         let host = common.host.as_deref().unwrap_or(host_field);
@@ -452,7 +472,7 @@ impl TextParser {
         // Every figure is read before any row is written: a bad field rejects the whole line.
         figures.clear();
         split_row(columns, rest, spans, &mut common.sar.names, common.iface.as_deref(), figures)?;
-        if sink.wants(Table::SarMetrics, offset) {
+        if sink.wants(Table::SarRecords, offset) {
             let sar = &mut common.sar;
             sar.open(sink, date_of_ms(ts));
             let host_code = match last_host {
@@ -559,6 +579,20 @@ mod tests {
         assert_eq!(split(&mut columns, &mut names, "-1;50.00").unwrap_err(), "5 fields, fewer than the header names");
         let bad = split(&mut columns, &mut names, &row.replace("118.00", "x")).unwrap_err();
         assert_eq!(bad, "cswch/s: `x` is not a number");
+    }
+
+    #[test]
+    fn stamps_of_one_minute_step_by_their_seconds() {
+        let at = "2026-11-21 10:08:43 UTC";
+        assert_eq!(same_minute_step(at, "2026-11-21 10:08:59 UTC"), Some(16));
+        assert_eq!(same_minute_step(at, "2026-11-21 10:08:07 UTC"), Some(-36));
+        assert_eq!(same_minute_step("2026-11-21 10:08:43", "2026-11-21 10:08:44"), Some(1));
+        // Another minute, another ending, a leap second, epoch seconds: parsed in full.
+        assert_eq!(same_minute_step(at, "2026-11-21 10:09:00 UTC"), None);
+        assert_eq!(same_minute_step(at, "2026-11-21 10:08:44"), None);
+        assert_eq!(same_minute_step(at, "2026-11-21 10:08:60 UTC"), None);
+        assert_eq!(same_minute_step("1795255723", "1795255724"), None);
+        assert_eq!(same_minute_step("", at), None);
     }
 
     #[test]
