@@ -284,6 +284,70 @@ async fn restarts_and_concatenated_exports_keep_samples_whole() {
     assert_eq!(figures, vec![vec!["2008-08-23", "40"], vec!["2008-08-24", "16"]]);
 }
 
+/// A `sadf -dh` export a cron job appends to is read on from its last whole line, under the
+/// header at its top; a half-written line waits for the next run.
+#[tokio::test]
+async fn an_export_that_grows_is_read_on_under_its_header() {
+    // node3.sadf-dh.csv: its restart, the header, then 10 samples (17:12:30–39), a line each.
+    let whole = std::fs::read_to_string(data_sysstat().join("node3.sadf-dh.csv")).unwrap();
+    let lines: Vec<&str> = whole.lines().collect();
+    let input = tempfile::tempdir().unwrap();
+    let export = input.path().join("node3.csv");
+    // Run 1: restart, header, 4 samples, and half of the fifth.
+    let half = &lines[6][..40];
+    std::fs::write(&export, format!("{}\n{half}", lines[..6].join("\n"))).unwrap();
+    let wh = tempfile::tempdir().unwrap();
+    let first = ingest_into(vec![export.clone()], wh.path(), None).await;
+    assert_eq!((first.total(|r| r.lines_read), first.total(|r| r.lines_parsed)), (6, 6));
+    assert_eq!(scalar(wh.path(), "SELECT count(*) FROM sadc WHERE NOT restart").await, "4");
+    // Run 2: the file as sadf finished it; lines 7–12 are read, none again.
+    std::fs::write(&export, &whole).unwrap();
+    let second = ingest_into(vec![export.clone()], wh.path(), None).await;
+    assert_eq!(second.files_with_status("ingested"), 1);
+    assert_eq!((second.total(|r| r.lines_read), second.total(|r| r.lines_parsed), second.total(|r| r.lines_rejected)), (6, 6, 0));
+    let got = rows(wh.path(), "SELECT count(*), count(DISTINCT ts), min(ts), max(ts), sum(cpu_user_pct) FROM sadc WHERE NOT restart").await;
+    // %user runs 10, 12, …, 28: a sum of 190.
+    assert_eq!(got, vec![vec!["10", "10", "2008-08-23T17:12:30Z", "2008-08-23T17:12:39Z", "190.0"]]);
+    // 31 figures a sample, as in the test above.
+    assert_eq!(scalar(wh.path(), "SELECT count(*) FROM sar_metrics").await, (10 * 31).to_string());
+    let third = ingest_into(vec![export], wh.path(), None).await;
+    assert_eq!(third.files_with_status("unchanged"), 1);
+}
+
+/// A binary sa file sadc goes on appending to: the new samples are read under the header of
+/// `sadf`'s text, which it writes once, at the top.
+#[tokio::test]
+async fn an_sa_file_that_grows_is_read_on() {
+    let sadc = std::path::Path::new("/usr/lib/sysstat/sadc");
+    if !have_sadf() || !sadc.exists() {
+        println!("skipped: no sadc at {}", sadc.display());
+        return;
+    }
+    let input = tempfile::tempdir().unwrap();
+    let sa = input.path().join("sa01");
+    let capture = |samples: &str| assert!(Command::new(sadc).args(["1", samples]).arg(&sa).status().unwrap().success());
+    capture("2");
+    let wh = tempfile::tempdir().unwrap();
+    ingest_into(vec![sa.clone()], wh.path(), None).await;
+    capture("3");
+    let second = ingest_into(vec![sa.clone()], wh.path(), None).await;
+    assert_eq!((second.files_with_status("ingested"), second.total(|r| r.lines_rejected)), (1, 0));
+    // Listed apart from the parser: sadf's own text, a line a sample (interval ≥ 0), each
+    // sample once, whichever run read it. (A second sadc run started within the second of the
+    // first one's last record makes a sample of interval 0 at the same time: sadf's own.)
+    let text = Command::new("sadf").args(["-dh", "--"]).args(kahuna::ingest::sadf::SADF_ACTIVITIES).arg(&sa).output().unwrap();
+    let mut samples: Vec<Vec<String>> = String::from_utf8_lossy(&text.stdout)
+        .lines()
+        .map(|l| l.split(';').collect::<Vec<_>>())
+        .filter(|f| f.len() > 3 && f[1].parse::<i64>().is_ok_and(|i| i >= 0))
+        .map(|f| vec![f[2].replace(" UTC", "Z").replace(' ', "T"), f[1].to_string()])
+        .collect();
+    samples.sort();
+    assert!(samples.len() >= 3, "{samples:?}");
+    let got = rows(wh.path(), "SELECT ts, interval_s FROM sadc WHERE NOT restart ORDER BY ts, interval_s").await;
+    assert_eq!(got, samples);
+}
+
 /// `text` without the whitespace between JSON tokens: a minified export, one line.
 fn minify(text: &str) -> String {
     let (mut out, mut in_string, mut escaped) = (String::with_capacity(text.len()), false, false);

@@ -238,13 +238,7 @@ pub async fn ingest(options: &IngestOptions) -> Result<Summary> {
 /// the rows it holds.
 async fn plan(file: &LogFile, appenders: &[TableAppender], cluster: &str) -> Result<Option<PlannedFile>> {
     let mut file = file.clone();
-    let mut held = held_by_tables(appenders, &file_app_id(cluster, &file.key));
-    if let Some(legacy) = file.legacy_key.take() {
-        let held_before = held_by_tables(appenders, &file_app_id(cluster, &legacy));
-        if held.iter().all(Option::is_none) && held_before.iter().any(Option::is_some) {
-            (held, file.key) = (held_before, legacy);
-        }
-    }
+    let held = held_under_either_key(appenders, cluster, &mut file.key, file.legacy_key.take());
     let all_held = held.iter().all(Option::is_some);
     let start = held.iter().map(|h| h.unwrap_or(0)).min().unwrap_or(0);
     // A gzip file is never appended to, but it may hold more than the plain log it was
@@ -271,6 +265,20 @@ async fn plan(file: &LogFile, appenders: &[TableAppender], cluster: &str) -> Res
         first_line,
         held_below: held.iter().map(|h| h.unwrap_or(0)).collect(),
     }))
+}
+
+/// How far each table holds a file: under `key`, or else under `legacy`, the key an older
+/// version gave it, which then becomes `key`.
+fn held_under_either_key(appenders: &[TableAppender], cluster: &str, key: &mut String, legacy: Option<String>) -> Vec<Option<u64>> {
+    let held = held_by_tables(appenders, &file_app_id(cluster, key));
+    if let Some(legacy) = legacy {
+        let held_before = held_by_tables(appenders, &file_app_id(cluster, &legacy));
+        if held.iter().all(Option::is_none) && held_before.iter().any(Option::is_some) {
+            *key = legacy;
+            return held_before;
+        }
+    }
+    held
 }
 
 /// What a reader thread takes next: a stream of log files, or one record file.

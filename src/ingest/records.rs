@@ -4,9 +4,11 @@
 //! skipped on purpose, and counted in the file's `ingests` row.
 //!
 //! Unlike logs these files are not paired across rotations, so each is its own unit of work.
-//! Text exports and history files are read whole, once (a JSON document or a job's records
-//! cannot be resumed in the middle); binary sa files, which sadc keeps appending to, are turned
-//! into text by `sadf` and resumed in that text (see [`plan`]).
+//! JSON exports and history files are read whole, once (a JSON document or a job's records
+//! cannot be resumed in the middle). `sadf -d`/`-dh` text a cron job appends to is resumed
+//! after its last complete line, like a log; binary sa files, which sadc keeps appending to,
+//! are turned into text by `sadf` and resumed in that text (see [`plan`]). A resumed text
+//! parser is first shown the headers before the resume point ([`LineParser::replay`]).
 
 use std::fs::File;
 use std::hash::Hasher as _;
@@ -17,9 +19,9 @@ use anyhow::{Context, Result};
 use twox_hash::XxHash3_64;
 
 use super::discover::{Hints, Refusal};
-use super::source::{Checked, LineReader, MAX_LINE, count_lines, is_gzip};
+use super::source::{Checked, LineReader, MAX_LINE, count_lines, is_gzip, last_line_end};
 use super::stream::{Batcher, FileReport, Output, Progress, RunContext, append_reject};
-use super::{jobhistory, sadf, slot, unchanged};
+use super::{held_under_either_key, jobhistory, sadf, slot, unchanged};
 use crate::warehouse::tables::{Rows, Table};
 use crate::warehouse::{TableAppender, file_app_id, held_by_tables};
 
@@ -58,9 +60,13 @@ pub struct RecordFile {
     pub size: u64,
     pub gzip: bool,
     pub format: Format,
+    /// Where a plain `sadf` text export's last complete line ends: what this run reads of it.
+    pub end: Option<u64>,
     /// Identifies the content whatever the file is called: a hash of its format and first lines
     /// (of a binary sa file: of its header, which sadc writes once when it creates the file).
     pub key: String,
+    /// The key an older version gave the file, honoured where the tables hold it.
+    pub legacy_key: Option<String>,
 }
 
 /// Lines (or, for sa files, bytes) hashed into a file's key.
@@ -83,15 +89,18 @@ pub fn classify(path: &Path) -> Option<Result<RecordFile, Refusal>> {
         hasher.write(Format::SaBinary.name().as_bytes());
         hasher.write(&head);
         let key = format!("{:016x}", hasher.finish());
-        return Some(Ok(RecordFile { path: path.to_path_buf(), display, size, gzip, format: Format::SaBinary, key }));
+        let format = Format::SaBinary;
+        return Some(Ok(RecordFile { path: path.to_path_buf(), display, size, gzip, format, end: None, key, legacy_key: None }));
     }
     let mut reader = LineReader::open(path, gzip, 0, None, 1).ok()?;
-    let mut first = Vec::new();
+    // The first lines, and where each ends.
+    let (mut first, mut ends) = (Vec::new(), Vec::new());
     while first.len() < KEY_LINES {
         match reader.next_line() {
             Ok(Some(line)) => first.push(String::from_utf8_lossy(line.bytes).into_owned()),
             _ => break,
         }
+        ends.push(reader.offset());
     }
     let head = first.iter().map(String::as_str).find(|l| !l.trim().is_empty())?;
     let format = if sadf::is_text_export(head) {
@@ -105,13 +114,36 @@ pub fn classify(path: &Path) -> Option<Result<RecordFile, Refusal>> {
     } else {
         return None;
     };
-    hasher.write(format.name().as_bytes());
-    for line in &first {
-        hasher.write(line.as_bytes());
-        hasher.write(b"\n");
-    }
-    let key = format!("{:016x}", hasher.finish());
-    Some(Ok(RecordFile { path: path.to_path_buf(), display, size, gzip, format, key }))
+    let end = match format {
+        Format::SadfText if !gzip => match last_line_end(path, size) {
+            Ok(end) => Some(end),
+            Err(e) => return Some(Err(refuse(format!("cannot read: {e}")))),
+        },
+        _ => None,
+    };
+    // A growing export keeps its key once its first sample is whole: its headers and that
+    // sample name it, not lines still to come.
+    let key_lines = match format {
+        Format::SadfText => {
+            let whole = ends.iter().take_while(|&&e| end.is_none_or(|end| e <= end)).count();
+            let through_sample = first[..whole].iter().position(|l| !l.starts_with('#')).map_or(whole, |at| at + 1);
+            &first[..through_sample]
+        }
+        _ => &first[..],
+    };
+    let hash_of = |lines: &[String]| {
+        let mut hasher = hasher.clone();
+        hasher.write(format.name().as_bytes());
+        for line in lines {
+            hasher.write(line.as_bytes());
+            hasher.write(b"\n");
+        }
+        format!("{:016x}", hasher.finish())
+    };
+    let key = hash_of(key_lines);
+    // Before exports were resumed, their key was their first 16 lines.
+    let legacy_key = (key_lines.len() < first.len()).then(|| hash_of(&first));
+    Some(Ok(RecordFile { path: path.to_path_buf(), display, size, gzip, format, end, key, legacy_key }))
 }
 
 /// A record file with where to start and how far each table (by [`slot`]) holds it already.
@@ -131,21 +163,23 @@ pub fn sa_bytes_app_id(cluster: &str, key: &str) -> String {
 /// Where to start a record file, or None when every table holds it (for a binary sa file: at
 /// its present size).
 pub async fn plan(file: &RecordFile, appenders: &[TableAppender], cluster: &str) -> Result<Option<PlannedRecord>> {
-    let held = held_by_tables(appenders, &file_app_id(cluster, &file.key));
+    let mut file = file.clone();
+    let held = held_under_either_key(appenders, cluster, &mut file.key, file.legacy_key.take());
     let sa_bytes = match file.format {
         Format::SaBinary => held_by_tables(appenders, &sa_bytes_app_id(cluster, &file.key)),
         _ => Vec::new(),
     };
-    let done = match file.format {
-        Format::SaBinary => sa_bytes.iter().all(|b| b.is_some_and(|b| b >= file.size)),
+    let held_below: Vec<u64> = held.iter().map(|h| h.unwrap_or(0)).collect();
+    let start = held_below.iter().copied().min().unwrap_or(0);
+    let done = match (file.format, file.end) {
+        (Format::SaBinary, _) => sa_bytes.iter().all(|b| b.is_some_and(|b| b >= file.size)),
+        (_, Some(end)) => start >= end,
         _ => held.iter().all(Option::is_some),
     };
     if done {
         return Ok(None);
     }
-    let held_below: Vec<u64> = held.iter().map(|h| h.unwrap_or(0)).collect();
-    let start = held_below.iter().copied().min().unwrap_or(0);
-    Ok(Some(PlannedRecord { file: file.clone(), start, held_below }))
+    Ok(Some(PlannedRecord { file, start, held_below }))
 }
 
 /// Where a parser's rows and verdicts go: batches per table, the file's rejects and counts.
@@ -155,6 +189,8 @@ pub struct Sink<'a> {
     batchers: Vec<Batcher>,
     pub report: FileReport,
     emit: &'a mut dyn FnMut(Output),
+    /// Lines an earlier run counted are being shown again ([`LineParser::replay`]).
+    replaying: bool,
 }
 
 impl Sink<'_> {
@@ -186,15 +222,22 @@ impl Sink<'_> {
     }
 
     pub fn parsed(&mut self, lines: u64) {
-        self.report.lines_parsed += lines;
+        if !self.replaying {
+            self.report.lines_parsed += lines;
+        }
     }
 
     pub fn skipped(&mut self, lines: u64) {
-        self.report.lines_skipped += lines;
+        if !self.replaying {
+            self.report.lines_skipped += lines;
+        }
     }
 
     /// A line that could not be read, with why; `raw` is cut to 4 KiB in `rejects`.
     pub fn reject(&mut self, line: u64, offset: u64, reason: &str, raw: &str) {
+        if self.replaying {
+            return;
+        }
         self.report.lines_rejected += 1;
         *self.report.rejects_by_reason.entry(reason.to_string()).or_default() += 1;
         if let Some(t) = self.rows(Table::Rejects, self.ctx.run_date, offset) {
@@ -216,6 +259,9 @@ pub trait LineParser {
     fn line(&mut self, sink: &mut Sink, number: u64, offset: u64, text: &str);
     /// The end of the file: records still open are finished or rejected.
     fn finish(&mut self, sink: &mut Sink);
+    /// A line before where a resumed file is read from, read and counted by an earlier run:
+    /// what the parser needs of it to read the rest (a `sadf` header), and nothing written.
+    fn replay(&mut self, _sink: &mut Sink, _number: u64, _offset: u64, _text: &str) {}
     /// Whether it is shown every line, even one the line check rejects (too long, not UTF-8),
     /// as its first bytes: a reader that read the file another way accounts for its lines.
     fn whole_lines(&self) -> bool {
@@ -252,7 +298,7 @@ pub fn read(ctx: &RunContext, hints: &Hints, planned: &PlannedRecord, emit: &mut
         None => (file.path.as_path(), file.gzip),
     };
     let opened = count_lines(path, gzip, planned.start)
-        .and_then(|before| LineReader::open(path, gzip, planned.start, None, before + 1));
+        .and_then(|before| LineReader::open(path, gzip, planned.start, file.end, before + 1));
     let mut source = match opened {
         Ok(source) => source,
         Err(e) => return give_up(report, "failed", format!("{}: cannot read: {e}", file.display), emit),
@@ -263,6 +309,7 @@ pub fn read(ctx: &RunContext, hints: &Hints, planned: &PlannedRecord, emit: &mut
         batchers: Table::ALL.iter().map(|t| Batcher::new(*t)).collect(),
         report,
         emit,
+        replaying: false,
     };
     let mut parser: Box<dyn LineParser> = match file.format {
         Format::SadfText | Format::SaBinary => Box::new(sadf::TextParser::new(hints, ctx.zone)),
@@ -280,6 +327,11 @@ pub fn read(ctx: &RunContext, hints: &Hints, planned: &PlannedRecord, emit: &mut
         Format::HistoryText => Box::new(jobhistory::TextParser::default()),
         Format::Jhist => Box::new(jobhistory::JhistParser::default()),
     };
+    if planned.start > 0
+        && let Err(e) = replay(parser.as_mut(), &mut sink, path, gzip, planned.start)
+    {
+        return give_up(sink.report, "failed", format!("{}: cannot read: {e}", file.display), emit);
+    }
     let mut progress = Progress::new(ctx, planned.start);
     loop {
         let line = match source.next_line() {
@@ -312,6 +364,19 @@ pub fn read(ctx: &RunContext, hints: &Hints, planned: &PlannedRecord, emit: &mut
     report.finished_ms = now_ms();
     progress.publish(report.offset_end);
     emit(Output::Report(report));
+}
+
+/// Shows the parser the lines before `start`, uncounted (see [`LineParser::replay`]).
+fn replay(parser: &mut dyn LineParser, sink: &mut Sink, path: &Path, gzip: bool, start: u64) -> std::io::Result<()> {
+    let mut earlier = LineReader::open(path, gzip, 0, Some(start), 1)?;
+    sink.replaying = true;
+    while let Some(line) = earlier.next_line()? {
+        if let Checked::Text(text) = line.check() {
+            parser.replay(sink, line.number, line.offset, text);
+        }
+    }
+    sink.replaying = false;
+    Ok(())
 }
 
 /// A file's decompressed bytes, buffered.
@@ -372,4 +437,39 @@ pub async fn plan_all(
         }
     }
     Ok(planned)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use deltalake::kernel::Transaction;
+
+    /// An export's key is its header and first sample: it stays as the file grows. One read by
+    /// an older version, under the key of its first 16 lines, is not read again.
+    #[tokio::test]
+    async fn an_export_keeps_its_key_as_it_grows_and_its_older_key_is_honoured() -> Result<()> {
+        let dir = tempfile::tempdir()?;
+        let export = dir.path().join("h1.csv");
+        let row = |s: u32| format!("h1;1;2008-08-23 17:12:{s:02} UTC;3\n");
+        let mut text = "# hostname;interval;timestamp;runq-sz\n".to_string() + &row(30);
+        std::fs::write(&export, &text)?;
+        let key_of = || classify(&export).and_then(Result::ok).map(|f| (f.key, f.legacy_key)).context("an export");
+        let (key, legacy) = key_of()?;
+        assert_eq!(legacy, None, "header and sample are all its lines");
+        text.extend((31..50).map(row));
+        std::fs::write(&export, &text)?;
+        let (grown_key, legacy) = key_of()?;
+        assert_eq!(grown_key, key);
+        let legacy = legacy.context("16 lines differ from header and first sample")?;
+
+        let file = classify(&export).and_then(Result::ok).context("an export")?;
+        let warehouse = crate::warehouse::Warehouse::new(dir.path().join("wh"));
+        let open = || futures::future::try_join_all(Table::ALL.map(|table| TableAppender::open(&warehouse, table, "c1")));
+        assert_eq!(plan(&file, &open().await?, "c1").await?.map(|p| p.start), Some(0));
+        for appender in open().await? {
+            appender.commit(Vec::new(), vec![Transaction::new(file_app_id("c1", &legacy), file.size as i64)], "older").await?;
+        }
+        assert!(plan(&file, &open().await?, "c1").await?.is_none());
+        Ok(())
+    }
 }

@@ -537,6 +537,13 @@ impl LineParser for TextParser {
         self.flush_waiting(sink);
         self.common.finish(sink);
     }
+
+    /// A resumed export's rows are read under the header before them.
+    fn replay(&mut self, sink: &mut Sink, number: u64, offset: u64, text: &str) {
+        if text.starts_with('#') {
+            self.header(sink, number, offset, text);
+        }
+    }
 }
 
 
