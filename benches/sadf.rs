@@ -1,21 +1,22 @@
 //! sysstat ingest throughput and memory: `cargo bench --bench sadf` (release build).
 //!
 //! Writes `sadf -d` exports of one-second captures (the activities of the 14 metrics, two
-//! interfaces; one file per host and day, as sadf writes them per daily sa file), then measures, each run in
-//! a fresh warehouse: parsing alone (`--dry-run`) and text → `sadc` + `sar_records` (+ the
-//! bookkeeping tables), on 1 and on 2 threads. Prints MB/s, MB/s per core, MB per CPU-second
-//! (the process's user + system time: the per-core figure that other load on the machine does
-//! not distort), `sadc` rows per second, the median of `KAHUNA_BENCH_RUNS` runs (default 5),
-//! and the peak resident memory after each size, to show that memory stays flat as the input
-//! grows (inputs above ~390 MB hold several days a host). `KAHUNA_BENCH_MB` sets the input
-//! sizes (default `64,1024`).
+//! interfaces; one file per host and day, as sadf writes them per daily sa file), then measures
+//! the release `kahuna ingest`, each run its own process and a fresh warehouse, as an
+//! operator's nightly ingest runs: parsing alone (`--dry-run`) and text → `sadc` +
+//! `sar_records` (+ the bookkeeping tables), on 1 and on 2 threads. Prints MB/s, MB/s per core,
+//! MB per CPU-second (the process's user + system time: the per-core figure that other load on
+//! the machine does not distort), `sadc` rows per second, the median of `KAHUNA_BENCH_RUNS`
+//! runs (default 5), and the largest peak resident memory of those runs, to show that memory
+//! stays flat as the input grows (inputs above ~390 MB hold several days a host).
+//! `KAHUNA_BENCH_MB` sets the input sizes (default `64,1024`).
 
 mod common;
 
 use std::io::Write as _;
 use std::path::Path;
 
-use common::{median, peak_rss_mb, process_cpu_seconds, reset_peak, timed_ingest};
+use common::{cli_ingest, median};
 
 /// A host's `sadf -d` export of `seconds` samples from `first` seconds after 2008-08-23
 /// 00:00:00 UTC; about 560 bytes a second. Values vary with the second so that nothing
@@ -62,14 +63,7 @@ fn write_export(path: &Path, host: &str, first: u64, seconds: u64) -> std::io::R
     out.flush()
 }
 
-async fn run(input: &Path, threads: usize, dry_run: bool) -> (f64, f64, u64, u64) {
-    let cpu = process_cpu_seconds();
-    let (secs, summary) = timed_ingest(input, threads, dry_run).await;
-    (secs, process_cpu_seconds() - cpu, summary.bytes_read(), summary.total(|r| r.events))
-}
-
-#[tokio::main]
-async fn main() {
+fn main() {
     let sizes: Vec<u64> = std::env::var("KAHUNA_BENCH_MB")
         .unwrap_or_else(|_| "64,1024".into())
         .split(',')
@@ -91,26 +85,19 @@ async fn main() {
                 write_export(&path, &format!("node{host}"), first, (seconds - first).min(86_400)).expect("write export");
             }
         }
+        let bytes: u64 = std::fs::read_dir(input.path()).expect("input").flatten().filter_map(|e| e.metadata().ok()).map(|m| m.len()).sum();
+        let samples = 8 * seconds;
         for (phase, dry_run) in [("parse only (--dry-run)", true), ("text -> sadc + sar_records", false)] {
             for threads in [1, 2] {
-                reset_peak();
-                let mut rates = Vec::new();
-                let mut cpu_rates = Vec::new();
-                let mut row_rates = Vec::new();
-                for _ in 0..runs {
-                    let (secs, cpu, bytes, samples) = run(input.path(), threads, dry_run).await;
-                    rates.push(bytes as f64 / 1e6 / secs);
-                    cpu_rates.push(bytes as f64 / 1e6 / cpu);
-                    row_rates.push(samples as f64 / secs);
-                }
-                let rate = median(rates);
+                let costs: Vec<_> = (0..runs).map(|_| cli_ingest(input.path(), threads, dry_run)).collect();
+                let rate = median(costs.iter().map(|c| bytes as f64 / 1e6 / c.secs).collect());
                 println!(
                     "{:>6}MB {phase:>30} {threads:>8} {rate:>10.1} {:>14.1} {:>14.1} {:>14.0} {:>12.0}",
                     mb,
                     rate / threads as f64,
-                    median(cpu_rates),
-                    median(row_rates),
-                    peak_rss_mb()
+                    median(costs.iter().map(|c| bytes as f64 / 1e6 / c.cpu_secs).collect()),
+                    median(costs.iter().map(|c| samples as f64 / c.secs).collect()),
+                    costs.iter().map(|c| c.peak_mb).fold(0.0, f64::max)
                 );
             }
         }

@@ -54,3 +54,36 @@ pub async fn timed_ingest(input: &std::path::Path, threads: usize, dry_run: bool
     let summary = kahuna::ingest::ingest(&options).await.expect("ingest");
     (started.elapsed().as_secs_f64(), summary)
 }
+
+/// What one `kahuna ingest` process cost: wall seconds, CPU seconds (user + system) and peak
+/// resident MB, from the kernel's account of the child.
+pub struct ProcessCost {
+    pub secs: f64,
+    pub cpu_secs: f64,
+    pub peak_mb: f64,
+}
+
+/// Runs the release `kahuna ingest` over `input` into a fresh warehouse, in its own process, as
+/// an operator's nightly ingest runs: no heap or runtime left over from earlier runs.
+pub fn cli_ingest(input: &std::path::Path, threads: usize, dry_run: bool) -> ProcessCost {
+    let warehouse = tempfile::tempdir().expect("temp dir");
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_kahuna"));
+    command.arg("ingest").arg(input).arg("--warehouse").arg(warehouse.path()).arg("--threads").arg(threads.to_string());
+    if dry_run {
+        command.arg("--dry-run");
+    }
+    let started = std::time::Instant::now();
+    let child = command.stdout(std::process::Stdio::null()).spawn().expect("kahuna ingest");
+    let pid = child.id() as libc::pid_t;
+    let mut status = 0;
+    // SAFETY: an all-zero rusage is a valid value for wait4 to fill.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: `pid` is our child, not yet waited for; `status` and `usage` are writable.
+    let waited = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+    let secs = started.elapsed().as_secs_f64();
+    assert_eq!(waited, pid, "wait4 failed");
+    assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0, "kahuna ingest failed: {status}");
+    drop(child);
+    let seconds = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 * 1e-6;
+    ProcessCost { secs, cpu_secs: seconds(usage.ru_utime) + seconds(usage.ru_stime), peak_mb: usage.ru_maxrss as f64 / 1024.0 }
+}
