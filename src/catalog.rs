@@ -152,9 +152,7 @@ impl OpenedTables {
         }
         Ok(Some(provider))
     }
-}
 
-impl OpenedTables {
     /// A view, planned over its table's provider: the plan holds the provider itself, so the
     /// view reads in any session, and queries over it are optimised as one plan (filters on
     /// host, ts or date reach the table's scan).
