@@ -142,9 +142,12 @@ pub async fn run_in(ctx: &SessionContext, warehouse: &Warehouse, request: &Reque
                 Record::Nothing => {}
                 Record::Append => results::write(warehouse, DIAGNOSES, batch, None).await?,
                 Record::Replace => {
+                    // What an earlier run of the same query with the same parameters wrote: two
+                    // scheduled jobs of one query (say Map and ReduceCopy) keep each other's rows.
                     let predicate = format!(
-                        "query = {} AND {}",
+                        "query = {} AND parameters = {} AND {}",
                         results::quote(&query.name),
+                        results::quote(&info.parameters),
                         results::partition_predicate(request.cluster.as_deref(), request.run_date)
                     );
                     results::write(warehouse, DIAGNOSES, batch, Some(predicate)).await?;

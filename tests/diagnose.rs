@@ -128,8 +128,16 @@ async fn kahuna_wb_indicts_the_slow_host_and_reruns_replace_their_partition() {
     .await;
     let today = chrono::Utc::now().date_naive().to_string();
     assert_eq!(per_date, vec![vec!["2008-08-23".to_string(), "10".into(), "1".into(), "2".into()], vec![today, "10".into(), "1".into(), "2".into()]]);
+    // The same query with other parameters (another scheduled job) keeps the first one's rows.
+    let out = kahuna(
+        wh.path(),
+        &["backfill", "kahuna_wb", "--from", "2008-08-23", "--to", "2008-08-23", "--cluster", "c1", "--param", "states=Map", "--param", "threshold=0.6"],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let day = "SELECT count(*), count(DISTINCT run_id), count(DISTINCT parameters) FROM diagnoses WHERE date = DATE '2008-08-23'";
+    assert_eq!(rows(wh.path(), day).await, vec![vec!["20", "2", "2"]]);
     let ledger = rows(wh.path(), "SELECT job, CAST(date AS VARCHAR), trigger, attempt, status, rows FROM schedule_runs").await;
-    assert_eq!(ledger.len(), 2);
+    assert_eq!(ledger.len(), 3);
     assert_eq!(ledger[0], vec!["kahuna_wb", "2008-08-23", "backfill", "1", "succeeded", "10"]);
 
     // A bad parameter is refused with its name, and nothing is written.
