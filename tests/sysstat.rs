@@ -308,6 +308,8 @@ async fn an_export_that_grows_is_read_on_under_its_header() {
     let got = rows(wh.path(), "SELECT count(*), count(DISTINCT ts), min(ts), max(ts), sum(cpu_user_pct) FROM sadc WHERE NOT restart").await;
     // %user runs 10, 12, …, 28: a sum of 190.
     assert_eq!(got, vec![vec!["10", "10", "2008-08-23T17:12:30Z", "2008-08-23T17:12:39Z", "190.0"]]);
+    // Line numbers go on from where the first run stopped: the last sample is line 12.
+    assert_eq!(rows(wh.path(), "SELECT min(line), max(line) FROM sadc WHERE NOT restart").await, vec![vec!["3", "12"]]);
     // 31 figures a sample, as in the test above.
     assert_eq!(scalar(wh.path(), "SELECT count(*) FROM sar_metrics").await, (10 * 31).to_string());
     let third = ingest_into(vec![export], wh.path(), None).await;

@@ -19,7 +19,7 @@ use anyhow::{Context, Result};
 use twox_hash::XxHash3_64;
 
 use super::discover::{Hints, Refusal};
-use super::source::{Checked, LineReader, MAX_LINE, count_lines, is_gzip, last_line_end};
+use super::source::{Checked, LineReader, MAX_LINE, is_gzip, last_line_end};
 use super::stream::{Batcher, FileReport, Output, Progress, RunContext, append_reject};
 use super::{held_under_either_key, jobhistory, sadf, slot, unchanged};
 use crate::warehouse::tables::{Rows, Table};
@@ -297,12 +297,6 @@ pub fn read(ctx: &RunContext, hints: &Hints, planned: &PlannedRecord, emit: &mut
         Some(c) => (c.text_path(), false),
         None => (file.path.as_path(), file.gzip),
     };
-    let opened = count_lines(path, gzip, planned.start)
-        .and_then(|before| LineReader::open(path, gzip, planned.start, file.end, before + 1));
-    let mut source = match opened {
-        Ok(source) => source,
-        Err(e) => return give_up(report, "failed", format!("{}: cannot read: {e}", file.display), emit),
-    };
     let mut sink = Sink {
         ctx,
         planned,
@@ -327,11 +321,14 @@ pub fn read(ctx: &RunContext, hints: &Hints, planned: &PlannedRecord, emit: &mut
         Format::HistoryText => Box::new(jobhistory::TextParser::default()),
         Format::Jhist => Box::new(jobhistory::JhistParser::default()),
     };
-    if planned.start > 0
-        && let Err(e) = replay(parser.as_mut(), &mut sink, path, gzip, planned.start)
-    {
-        return give_up(sink.report, "failed", format!("{}: cannot read: {e}", file.display), emit);
-    }
+    // A resumed file's earlier lines are read once: shown to the parser, and counted for the
+    // number its next line gets.
+    let first_number = if planned.start > 0 { replay(parser.as_mut(), &mut sink, path, gzip, planned.start) } else { Ok(1) };
+    let opened = first_number.and_then(|number| LineReader::open(path, gzip, planned.start, file.end, number));
+    let mut source = match opened {
+        Ok(source) => source,
+        Err(e) => return give_up(sink.report, "failed", format!("{}: cannot read: {e}", file.display), emit),
+    };
     let mut progress = Progress::new(ctx, planned.start);
     loop {
         let line = match source.next_line() {
@@ -366,8 +363,9 @@ pub fn read(ctx: &RunContext, hints: &Hints, planned: &PlannedRecord, emit: &mut
     emit(Output::Report(report));
 }
 
-/// Shows the parser the lines before `start`, uncounted (see [`LineParser::replay`]).
-fn replay(parser: &mut dyn LineParser, sink: &mut Sink, path: &Path, gzip: bool, start: u64) -> std::io::Result<()> {
+/// Shows the parser the lines before `start`, uncounted (see [`LineParser::replay`]); the
+/// number of the line at `start`.
+fn replay(parser: &mut dyn LineParser, sink: &mut Sink, path: &Path, gzip: bool, start: u64) -> std::io::Result<u64> {
     let mut earlier = LineReader::open(path, gzip, 0, Some(start), 1)?;
     sink.replaying = true;
     while let Some(line) = earlier.next_line()? {
@@ -376,7 +374,7 @@ fn replay(parser: &mut dyn LineParser, sink: &mut Sink, path: &Path, gzip: bool,
         }
     }
     sink.replaying = false;
-    Ok(())
+    Ok(earlier.next_number())
 }
 
 /// A file's decompressed bytes, buffered.
