@@ -191,6 +191,35 @@ async fn hang_1152_and_hang_2080_hang_reduces_as_their_bugs_did() {
     assert!(done.len() == 1 && done[0][0] != "r01n02", "{done:?}");
 }
 
+/// 0.20 reduces log a copy by the map alone (`Shuffling … from <map>`, `Read … for <map>`, then
+/// `Rec #1 from <map> … from <host>`); the map's TaskTracker logs the same transfer on its own, as
+/// a `MAPRED_SHUFFLE` clienttrace line with the reduce, the bytes and its duration. Each copy
+/// read from the reduce's log must agree with the line its source wrote.
+#[tokio::test]
+async fn a_0_20_reduce_copy_agrees_with_the_shuffle_its_source_logged() {
+    let out = tempfile::tempdir().unwrap();
+    let wh = tempfile::tempdir().unwrap();
+    run(&config(out.path(), 4, Workload::Sort, None, 6.0, Version::V020)).unwrap();
+    ingest_into(vec![out.path().join("logs")], wh.path(), None).await;
+    let copies = rows(
+        wh.path(),
+        "SELECT count(*),
+                sum(CASE WHEN r.peer_host = m.host AND r.bytes = m.bytes AND r.outcome = 'SUCCEEDED'
+                          AND abs(r.duration_ms - m.duration_ms) < 1 THEN 1 ELSE 0 END)
+         FROM states r JOIN states m ON m.task_id = r.peer_task_id AND m.peer_task_id = r.task_id
+         WHERE r.state = 'ReduceCopy' AND r.daemon = 'task' AND m.state = 'MapCopy'",
+    )
+    .await;
+    let (matched, agreeing) = (&copies[0][0], &copies[0][1]);
+    assert!(matched.parse::<u32>().unwrap() > 500, "{copies:?}");
+    assert_eq!(agreeing, matched, "source host, bytes and duration (to the millisecond the reduce's log keeps)");
+    // Copies with no shuffle line on the other side: only one still running when the run ends.
+    let alone = "SELECT count(*) FROM states r WHERE r.state = 'ReduceCopy' AND (r.end_ts IS NOT NULL
+                 OR r.peer_host IS NOT NULL OR r.start_ts IS NULL) AND NOT EXISTS (SELECT 1 FROM states m
+                 WHERE m.state = 'MapCopy' AND m.task_id = r.peer_task_id AND m.peer_task_id = r.task_id)";
+    assert_eq!(scalar(wh.path(), alone).await, "0");
+}
+
 #[tokio::test]
 async fn packet_loss_50_slows_the_peers_transfers_too() {
     let out = tempfile::tempdir().unwrap();

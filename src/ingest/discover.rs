@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result, bail};
 use twox_hash::XxHash3_64;
 
-use super::datanode;
+use super::{datanode, ids};
 use super::log4j::{Head, Layout, parse_head};
 use super::source::{LineReader, is_gzip, last_line_end};
 
@@ -106,6 +106,8 @@ pub struct LogFile {
     /// The key of a task attempt's log before its attempt was part of it, so that a warehouse
     /// which holds the file under that key does not read it again.
     pub legacy_key: Option<String>,
+    /// The attempt whose own log this is (`userlogs/…/<attempt>/syslog`), from its folder.
+    pub attempt: Option<String>,
     /// UTC-agnostic wall-clock time of the first event, to order the files of one stream.
     pub first_local_ms: i64,
     /// Where reading stops: the last complete line of a plain file, None for gzip (read to end).
@@ -258,10 +260,13 @@ pub fn classify(path: &Path, hints: &Hints) -> Result<LogFile, Refusal> {
     hasher.write(head.lines.first().map_or(&[][..], |l| l.as_bytes()));
     // Attempts' logs open alike (`Initializing JVM Metrics with processName=MAP…`), to the
     // millisecond where slots start together; each has its own folder, never renamed.
-    let legacy_key = is_attempt_log(path).then(|| format!("{:016x}", hasher.finish()));
-    if legacy_key.is_some() {
-        let attempt = path.parent().and_then(Path::file_name).unwrap_or_default();
-        hasher.write(attempt.as_encoded_bytes());
+    let attempt_log = is_attempt_log(path);
+    let legacy_key = attempt_log.then(|| format!("{:016x}", hasher.finish()));
+    let mut attempt = None;
+    if attempt_log {
+        let folder = path.parent().and_then(Path::file_name).unwrap_or_default();
+        hasher.write(folder.as_encoded_bytes());
+        attempt = folder.to_str().filter(|f| ids::is_attempt(f)).map(str::to_string);
     }
     Ok(LogFile {
         path: path.to_path_buf(),
@@ -273,6 +278,7 @@ pub fn classify(path: &Path, hints: &Hints) -> Result<LogFile, Refusal> {
         layout,
         key: format!("{:016x}", hasher.finish()),
         legacy_key,
+        attempt,
         first_local_ms: events.first().map_or(i64::MAX, |e| e.local_ms),
         end,
     })

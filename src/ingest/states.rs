@@ -96,6 +96,9 @@ pub enum Token {
     Complete { kind: StateKind, duration_ms: Option<f64>, detail: Detail, closes: Option<String> },
     /// DEBUG `Number of active connections is: N`.
     Connections(u32),
+    /// A line after an activity's end that tells more about it (0.20's `Rec #1 … from <host>`
+    /// names the source of a copy just ended): completes the held end of `key`.
+    Amend { key: String, detail: Detail },
 }
 
 /// Where and when a token was seen.
@@ -137,6 +140,11 @@ struct Open {
     detail: Detail,
 }
 
+/// Copies ended without their source host that wait for the line naming it: a reduce's copier
+/// threads (5 by default, `mapred.reduce.parallel.copies`) interleave, so the line that follows
+/// one copy's end comes within a few of its peers' lines.
+const HELD_ENDS: usize = 64;
+
 /// Pairs the tokens of one stream (the files of one host and daemon, in time order).
 #[derive(Default)]
 pub struct Machine {
@@ -144,6 +152,8 @@ pub struct Machine {
     open_count: usize,
     connections: u32,
     connection_starts: VecDeque<Mark>,
+    /// Ended states a later [`Token::Amend`] may complete, oldest first, with their keys.
+    held: VecDeque<(String, State)>,
 }
 
 impl Machine {
@@ -163,7 +173,8 @@ impl Machine {
                 full.complete_with(detail);
                 let duration_ms = start.as_ref().map(|s| (mark.ts_ms - s.ts_ms) as f64);
                 let host = start.as_ref().and_then(|s| s.host.clone()).or_else(|| mark.host.clone());
-                out.push(State {
+                let awaits_source = kind == StateKind::ReduceCopy && full.peer_host.is_none();
+                let state = State {
                     kind,
                     host,
                     start,
@@ -172,7 +183,23 @@ impl Machine {
                     outcome: Some(outcome),
                     detail: full,
                     from_clienttrace: false,
-                });
+                };
+                if awaits_source {
+                    self.held.push_back((key, state));
+                    if self.held.len() > HELD_ENDS {
+                        out.extend(self.held.pop_front().map(|(_, state)| state));
+                    }
+                } else {
+                    out.push(state);
+                }
+            }
+            Token::Amend { key, detail } => {
+                if let Some(at) = self.held.iter().position(|(held, _)| *held == key)
+                    && let Some((_, mut state)) = self.held.remove(at)
+                {
+                    state.detail.complete_with(detail);
+                    out.push(state);
+                }
             }
             Token::Complete { kind, duration_ms, detail, closes } => {
                 // The clienttrace duration is the daemon's own measure: it wins over the start
@@ -229,8 +256,10 @@ impl Machine {
         self.open_count + self.connection_starts.len()
     }
 
-    /// The stream has ended: every open start becomes an unterminated state.
+    /// The stream has ended: held ends are let go as they are, and every open start becomes an
+    /// unterminated state.
     pub fn finish(mut self, out: &mut Vec<State>) {
+        out.extend(self.held.drain(..).map(|(_, state)| state));
         let mut open: Vec<Open> = self.open.drain().flat_map(|(_, q)| q).collect();
         open.extend(self.connection_starts.drain(..).map(|mark| Open {
             kind: StateKind::XceiverThread,
@@ -327,4 +356,43 @@ mod tests {
             ]
         );
     }
+
+    /// 0.20 names a copy's source host only on the line after its end; five copier threads
+    /// interleave their lines.
+    #[test]
+    fn a_copy_end_waits_for_the_line_that_names_its_source() {
+        let mut m = Machine::default();
+        let mut out = Vec::new();
+        let copy = |map: &str| Token::Start { kind: StateKind::ReduceCopy, key: map.into(), detail: Detail::default() };
+        let read = |map: &str| Token::End { kind: StateKind::ReduceCopy, key: map.into(), outcome: Outcome::Succeeded, detail: Detail::default() };
+        let source = |map: &str, host: &str| Token::Amend {
+            key: map.into(),
+            detail: Detail { peer_host: Some(host.into()), ..Detail::default() },
+        };
+        m.observe(copy("m1"), mark(1000, 1), &mut out);
+        m.observe(copy("m2"), mark(1100, 2), &mut out);
+        m.observe(read("m1"), mark(1500, 3), &mut out);
+        m.observe(read("m2"), mark(1600, 4), &mut out);
+        assert!(out.is_empty(), "both ends wait for their source");
+        m.observe(source("m2", "r01n02"), mark(1600, 5), &mut out);
+        m.observe(source("m1", "r01n01"), mark(1601, 6), &mut out);
+        m.observe(source("m9", "r01n09"), mark(1602, 7), &mut out);
+        // A disk copy of 1.x logs no source: its end is let go with the stream.
+        m.observe(copy("m3"), mark(2000, 8), &mut out);
+        m.observe(read("m3"), mark(2500, 9), &mut out);
+        m.finish(&mut out);
+        let got: Vec<_> = out
+            .iter()
+            .map(|s| (s.start.as_ref().map(|m| m.line), s.detail.peer_host.as_deref(), s.duration_ms))
+            .collect();
+        assert_eq!(got, vec![(Some(2), Some("r01n02"), Some(500.0)), (Some(1), Some("r01n01"), Some(500.0)), (Some(8), None, Some(500.0))]);
+        // More ends than are held: the oldest is let go unamended.
+        let mut m = Machine::default();
+        let mut out = Vec::new();
+        for i in 0..=HELD_ENDS as u64 {
+            m.observe(read(&format!("m{i}")), mark(1000, i), &mut out);
+        }
+        assert_eq!(out.iter().map(|s| s.end.as_ref().map(|m| m.line)).collect::<Vec<_>>(), vec![Some(0)]);
+    }
 }
+

@@ -418,7 +418,7 @@ impl StreamReader<'_> {
         {
             self.address_book.note_line(host, message, ts);
         }
-        if let Some(token) = recognize(daemon, &event.logger, message) {
+        if let Some(token) = recognize(daemon, &event.logger, message, file.attempt.as_deref()) {
             let mark = Mark { file: index, ts_ms: ts, line: event.line, offset: event.offset, host: host.map(str::to_string) };
             self.machine.observe(token, mark, &mut self.finished_states);
             if self.finished_states.len() >= 1024 {
@@ -485,14 +485,14 @@ pub(super) fn append_reject(rows: &mut Rows, ingest_id: &str, file: &str, line: 
         .text(Some(&raw[..cut]));
 }
 
-/// The token a message gives, by the daemon that wrote it; clienttrace loggers of any daemon
-/// share one format.
-fn recognize(daemon: Daemon, logger: &str, message: &str) -> Option<Token> {
+/// The token a message gives, by the daemon that wrote it and the attempt whose log it is;
+/// clienttrace loggers of any daemon share one format.
+fn recognize(daemon: Daemon, logger: &str, message: &str, attempt: Option<&str>) -> Option<Token> {
     if logger.ends_with("clienttrace") {
         return clienttrace::recognize(message);
     }
     match daemon {
-        Daemon::TaskTracker | Daemon::Task => tasktracker::recognize(message),
+        Daemon::TaskTracker | Daemon::Task => tasktracker::recognize(message, attempt),
         Daemon::DataNode => datanode::recognize(message),
         _ => None,
     }

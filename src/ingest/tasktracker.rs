@@ -1,7 +1,9 @@
 //! TaskTracker and task-attempt messages that start and end SALSA's Map, Reduce, ReduceCopy and
 //! ReduceMergeCopy states (SALSA Table 1), as Hadoop 0.12–1.x words them. The reduce's copy and
 //! merge messages are in the TaskTracker log up to 0.16 (through TaskRunner) and in the
-//! attempt's `userlogs/<attempt>/syslog` from 0.18 on; both read the same.
+//! attempt's `userlogs/<attempt>/syslog` from 0.18 on; both read the same. From 0.19 on the
+//! copier threads name only the map whose output they fetch, so the reduce is the attempt whose
+//! log it is.
 
 use super::ids::{contains, find_attempt, is_map_attempt};
 use super::states::{Detail, Outcome, StateKind, Token};
@@ -25,7 +27,57 @@ fn host_after_from(rest: &str) -> Option<String> {
     (!host.is_empty()).then(|| host.to_string())
 }
 
-pub fn recognize(msg: &str) -> Option<Token> {
+/// The ReduceCopy of `reduce` fetching `map`'s output.
+fn copy_key(reduce: &str, map: &str) -> String {
+    format!("copy:{reduce}:{map}")
+}
+
+/// `msg` from the log of attempt `own` (`userlogs/<attempt>/syslog`), as 0.19–1.x copier
+/// threads write it. A fetch opens with `Shuffling 1234 bytes (567 raw bytes) into RAM from <map>`
+/// (or `into Local-FS`; INFO in 0.19–0.20, DEBUG in 1.x) and ends with `Read 1234 bytes from
+/// map-output for <map>`; a fetch into memory then logs `Rec #1 from <map> -> (12, 40) from
+/// <host>`, the only line that names the map's host. Failures (`copy failed: <map> from <host>`)
+/// name the reduce themselves.
+fn recognize_own(msg: &str, own: &str) -> Option<Token> {
+    let detail = |map: &str, peer_host: Option<String>, bytes: Option<i64>| Detail {
+        task_id: Some(own.to_string()),
+        peer_task_id: Some(map.to_string()),
+        peer_host,
+        bytes,
+        ..Detail::default()
+    };
+    if let Some(rest) = msg.strip_prefix("Shuffling ") {
+        let (_, map) = rest.split_once(" from ")?;
+        let (map, _) = find_attempt(map)?;
+        // The raw (compressed) length is what crosses the network.
+        let raw = rest.split_once(" bytes (").and_then(|(_, r)| r.split_once(' ')).and_then(|(n, _)| n.parse().ok());
+        return Some(Token::Start { kind: StateKind::ReduceCopy, key: copy_key(own, map), detail: detail(map, None, raw) });
+    }
+    if let Some(rest) = msg.strip_prefix("Read ")
+        && let Some((_, map)) = rest.split_once(" bytes from map-output for ")
+    {
+        let (map, _) = find_attempt(map)?;
+        return Some(Token::End {
+            kind: StateKind::ReduceCopy,
+            key: copy_key(own, map),
+            outcome: Outcome::Succeeded,
+            detail: detail(map, None, None),
+        });
+    }
+    if let Some(rest) = msg.strip_prefix("Rec #1 from ") {
+        let (map, _) = find_attempt(rest)?;
+        return Some(Token::Amend { key: copy_key(own, map), detail: detail(map, host_after_from(rest), None) });
+    }
+    None
+}
+
+/// The token `msg` gives; `own` is the attempt whose log it is, if it is one's.
+pub fn recognize(msg: &str, own: Option<&str>) -> Option<Token> {
+    if let Some(own) = own
+        && let Some(token) = recognize_own(msg, own)
+    {
+        return Some(token);
+    }
     // `LaunchTaskAction: <id>` (≤0.18) and `LaunchTaskAction (registerTask): <id> task's state:…`.
     if let Some(rest) = msg.strip_prefix("LaunchTaskAction") {
         let (attempt, _) = find_attempt(rest)?;
@@ -66,7 +118,7 @@ pub fn recognize(msg: &str) -> Option<Token> {
             peer_host: host_after_from(rest),
             ..Detail::default()
         };
-        let key = format!("copy:{attempt}:{map}");
+        let key = copy_key(attempt, map);
         Some(match outcome {
             None => Token::Start { kind: StateKind::ReduceCopy, key, detail },
             Some(outcome) => Token::End { kind: StateKind::ReduceCopy, key, outcome, detail },
@@ -110,25 +162,25 @@ mod tests {
     #[test]
     fn task_starts_and_ends() {
         assert!(matches!(
-            recognize("LaunchTaskAction: task_0001_m_000003_0"),
+            recognize("LaunchTaskAction: task_0001_m_000003_0", None),
             Some(Token::Start { kind: StateKind::Map, .. })
         ));
-        let start = recognize(&format!("LaunchTaskAction (registerTask): {R} task's state:UNASSIGNED")).unwrap();
+        let start = recognize(&format!("LaunchTaskAction (registerTask): {R} task's state:UNASSIGNED"), None).unwrap();
         assert_eq!(start, Token::Start { kind: StateKind::Reduce, key: format!("task:{R}"), detail: task(R) });
-        assert_eq!(recognize(&format!("Task {M} is done.")), Some(task_end(M, Outcome::Succeeded)));
-        assert_eq!(recognize(&format!("Received KillTaskAction for task: {M}")), Some(task_end(M, Outcome::Killed)));
+        assert_eq!(recognize(&format!("Task {M} is done."), None), Some(task_end(M, Outcome::Succeeded)));
+        assert_eq!(recognize(&format!("Received KillTaskAction for task: {M}"), None), Some(task_end(M, Outcome::Killed)));
         assert_eq!(
-            recognize(&format!("{M}: Task {M} failed to report status for 600 seconds. Killing!")),
+            recognize(&format!("{M}: Task {M} failed to report status for 600 seconds. Killing!"), None),
             Some(task_end(M, Outcome::Failed))
         );
-        assert_eq!(recognize(&format!("{M} Child Error")), Some(task_end(M, Outcome::Failed)));
-        assert_eq!(recognize(&format!("{M} 0.6666667% hdfs://x/part-0:0+67108864")), None);
+        assert_eq!(recognize(&format!("{M} Child Error"), None), Some(task_end(M, Outcome::Failed)));
+        assert_eq!(recognize(&format!("{M} 0.6666667% hdfs://x/part-0:0+67108864"), None), None);
     }
 
     #[test]
     fn copies_and_merges() {
         let Some(Token::Start { kind, key, detail }) =
-            recognize(&format!("{R} Copying {M} output from fp30.pdl.cmu.local."))
+            recognize(&format!("{R} Copying {M} output from fp30.pdl.cmu.local."), None)
         else {
             panic!("no start")
         };
@@ -136,18 +188,40 @@ mod tests {
         assert_eq!(detail.peer_host.as_deref(), Some("fp30.pdl.cmu.local"));
         assert_eq!(detail.peer_task_id.as_deref(), Some(M));
         assert!(matches!(
-            recognize(&format!("{R} done copying {M} output from fp30.pdl.cmu.local.")),
+            recognize(&format!("{R} done copying {M} output from fp30.pdl.cmu.local."), None),
             Some(Token::End { kind: StateKind::ReduceCopy, outcome: Outcome::Succeeded, .. })
         ));
         assert!(matches!(
-            recognize(&format!("{R} Thread started: Thread for merging in memory files")),
+            recognize(&format!("{R} Thread started: Thread for merging in memory files"), None),
             Some(Token::Start { kind: StateKind::ReduceMergeCopy, .. })
         ));
         for end in [
             format!("{R} Merge of the 3 files in InMemoryFileSystem complete. Local file is /tmp/map_0.out"),
             format!("{R} Merge of the 3 files in-memory complete. Local file is /tmp/x of size 10"),
         ] {
-            assert!(matches!(recognize(&end), Some(Token::End { kind: StateKind::ReduceMergeCopy, .. })));
+            assert!(matches!(recognize(&end, None), Some(Token::End { kind: StateKind::ReduceMergeCopy, .. })));
         }
+    }
+
+    /// 0.20's fetch of one map output into memory, as `ReduceTask` logs it, in order.
+    #[test]
+    fn copies_named_by_the_map_alone_belong_to_the_attempt_whose_log_it_is() {
+        let own = Some(R);
+        assert_eq!(recognize(&format!("header: {M}, compressed len: 567, decompressed len: 1234"), own), None);
+        let start = recognize(&format!("Shuffling 1234 bytes (567 raw bytes) into RAM from {M}"), own);
+        let Some(Token::Start { kind: StateKind::ReduceCopy, key, detail }) = start else { panic!("{start:?}") };
+        assert_eq!(key, format!("copy:{R}:{M}"));
+        assert_eq!((detail.task_id.as_deref(), detail.peer_task_id.as_deref(), detail.bytes), (Some(R), Some(M), Some(567)));
+        let end = recognize(&format!("Read 1234 bytes from map-output for {M}"), own);
+        assert!(matches!(end, Some(Token::End { kind: StateKind::ReduceCopy, outcome: Outcome::Succeeded, ref key, .. }) if *key == format!("copy:{R}:{M}")));
+        let Some(Token::Amend { key, detail }) = recognize(&format!("Rec #1 from {M} -> (12, 40) from r01n07"), own) else {
+            panic!("no amendment")
+        };
+        assert_eq!((key, detail.peer_host.as_deref()), (format!("copy:{R}:{M}"), Some("r01n07")));
+        // The reduce's failure names it and the map's host itself, and ends the same copy.
+        let failed = recognize(&format!("{R} copy failed: {M} from r01n07"), own);
+        assert!(matches!(failed, Some(Token::End { outcome: Outcome::Failed, ref key, .. }) if *key == format!("copy:{R}:{M}")));
+        // Outside an attempt's log nothing says whose copy it is.
+        assert_eq!(recognize(&format!("Read 1234 bytes from map-output for {M}"), None), None);
     }
 }

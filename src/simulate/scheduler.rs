@@ -982,13 +982,14 @@ impl<'a, S: JobSource> Sim<'a, S> {
             (self.net_rate(from_n, node) / 2.0).min(link.cap_mb_s).min(self.disk_rate(from_n, start, false))
         };
         let dur = (mb / rate * 1000.0 + 40.0 + link.extra_ms) as i64;
+        let bytes = (mb * 1048576.0) as u32;
         // HADOOP-1152: the last output is fetched, but renaming it in the in-memory file
         // system fails (the file is flagged as being flushed to disk); the copier tries again
         // and again, and the reduce never leaves its copy phase.
         if copied + 1 == maps && self.struck.is_none() && Injected::hangs_copy(fault, node, start) {
             let stall = start;
             for _ in 0..RENAME_TRIES {
-                self.push(node, start, owner, Line::CopyStart { reduce: task, map: map_task, from });
+                self.push(node, start, owner, Line::CopyStart { reduce: task, map: map_task, from, bytes });
                 let failed = start + dur;
                 self.push(node, failed, owner, Line::CopyFailed { reduce: task, map: map_task, from, why: CopyFault::Rename });
                 self.use_total(owner, from_n, (start, failed), Use::DiskRead, mb);
@@ -1001,15 +1002,14 @@ impl<'a, S: JobSource> Sim<'a, S> {
             return;
         }
         if rng.chance(link.fail_p) {
-            self.push(node, start, owner, Line::CopyStart { reduce: task, map: map_task, from });
+            self.push(node, start, owner, Line::CopyStart { reduce: task, map: map_task, from, bytes });
             start += 30_000;
             self.push(node, start, owner, Line::CopyFailed { reduce: task, map: map_task, from, why: CopyFault::Timeout });
             start += 1000;
         }
         let end = start + dur;
-        self.push(node, start, owner, Line::CopyStart { reduce: task, map: map_task, from });
-        self.push(node, end, owner, Line::CopyDone { reduce: task, map: map_task, from });
-        let bytes = (mb * 1048576.0) as u32;
+        self.push(node, start, owner, Line::CopyStart { reduce: task, map: map_task, from, bytes });
+        self.push(node, end, owner, Line::CopyDone { reduce: task, map: map_task, from, bytes });
         self.push(from_n, end, owner, Line::ShuffleServed { map: map_task, reduce: task, to: node as u16, port, bytes, dur_ms: dur as u32 });
         self.use_total(owner, from_n, (start, end), Use::DiskRead, mb);
         if from_n != node {

@@ -62,8 +62,8 @@ pub enum Line {
     ShuffleServed { map: TaskRef, reduce: TaskRef, to: u16, port: u16, bytes: u32, dur_ms: u32 },
     // A reduce attempt's syslog.
     SyslogOpen { task: TaskRef, maps: u32 },
-    CopyStart { reduce: TaskRef, map: TaskRef, from: u16 },
-    CopyDone { reduce: TaskRef, map: TaskRef, from: u16 },
+    CopyStart { reduce: TaskRef, map: TaskRef, from: u16, bytes: u32 },
+    CopyDone { reduce: TaskRef, map: TaskRef, from: u16, bytes: u32 },
     CopyFailed { reduce: TaskRef, map: TaskRef, from: u16, why: CopyFault },
     MergeStart { reduce: TaskRef },
     MergeDone { reduce: TaskRef, files: u16, merge: u16, bytes: u32 },
@@ -271,6 +271,10 @@ const TT: &str = "org.apache.hadoop.mapred.TaskTracker";
 const TT_TRACE: &str = "org.apache.hadoop.mapred.TaskTracker.clienttrace";
 const RUNNER: &str = "org.apache.hadoop.mapred.TaskRunner";
 const REDUCE: &str = "org.apache.hadoop.mapred.ReduceTask";
+
+/// A map output larger than this is fetched to disk, not memory (the `MaxSingleShuffleLimit` the
+/// syslog's `ShuffleRamManager` line states).
+const MAX_SINGLE_SHUFFLE: u32 = 35_484_468;
 const LOCAL_DIR: &str = "/tmp/hadoop-hadoop/mapred/local/taskTracker/jobcache";
 
 fn dn_logger(v: Version) -> &'static str {
@@ -606,7 +610,9 @@ impl NodeWriter {
                 self.s("Initializing JVM Metrics with processName=SHUFFLE, sessionId=\n");
                 self.emit(Dest::Syslog(task))?;
                 self.head(ms, "INFO", REDUCE);
-                self.s("ShuffleRamManager: MemoryLimit=141937872, MaxSingleShuffleLimit=35484468\n");
+                self.s("ShuffleRamManager: MemoryLimit=141937872, MaxSingleShuffleLimit=");
+                self.n(u64::from(MAX_SINGLE_SHUFFLE));
+                self.s("\n");
                 self.emit(Dest::Syslog(task))?;
                 self.head(ms, "INFO", REDUCE);
                 self.attempt(task, names);
@@ -619,7 +625,47 @@ impl NodeWriter {
                 self.s(" map output(s) where 0 is already in progress\n");
                 self.emit(Dest::Syslog(task))
             }
-            Line::CopyStart { reduce, map, from } | Line::CopyDone { reduce, map, from } => {
+            Line::CopyStart { reduce, map, bytes, .. } if v == Version::V020 => {
+                self.head(ms, "INFO", REDUCE);
+                self.s("header: ");
+                self.attempt(map, names);
+                self.s(", compressed len: ");
+                self.n(u64::from(bytes));
+                self.s(", decompressed len: ");
+                self.n(u64::from(bytes));
+                self.s("\n");
+                self.emit(Dest::Syslog(reduce))?;
+                self.head(ms, "INFO", REDUCE);
+                self.s("Shuffling ");
+                self.n(u64::from(bytes));
+                self.s(" bytes (");
+                self.n(u64::from(bytes));
+                self.s(if bytes > MAX_SINGLE_SHUFFLE { " raw bytes) into Local-FS from " } else { " raw bytes) into RAM from " });
+                self.attempt(map, names);
+                self.s("\n");
+                self.emit(Dest::Syslog(reduce))
+            }
+            Line::CopyDone { reduce, map, from, bytes } if v == Version::V020 => {
+                self.head(ms, "INFO", REDUCE);
+                self.s("Read ");
+                self.n(u64::from(bytes));
+                self.s(" bytes from map-output for ");
+                self.attempt(map, names);
+                self.s("\n");
+                self.emit(Dest::Syslog(reduce))?;
+                // Only a fetch into memory looks at its first record, naming the map's host.
+                if bytes > MAX_SINGLE_SHUFFLE {
+                    return Ok(());
+                }
+                self.head(ms, "INFO", REDUCE);
+                self.s("Rec #1 from ");
+                self.attempt(map, names);
+                self.s(" -> (12, 40) from ");
+                self.s(&names.hosts[usize::from(from)].0);
+                self.s("\n");
+                self.emit(Dest::Syslog(reduce))
+            }
+            Line::CopyStart { reduce, map, from, .. } | Line::CopyDone { reduce, map, from, .. } => {
                 self.head(ms, "INFO", REDUCE);
                 self.attempt(reduce, names);
                 self.s(if matches!(rec.line, Line::CopyStart { .. }) { " Copying " } else { " done copying " });
@@ -881,7 +927,7 @@ mod tests {
             Line::MapProgress { task: m, frac: 0.5 },
             Line::Done { task: m },
             Line::SyslogOpen { task: r, maps: 4 },
-            Line::CopyStart { reduce: r, map: m, from: 1 },
+            Line::CopyStart { reduce: r, map: m, from: 1, bytes: 1000 },
             Line::SyslogClose { task: r, done: true },
             Line::Receiving { block: -42, src: 1, port: 40001 },
             Line::Received { block: -42, src: 1, port: 40001, size: 100, client: m, dur_ms: 5, downstream: 0 },
