@@ -15,11 +15,14 @@
 //! rendered as SQL literals (strings quoted, timestamps as `TIMESTAMP '…'`), so a value can never
 //! change the statement's shape, and the peer functions, which want literal arguments, get them.
 
+use std::collections::BTreeSet;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, anyhow, bail};
 use chrono::{DateTime, NaiveDate, NaiveDateTime, Utc};
+use datafusion::sql::parser::DFParser;
+use datafusion::sql::resolve::resolve_table_references;
 use indexmap::IndexMap;
 
 /// The queries shipped with Kahuna, used when the queries folder does not hold one by that name.
@@ -248,6 +251,19 @@ impl Query {
         }
         let sql = substitute(&self.text, &literals).with_context(|| self.origin.clone())?;
         Ok(Bound { sql, values })
+    }
+}
+
+impl Bound {
+    /// The tables its statements read, whatever the statement (CTE names are not tables; the
+    /// tables an earlier statement creates are), lowercase as the planner resolves them.
+    pub fn tables(&self) -> Result<BTreeSet<String>> {
+        let mut tables = BTreeSet::new();
+        for statement in DFParser::parse_sql(&self.sql)? {
+            let (references, _ctes) = resolve_table_references(&statement, true)?;
+            tables.extend(references.iter().map(|r| r.table().to_string()));
+        }
+        Ok(tables)
     }
 }
 

@@ -34,7 +34,7 @@ use datafusion::arrow::datatypes::{DataType, TimeUnit, TimestampMicrosecondType}
 use crate::diagnose::{self, Record, Request};
 use crate::ingest::discover::Hints;
 use crate::ingest::{IngestOptions, ingest};
-use crate::queries::Query;
+use crate::queries::{Output, Query};
 use crate::warehouse::Warehouse;
 use crate::warehouse::results::{self, LedgerEntry, SCHEDULE_RUNS};
 use clock::Clock;
@@ -130,6 +130,51 @@ impl Job {
             Work::Ingest { .. } => "ingest".into(),
         }
     }
+
+    /// Whether this job must run before `later` when both are due at one instant: an ingest
+    /// writes what every query reads, and a query writes its output (`diagnoses` for a verdict),
+    /// which a query such as `combined` reads.
+    fn feeds(&self, later: &Job) -> Result<bool> {
+        let Work::Query { query: reader, params } = &later.work else { return Ok(false) };
+        let output = match &self.work {
+            Work::Ingest { .. } => return Ok(true),
+            Work::Query { query, .. } => match &query.output {
+                Output::Verdict => results::DIAGNOSES,
+                Output::Table(table) => table.as_str(),
+            },
+        };
+        Ok(reader.bind(params)?.tables()?.contains(output))
+    }
+}
+
+/// Each job's stage: jobs due at one instant run by stage, a job after every job that
+/// [feeds](Job::feeds) it; equal stages keep the configuration's order. A cycle (two queries
+/// that each read what the other writes) is broken where it closes.
+fn stages(jobs: &[Job]) -> Result<Vec<usize>> {
+    let mut feeds = vec![vec![false; jobs.len()]; jobs.len()];
+    for (a, earlier) in jobs.iter().enumerate() {
+        for (b, later) in jobs.iter().enumerate() {
+            feeds[a][b] = a != b && earlier.feeds(later).with_context(|| later.name.clone())?;
+        }
+    }
+    fn stage_of(job: usize, feeds: &[Vec<bool>], stages: &mut [Option<usize>], on_path: &mut [bool]) -> usize {
+        if let Some(stage) = stages[job] {
+            return stage;
+        }
+        on_path[job] = true;
+        let mut stage = 0;
+        for earlier in 0..feeds.len() {
+            if feeds[earlier][job] && !on_path[earlier] {
+                stage = stage.max(stage_of(earlier, feeds, stages, on_path) + 1);
+            }
+        }
+        on_path[job] = false;
+        stages[job] = Some(stage);
+        stage
+    }
+    let mut stages = vec![None; jobs.len()];
+    let mut on_path = vec![false; jobs.len()];
+    Ok((0..jobs.len()).map(|job| stage_of(job, &feeds, &mut stages, &mut on_path)).collect())
 }
 
 pub struct Policy {
@@ -364,24 +409,31 @@ pub async fn run_scheduler(
 ) -> Result<()> {
     let started = clock.now();
     let mut handled = ledger.handled().await?;
+    let stages = stages(jobs)?;
     for job in jobs {
         let next = job.schedule.next_after(started).map_or("never".into(), |t| t.to_rfc3339());
         eprintln!("{}: `{}` in {}, next at {next}", job.name, job.schedule.expression, job.schedule.zone);
     }
     loop {
         let now = clock.now();
-        for job in jobs {
+        let mut due = Vec::new();
+        for (index, job) in jobs.iter().enumerate() {
             let last = handled.get(&job.name).copied();
-            for (occurrence, caught_up) in plan::due(&job.schedule, last, started, now, job.catch_up) {
-                let run_date = job.schedule.run_date(occurrence, job.days_back);
-                let trigger = if caught_up { "catch-up" } else { "schedule" };
-                match run_with_retries(job, run_date, Some(occurrence), trigger, runner, ledger, clock, policy).await {
-                    Ok(rows) => eprintln!("{} for {run_date} ({trigger}): {rows} rows", job.name),
-                    // One job failing for good does not stop the others; the ledger has it.
-                    Err(e) => eprintln!("error: {e:#}"),
-                }
-                handled.insert(job.name.clone(), occurrence);
+            let occurrences = plan::due(&job.schedule, last, started, now, job.catch_up);
+            due.extend(occurrences.into_iter().map(|(occurrence, caught_up)| (occurrence, stages[index], index, caught_up)));
+        }
+        // Oldest first; at one instant, a job after those that write what it reads.
+        due.sort_by_key(|&(occurrence, stage, index, _)| (occurrence, stage, index));
+        for (occurrence, _, index, caught_up) in due {
+            let job = &jobs[index];
+            let run_date = job.schedule.run_date(occurrence, job.days_back);
+            let trigger = if caught_up { "catch-up" } else { "schedule" };
+            match run_with_retries(job, run_date, Some(occurrence), trigger, runner, ledger, clock, policy).await {
+                Ok(rows) => eprintln!("{} for {run_date} ({trigger}): {rows} rows", job.name),
+                // One job failing for good does not stop the others; the ledger has it.
+                Err(e) => eprintln!("error: {e:#}"),
             }
+            handled.insert(job.name.clone(), occurrence);
         }
         // Each job's next occurrence after the last it dealt with, not after now: one that fell
         // due while others ran (a long ingest, retries) runs at once, not a day late.
@@ -569,6 +621,25 @@ mod tests {
         assert_eq!(plan.lines().count(), 3, "{plan}");
         assert!(plan.starts_with("wb for 2024-01-07: window [2024-01-07T00:00:00+00:00, 2024-01-08T00:00:00+00:00)"), "{plan}");
         assert_eq!(broken.calls.lock().unwrap().len(), 3, "a dry run runs nothing");
+    }
+
+    /// `combined` reads the verdicts the others write, and every query reads what the ingest
+    /// writes: at 02:00 they run in that order, however the configuration lists them.
+    #[tokio::test]
+    async fn jobs_due_together_run_after_those_that_write_what_they_read() {
+        let config = "[[jobs]]\nquery = 'combined'\ncron = '0 2 * * *'\n\
+                      [[jobs]]\nquery = 'controlflow'\ncron = '0 2 * * *'\n\
+                      [[jobs]]\nquery = 'kahuna_wb'\ncron = '0 2 * * *'\n\
+                      [[jobs]]\ningest = ['logs']\ncron = '0 2 * * *'\n";
+        let jobs = toml::from_str::<Config>(config).unwrap().jobs(Path::new(".")).unwrap();
+        assert_eq!(stages(&jobs).unwrap(), vec![2, 1, 1, 0]);
+        let dir = tempfile::tempdir().unwrap();
+        let ledger = Ledger::new(Warehouse::new(dir.path()));
+        let clock = FakeClock::new(utc("2024-01-01T12:00:00Z"));
+        let script = Script { calls: Mutex::new(Vec::new()), failures: 0 };
+        run_scheduler(&jobs, &script, &ledger, &clock, &policy(), Some(utc("2024-01-02T12:00:00Z"))).await.unwrap();
+        let calls: Vec<String> = script.calls.lock().unwrap().iter().map(|c| c.0.clone()).collect();
+        assert_eq!(calls, ["ingest", "controlflow", "kahuna_wb", "combined"]);
     }
 
     fn day(d: u32) -> NaiveDate {
