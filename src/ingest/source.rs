@@ -90,6 +90,12 @@ impl LineReader {
     /// the first line read. For a plain file, reading stops at `end`.
     pub fn open(path: &Path, gzip: bool, start: u64, end: Option<u64>, first_number: u64) -> io::Result<Self> {
         let mut file = File::open(path)?;
+        // A small plain file gets a buffer of its size: a zeroed CHUNK per file cost more than
+        // the parsing of a cluster's thousands of short attempt logs. Longer lines grow it.
+        let capacity = match gzip {
+            true => CHUNK,
+            false => usize::try_from(file.metadata()?.len().saturating_sub(start) + 1).map_or(CHUNK, |len| len.min(CHUNK)),
+        };
         let input: Box<dyn Read + Send> = if gzip {
             let mut decoder = MultiGzDecoder::new(io::BufReader::with_capacity(CHUNK, file));
             io::copy(&mut (&mut decoder).take(start), &mut io::sink())?;
@@ -100,7 +106,7 @@ impl LineReader {
         };
         Ok(LineReader {
             input,
-            buf: vec![0; CHUNK],
+            buf: vec![0; capacity],
             pos: 0,
             filled: 0,
             eof: false,
