@@ -32,7 +32,7 @@ use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::{DataType, TimeUnit, TimestampMicrosecondType};
 
 use crate::diagnose::{self, Record, Request};
-use crate::ingest::discover::Hints;
+use crate::ingest::discover::{Hints, parse_daemon_flag};
 use crate::ingest::{IngestOptions, ingest};
 use crate::queries::{Output, Query};
 use crate::warehouse::Warehouse;
@@ -73,6 +73,13 @@ pub struct JobConfig {
     /// Log folders or files to ingest: makes this an ingest job.
     #[serde(default)]
     pub ingest: Vec<PathBuf>,
+    /// An ingest's `--tz`: the zone the logs' timestamps were written in (UTC by default), not
+    /// the zone of the cron expression.
+    pub tz: Option<String>,
+    /// An ingest's `--host`, `--daemon` and `--iface`, for files whose names do not say.
+    pub host: Option<String>,
+    pub daemon: Option<String>,
+    pub iface: Option<String>,
     pub cron: String,
     pub cluster: Option<String>,
     pub zone: Option<String>,
@@ -110,7 +117,7 @@ fn default_days_back() -> u32 {
 #[derive(Clone, Debug)]
 pub enum Work {
     Query { query: Query, params: Vec<(String, String)> },
-    Ingest { paths: Vec<PathBuf> },
+    Ingest { paths: Vec<PathBuf>, zone: Option<Tz>, hints: Hints },
 }
 
 #[derive(Clone, Debug)]
@@ -220,6 +227,12 @@ impl Config {
             let at = || format!("jobs[{index}]{}", job.name.as_deref().map(|n| format!(" ({n})")).unwrap_or_default());
             let zone = parse_zone(job.zone.as_deref().unwrap_or(&self.zone)).with_context(at)?;
             let schedule = Schedule::parse(&job.cron, zone).with_context(at)?;
+            let ingest_flags = [("tz", &job.tz), ("host", &job.host), ("daemon", &job.daemon), ("iface", &job.iface)];
+            if job.ingest.is_empty()
+                && let Some((flag, _)) = ingest_flags.iter().find(|(_, value)| value.is_some())
+            {
+                bail!("{}: `{flag}` is for ingest jobs; a query job has none", at());
+            }
             let (name, work) = match (&job.query, job.ingest.is_empty()) {
                 (Some(spec), true) => {
                     let query = Query::resolve(spec, &base.join(&self.queries)).with_context(at)?;
@@ -231,7 +244,13 @@ impl Config {
                 }
                 (None, false) => {
                     let paths = job.ingest.iter().map(|p| base.join(p)).collect();
-                    (job.name.clone().unwrap_or_else(|| "ingest".into()), Work::Ingest { paths })
+                    let zone = match job.tz.as_deref() {
+                        None | Some("UTC") => None,
+                        Some(name) => Some(parse_zone(name).with_context(at)?),
+                    };
+                    let daemon = job.daemon.as_deref().map(parse_daemon_flag).transpose().with_context(at)?;
+                    let hints = Hints { host: job.host.clone(), daemon, iface: job.iface.clone() };
+                    (job.name.clone().unwrap_or_else(|| "ingest".into()), Work::Ingest { paths, zone, hints })
                 }
                 _ => bail!("{}: a job has either `query` or `ingest`", at()),
             };
@@ -285,13 +304,13 @@ impl Runner for WarehouseRunner {
                 request.run_date = run_date;
                 Ok(diagnose::run(&self.warehouse, &request, Record::Replace).await?.rows)
             }
-            Work::Ingest { paths } => {
+            Work::Ingest { paths, zone, hints } => {
                 let options = IngestOptions {
                     paths: paths.clone(),
                     cluster: job.cluster.clone().unwrap_or_else(|| "default".into()),
                     warehouse: self.warehouse.clone(),
-                    zone: None,
-                    hints: Hints::default(),
+                    zone: *zone,
+                    hints: hints.clone(),
                     progress: false,
                     threads: std::thread::available_parallelism().map_or(2, usize::from),
                     dry_run: false,
@@ -514,7 +533,7 @@ mod tests {
     fn nightly(name: &str, catch_up: CatchUp) -> Job {
         Job {
             name: name.into(),
-            work: Work::Ingest { paths: Vec::new() },
+            work: Work::Ingest { paths: Vec::new(), zone: None, hints: Hints::default() },
             schedule: Schedule::parse("0 2 * * *", Tz::UTC).unwrap(),
             cluster: Some("c1".into()),
             catch_up,
@@ -663,10 +682,19 @@ mod tests {
             ("[[jobs]]\nquery = 'kahuna_wb'\ncron = '0 2 * * *'\nzone = 'Mars/Base'\n", "jobs[0]: zone Mars/Base"),
             ("[[jobs]]\nname = 'x'\nquery = 'kahuna_wb'\ncron = '0 2 * * *'\nparams = { treshold = 1 }\n", "jobs[0] (x)"),
             ("[[jobs]]\ncron = '0 2 * * *'\n", "a job has either `query` or `ingest`"),
+            ("[[jobs]]\nquery = 'kahuna_wb'\ncron = '0 2 * * *'\ntz = 'Asia/Tokyo'\n", "jobs[0]: `tz` is for ingest jobs"),
+            ("[[jobs]]\ningest = ['logs']\ncron = '0 2 * * *'\ndaemon = 'jobtrack'\n", "jobs[0]: --daemon jobtrack: not a daemon"),
+            ("[[jobs]]\ningest = ['logs']\ncron = '0 2 * * *'\ntz = 'Mars/Base'\n", "jobs[0]: zone Mars/Base"),
         ] {
             let err = format!("{:#}", read(text).unwrap_err());
             assert!(err.contains(expected), "{text}: {err}");
         }
+        // An ingest of logs written in local time, by one host whose files are not named after it.
+        let jobs = read("[[jobs]]\ningest = ['logs']\ncron = '0 2 * * *'\ntz = 'America/Los_Angeles'\nhost = 'r01n07'\ndaemon = 'datanode'\n")
+            .unwrap();
+        let Work::Ingest { zone, hints, .. } = &jobs[0].work else { panic!("an ingest job") };
+        assert_eq!(*zone, Some(chrono_tz::America::Los_Angeles));
+        assert_eq!((hints.host.as_deref(), hints.daemon), (Some("r01n07"), Some(crate::ingest::discover::Daemon::DataNode)));
         let err = format!("{:#}", read("catch_up = 'sometimes'\n").unwrap_err());
         assert!(err.contains("sometimes"), "{err}");
     }
