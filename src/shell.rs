@@ -4,6 +4,7 @@
 
 use std::io::Write;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
@@ -26,16 +27,23 @@ pub async fn run_script(ctx: &SessionContext, sql: &str, format: Format, out: &m
     for statement in statements {
         let started = Instant::now();
         let plan = ctx.state().statement_to_plan(statement).await?;
-        let batches = ctx.execute_logical_plan(plan).await?.collect().await?;
-        print_batches(&batches, format, out)?;
-        if format == Format::Table {
-            let rows: usize = batches.iter().map(RecordBatch::num_rows).sum();
-            eprintln!("{rows} row{} in {:.3} s", if rows == 1 { "" } else { "s" }, started.elapsed().as_secs_f64());
+        let frame = ctx.execute_logical_plan(plan).await?;
+        // The plan's schema, not the first batch's: an empty result may come as no batch at all,
+        // and its CSV header or Parquet file still says what its columns are.
+        let schema = Arc::new(frame.schema().as_arrow().clone());
+        let mut batches = frame.collect().await?;
+        if batches.is_empty() {
+            batches.push(RecordBatch::new_empty(schema));
         }
+        print_batches(&batches, format, out)?;
+        // On stderr, so that whatever the format, stdout holds the result alone.
+        let rows: usize = batches.iter().map(RecordBatch::num_rows).sum();
+        eprintln!("{rows} row{} in {:.3} s", if rows == 1 { "" } else { "s" }, started.elapsed().as_secs_f64());
     }
     Ok(())
 }
 
+/// Every batch in `format`; `batches` holds at least one (empty where the result is).
 pub fn print_batches(batches: &[RecordBatch], format: Format, out: &mut dyn Write) -> Result<()> {
     match format {
         Format::Table => writeln!(out, "{}", pretty_format_batches(batches)?)?,

@@ -33,6 +33,18 @@ fn ingest_prints_a_summary_and_sql_answers_in_every_format() {
     assert_eq!(text(&json.stdout).lines().next(), Some(r#"{"state":"Reduce","n":3}"#));
     let parquet = kahuna(wh.path(), &["sql", "--format", "parquet", "-c", sql]);
     assert!(parquet.stdout.starts_with(b"PAR1") && parquet.stdout.ends_with(b"PAR1"));
+    assert!(text(&parquet.stderr).contains("3 rows in"), "timed in every format: {}", text(&parquet.stderr));
+
+    // No row: the columns are still said, as a CSV header and a Parquet file of no rows.
+    let none = sql.replace("LIKE 'Reduce%'", "= 'NoSuchState'");
+    let csv = kahuna(wh.path(), &["sql", "--format", "csv", "-c", &none]);
+    assert_eq!(text(&csv.stdout), "state,n\n");
+    let parquet = kahuna(wh.path(), &["sql", "--format", "parquet", "-c", &none]);
+    let file = wh.path().join("empty.parquet");
+    std::fs::write(&file, &parquet.stdout).unwrap();
+    let empty = datafusion::parquet::file::reader::SerializedFileReader::new(std::fs::File::open(&file).unwrap()).unwrap();
+    let meta = datafusion::parquet::file::reader::FileReader::metadata(&empty).file_metadata().clone();
+    assert_eq!((meta.num_rows(), meta.schema_descr().num_columns()), (0, 2));
 
     // `WHERE date = …` reads the files of that partition only.
     let plan = kahuna(wh.path(), &["sql", "-c", "EXPLAIN SELECT message FROM logs WHERE date = DATE '2008-11-09'"]);
