@@ -5,7 +5,7 @@
 //! A table is opened when a statement first names it, not when the session starts: a query
 //! reads two or three of the warehouse's dozen tables, and opening one replays its Delta log.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex};
 
 use anyhow::{Context, Result};
@@ -17,6 +17,8 @@ use datafusion::common::config::Dialect;
 use datafusion::execution::SessionStateBuilder;
 use datafusion::execution::runtime_env::RuntimeEnv;
 use datafusion::prelude::{SessionConfig, SessionContext};
+use datafusion::sql::parser::{DFParser, Statement};
+use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
 
 use crate::ingest::addresses;
 use crate::warehouse::Warehouse;
@@ -26,12 +28,19 @@ pub async fn session(warehouse: &Warehouse) -> Result<SessionContext> {
     session_over(&Snapshot::take(warehouse).await?)
 }
 
+/// The statements of `sql` in the grammar of every session: scripts, saved queries and the
+/// shell are parsed here, before the session plans them (`DFParser::parse_sql` would take
+/// the generic grammar whatever the session says).
+pub fn parse(sql: &str) -> Result<VecDeque<Statement>> {
+    Ok(DFParser::parse_sql_with_dialect(sql, &PostgreSqlDialect {})?)
+}
+
 /// A fresh session (its own views and `CREATE TABLE`s) over tables already opened by others.
 pub fn session_over(snapshot: &Snapshot) -> Result<SessionContext> {
     let mut config = SessionConfig::new().with_information_schema(true);
     // PostgreSQL's grammar, not the generic one: that one takes a trailing comma in a select
     // list, so `SELECT host, cluster FROM …` ended at the comma (CLUSTER opens Hive's
-    // `CLUSTER BY`), and every warehouse table has a `cluster` column.
+    // `CLUSTER BY`), and every warehouse table has a `cluster` column. [`parse`] uses it too.
     config.options_mut().sql_parser.dialect = Dialect::PostgreSQL;
     // The snapshot's runtime: its Delta tables registered their object stores there.
     let state = SessionStateBuilder::new()

@@ -17,7 +17,6 @@ use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::{DataType, Float64Type};
 use datafusion::arrow::util::display::{ArrayFormatter, FormatOptions};
 use datafusion::prelude::SessionContext;
-use datafusion::sql::parser::DFParser;
 
 use crate::catalog;
 use crate::queries::{Output, Query};
@@ -97,7 +96,7 @@ pub async fn run(warehouse: &Warehouse, request: &Request, record: Record) -> Re
 pub async fn run_in(ctx: &SessionContext, warehouse: &Warehouse, request: &Request, record: Record) -> Result<Outcome> {
     let query = &request.query;
     let bound = query.bind(&request.values())?;
-    let statements = DFParser::parse_sql(&bound.sql).with_context(|| format!("{}: cannot parse", query.origin))?;
+    let statements = catalog::parse(&bound.sql).with_context(|| format!("{}: cannot parse", query.origin))?;
     let count = statements.len();
     let mut results = Vec::new();
     let mut last = Vec::new();

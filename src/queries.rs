@@ -21,7 +21,6 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, anyhow, bail};
 use chrono::{DateTime, NaiveDate, NaiveDateTime, Utc};
-use datafusion::sql::parser::DFParser;
 use datafusion::sql::resolve::resolve_table_references;
 use indexmap::IndexMap;
 
@@ -259,7 +258,7 @@ impl Bound {
     /// tables an earlier statement creates are), lowercase as the planner resolves them.
     pub fn tables(&self) -> Result<BTreeSet<String>> {
         let mut tables = BTreeSet::new();
-        for statement in DFParser::parse_sql(&self.sql)? {
+        for statement in crate::catalog::parse(&self.sql)? {
             let (references, _ctes) = resolve_table_references(&statement, true)?;
             tables.extend(references.iter().map(|r| r.table().to_string()));
         }

@@ -11,7 +11,6 @@ use anyhow::{Context, Result, bail};
 use datafusion::arrow::array::RecordBatch;
 use datafusion::arrow::util::pretty::pretty_format_batches;
 use datafusion::prelude::SessionContext;
-use datafusion::sql::parser::DFParser;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum Format {
@@ -23,7 +22,7 @@ pub enum Format {
 
 /// Runs every statement of `sql`, printing each result; the first error ends it.
 pub async fn run_script(ctx: &SessionContext, sql: &str, format: Format, out: &mut dyn Write) -> Result<()> {
-    let statements = DFParser::parse_sql(sql)?;
+    let statements = crate::catalog::parse(sql)?;
     for statement in statements {
         let started = Instant::now();
         let plan = ctx.state().statement_to_plan(statement).await?;

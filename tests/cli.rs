@@ -51,6 +51,10 @@ fn ingest_prints_a_summary_and_sql_answers_in_every_format() {
     let plan = text(&plan.stdout);
     assert!(plan.contains("date=2008-11-09/") && !plan.contains("date=2008-08-23/"), "{plan}");
 
+    // A script is read in the sessions' grammar: the generic one ended this list at `cluster`.
+    let listed = kahuna(wh.path(), &["sql", "--format", "csv", "-c", "SELECT DISTINCT host, cluster FROM states WHERE host = 'node1'"]);
+    assert_eq!(text(&listed.stdout), "host,cluster\nnode1,c1\n", "{}", text(&listed.stderr));
+
     let missing = kahuna(wh.path(), &["sql", "-c", "SELECT * FROM nosuch"]);
     assert!(!missing.status.success());
     assert!(text(&missing.stderr).contains("nosuch"), "{}", text(&missing.stderr));
