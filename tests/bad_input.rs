@@ -136,3 +136,51 @@ async fn a_growing_file_is_read_from_where_the_last_ingest_stopped() {
     let again = ingest_into(vec![gzipped], wh.path(), None).await;
     assert_eq!(again.files_with_status("unchanged"), 1);
 }
+
+/// A nightly ingest of a live log stops in the middle of tasks. The next run reads again from
+/// the earliest start still open (within a day of the log's last line), so a task begun before
+/// one run and ended after it is one state with its duration, and the unterminated row the
+/// first run wrote is gone; lines are counted and logged once.
+#[tokio::test]
+async fn a_state_begun_before_one_ingest_and_ended_after_it_is_one_state() {
+    let input = tempfile::tempdir().unwrap();
+    let log = input.path().join("hadoop-u-tasktracker-h1.log");
+    let task = |i: u32| format!("attempt_200808231712_0001_m_00000{i}_0");
+    let launch = |at: &str, i: u32| format!("2008-08-{at},000 INFO a.TaskTracker: LaunchTaskAction: {}\n", task(i));
+    let done = |at: &str, i: u32| format!("2008-08-{at},000 INFO a.TaskTracker: Task {} is done.\n", task(i));
+    // Task 0 began two days before the rest: too long ago to be reopened.
+    let first = [launch("21 10:00:00", 0), launch("23 17:12:01", 1), launch("23 17:12:02", 2), done("23 17:12:05", 2)];
+    std::fs::write(&log, first.concat()).unwrap();
+    let wh = tempfile::tempdir().unwrap();
+    ingest_into(vec![log.clone()], wh.path(), None).await;
+    let mut file = std::fs::OpenOptions::new().append(true).open(&log).unwrap();
+    write!(file, "{}{}{}", launch("23 17:12:06", 3), done("23 17:12:09", 1), done("23 17:12:10", 0)).unwrap();
+    let second = ingest_into(vec![log.clone()], wh.path(), None).await;
+    let counts = |s: &kahuna::ingest::Summary| {
+        [s.total(|r| r.lines_read), s.total(|r| r.states), s.total(|r| r.unterminated), s.total(|r| r.unmatched_ends)]
+    };
+    // Lines 5–7: task 1 ended, task 3 began, task 0's end found no start.
+    assert_eq!(counts(&second), [3, 3, 1, 1]);
+    write!(file, "{}", done("23 17:12:12", 3)).unwrap();
+    let third = ingest_into(vec![log.clone()], wh.path(), None).await;
+    assert_eq!(counts(&third), [1, 1, 0, 0]);
+    let nothing_new = ingest_into(vec![log.clone()], wh.path(), None).await;
+    assert_eq!((nothing_new.files_with_status("unchanged"), nothing_new.total(|r| r.lines_read)), (1, 0));
+
+    let states = rows(
+        wh.path(),
+        "SELECT substr(task_id, 34, 1) AS task, start_line, end_line, duration_ms FROM states ORDER BY task_id, start_line NULLS FIRST",
+    )
+    .await;
+    let expect = [
+        ["0", "", "7", ""],
+        ["0", "1", "", ""],
+        ["1", "2", "6", "8000.0"],
+        ["2", "3", "4", "3000.0"],
+        ["3", "5", "8", "6000.0"],
+    ];
+    assert_eq!(states, owned(&expect));
+    assert_eq!(scalar(wh.path(), "SELECT count(*) || ' ' || count(DISTINCT line) FROM logs").await, "8 8");
+    let ranges = rows(wh.path(), "SELECT offset_start, lines_read FROM ingests ORDER BY offset_start").await;
+    assert_eq!(ranges.iter().map(|r| r[1].as_str()).collect::<Vec<_>>(), ["4", "3", "1"], "{ranges:?}");
+}

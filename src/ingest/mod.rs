@@ -21,7 +21,7 @@ pub mod states;
 pub mod stream;
 pub mod tasktracker;
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -137,6 +137,11 @@ pub async fn ingest(options: &IngestOptions) -> Result<Summary> {
         }
     }
     let planned_records = records::plan_all(record_files, &appenders, &options.cluster, &mut reports).await?;
+    // A stream with nothing new is not read again only to reopen its states: they stay open.
+    let (streams, idle): (VecDeque<_>, VecDeque<_>) =
+        group_streams(planned).into_iter().partition(|stream| stream.iter().any(|p| p.grown));
+    reports.extend(idle.iter().flatten().map(|p| unchanged(&p.file.display, p.file.size)));
+    let planned: Vec<PlannedFile> = streams.iter().flatten().cloned().collect();
 
     let to_read: u64 = planned.iter().map(|p| p.file.end.unwrap_or(p.file.size).saturating_sub(p.start)).sum::<u64>()
         + planned_records.iter().map(|p| p.file.size.saturating_sub(p.start)).sum::<u64>();
@@ -150,7 +155,7 @@ pub async fn ingest(options: &IngestOptions) -> Result<Summary> {
         lines_read: Arc::new(AtomicU64::new(0)),
     });
     let bar = progress_bar(options.progress, to_read);
-    let mut work: VecDeque<Work> = group_streams(planned.clone()).into_iter().map(Work::Logs).collect();
+    let mut work: VecDeque<Work> = streams.into_iter().map(Work::Logs).collect();
     work.extend(planned_records.iter().cloned().map(Work::Record));
     let work = Arc::new(Mutex::new(work));
     let hints = Arc::new(options.hints.clone());
@@ -226,8 +231,32 @@ pub async fn ingest(options: &IngestOptions) -> Result<Summary> {
     let mut ingests_writer = appenders[slot(Table::Ingests)].part_writer()?;
     ingests_writer.write(ingest_rows).await?;
     adds[slot(Table::Ingests)].extend(ingests_writer.finish().await?);
+    // States this run saw end that an earlier run wrote unterminated: their old rows go in the
+    // commit that adds the new ones.
+    let states = &appenders[slot(Table::States)];
+    let mut superseded: BTreeMap<i32, HashMap<(String, i64), usize>> = BTreeMap::new();
+    for row in reports.iter().flat_map(|r| &r.superseded) {
+        *superseded.entry(row.date).or_default().entry((row.file.clone(), row.start_line as i64)).or_default() += 1;
+    }
+    let (removes, rewritten) = states.without_unterminated(&superseded).await?;
+    adds[slot(Table::States)].extend(rewritten);
+    let mut state_transactions = transactions.clone();
+    for p in &planned {
+        let Some(report) = reports.iter().find(|r| r.key.as_deref() == Some(&p.file.key) && r.display == p.file.display) else { continue };
+        let earlier = reopen_point(states, &options.cluster, &p.file.key);
+        // Where nothing is open any more, the point moves to the file's end: nothing to reopen.
+        let Some((offset, line)) = report.reopen.or(earlier.map(|_| (report.offset_end, 0))) else { continue };
+        let [offset_id, line_id] = reopen_app_ids(&options.cluster, &p.file.key);
+        state_transactions.push(Transaction::new(offset_id, offset as i64));
+        state_transactions.push(Transaction::new(line_id, line as i64));
+    }
+    let mut removes = removes;
     for (appender, adds) in appenders.iter().zip(adds) {
-        appender.commit(adds, transactions.clone(), &ingest_id).await?;
+        let (removes, transactions) = match appender.table() {
+            Table::States => (std::mem::take(&mut removes), &state_transactions),
+            _ => (Vec::new(), &transactions),
+        };
+        appender.commit(adds, removes, transactions.clone(), &ingest_id).await?;
         crash_point(appender.table());
     }
     Ok(Summary { ingest_id, reports, elapsed: started.elapsed() })
@@ -241,6 +270,7 @@ async fn plan(file: &LogFile, appenders: &[TableAppender], cluster: &str) -> Res
     let held = held_under_either_key(appenders, cluster, &mut file.key, file.legacy_key.take());
     let all_held = held.iter().all(Option::is_some);
     let start = held.iter().map(|h| h.unwrap_or(0)).min().unwrap_or(0);
+    let reopen = reopen_point(&appenders[slot(Table::States)], cluster, &file.key).filter(|(offset, _)| *offset < start);
     // A gzip file is never appended to, but it may hold more than the plain log it was
     // rotated from held when last read. Its trailer gives its length (mod 2^32); where that
     // differs (several members, or a file cut short) the file itself says whether more follows.
@@ -251,20 +281,33 @@ async fn plan(file: &LogFile, appenders: &[TableAppender], cluster: &str) -> Res
                 && (source::gzip_length(&file.path) == Some(start as u32) || !source::gzip_continues_after(&file.path, start))
         }
     };
-    if done {
+    if done && reopen.is_none() {
         return Ok(None);
     }
-    let first_line = if start == 0 {
-        1
-    } else {
-        source::count_lines(&file.path, file.gzip, start).with_context(|| format!("{}: cannot read", file.display))? + 1
+    let (first_line, read_from) = match reopen {
+        Some((offset, line)) => (line, offset),
+        None if start == 0 => (1, 0),
+        None => (source::count_lines(&file.path, file.gzip, start).with_context(|| format!("{}: cannot read", file.display))? + 1, start),
     };
     Ok(Some(PlannedFile {
         file,
-        start,
+        start: read_from,
         first_line,
         held_below: held.iter().map(|h| h.unwrap_or(0)).collect(),
+        replay_below: start,
+        grown: !done,
     }))
+}
+
+/// The application transactions of the `states` table that say where the next run reads a
+/// file again from to reopen its states (offset and line; [`stream::REOPEN_WINDOW_MS`]).
+fn reopen_app_ids(cluster: &str, file_key: &str) -> [String; 2] {
+    [format!("kahuna-reopen/{cluster}/{file_key}"), format!("kahuna-reopen-line/{cluster}/{file_key}")]
+}
+
+fn reopen_point(states: &TableAppender, cluster: &str, file_key: &str) -> Option<(u64, u64)> {
+    let [offset, line] = reopen_app_ids(cluster, file_key);
+    Some((states.ingested_up_to(&offset)?, states.ingested_up_to(&line)?))
 }
 
 /// How far each table holds a file: under `key`, or else under `legacy`, the key an older
@@ -448,7 +491,7 @@ mod tests {
         assert_eq!(plan(&file, &open().await?, "c1").await?.map(|p| p.start), Some(0));
         let legacy = file.legacy_key.clone().context("an attempt's log has a legacy key")?;
         for appender in open().await? {
-            appender.commit(Vec::new(), vec![Transaction::new(file_app_id("c1", &legacy), file.size as i64)], "older").await?;
+            appender.commit(Vec::new(), Vec::new(), vec![Transaction::new(file_app_id("c1", &legacy), file.size as i64)], "older").await?;
         }
         assert!(plan(&file, &open().await?, "c1").await?.is_none());
         Ok(())

@@ -465,7 +465,7 @@ mod tests {
         let open = || futures::future::try_join_all(Table::ALL.map(|table| TableAppender::open(&warehouse, table, "c1")));
         assert_eq!(plan(&file, &open().await?, "c1").await?.map(|p| p.start), Some(0));
         for appender in open().await? {
-            appender.commit(Vec::new(), vec![Transaction::new(file_app_id("c1", &legacy), file.size as i64)], "older").await?;
+            appender.commit(Vec::new(), Vec::new(), vec![Transaction::new(file_app_id("c1", &legacy), file.size as i64)], "older").await?;
         }
         assert!(plan(&file, &open().await?, "c1").await?.is_none());
         Ok(())

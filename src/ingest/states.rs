@@ -256,6 +256,11 @@ impl Machine {
         self.open_count + self.connection_starts.len()
     }
 
+    /// Where each open start was seen.
+    pub fn open_marks(&self) -> impl Iterator<Item = &Mark> {
+        self.open.values().flatten().map(|open| &open.mark).chain(&self.connection_starts)
+    }
+
     /// The stream has ended: held ends are let go as they are, and every open start becomes an
     /// unterminated state.
     pub fn finish(mut self, out: &mut Vec<State>) {

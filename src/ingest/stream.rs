@@ -29,6 +29,27 @@ pub struct PlannedFile {
     pub first_line: u64,
     /// Per table (by [`slot`]): rows from bytes before this offset are already there.
     pub held_below: Vec<u64>,
+    /// Lines before this offset were counted by an earlier run: they are read again (from
+    /// `start`) only to reopen the states still open there, so that a state begun before one
+    /// nightly ingest and ended after it is one state.
+    pub replay_below: u64,
+    /// Whether the file holds lines no table has; one that does not is read again only for
+    /// the sake of the stream's other files.
+    pub grown: bool,
+}
+
+/// A state is reopened by the next run if it began at most this long before its stream's
+/// last event: an activity open longer (a hung task, a DEBUG connection no end claimed) stays
+/// unterminated, and the next run does not read days of log again for it.
+pub const REOPEN_WINDOW_MS: i64 = 24 * 3600 * 1000;
+
+/// An unterminated row an earlier run wrote, whose state this run saw end: the file and line
+/// of its start, and its `date` partition.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Superseded {
+    pub file: String,
+    pub start_line: u64,
+    pub date: i32,
 }
 
 /// What one run shares with every stream.
@@ -72,6 +93,10 @@ pub struct FileReport {
     pub states_by_kind: BTreeMap<&'static str, u64>,
     pub started_ms: i64,
     pub finished_ms: i64,
+    /// Where the next run reads this file again from (offset, line): the earliest start still
+    /// open at the end that it reopens; None where there is none.
+    pub reopen: Option<(u64, u64)>,
+    pub superseded: Vec<Superseded>,
 }
 
 impl FileReport {
@@ -194,8 +219,12 @@ struct StreamReader<'a> {
     reports: Vec<FileReport>,
     /// States counted per file of the stream; they end in the reports once the stream is read.
     state_counts: Vec<StateCounts>,
+    /// Per file of the stream: the rows its lines supersede.
+    superseded: Vec<Vec<Superseded>>,
     finished_states: Vec<State>,
     last_ts: i64,
+    /// The stream's newest event, across its files.
+    newest_ts: i64,
 }
 
 /// Reads every file of a stream in order and emits its rows, then one report per file.
@@ -212,11 +241,20 @@ pub fn read_stream(ctx: &RunContext, files: &[PlannedFile], emit: &mut dyn FnMut
         address_book: AddressBook::default(),
         reports: Vec::new(),
         state_counts: vec![StateCounts::default(); files.len()],
+        superseded: vec![Vec::new(); files.len()],
         finished_states: Vec::new(),
         last_ts: i64::MIN,
+        newest_ts: i64::MIN,
     };
     for index in 0..files.len() {
         reader.read_file(index, emit);
+    }
+    let mut reopen: Vec<Option<(u64, u64)>> = vec![None; files.len()];
+    for mark in reader.machine.open_marks().filter(|m| m.ts_ms >= reader.newest_ts.saturating_sub(REOPEN_WINDOW_MS)) {
+        let earliest = &mut reopen[mark.file];
+        if earliest.is_none_or(|(offset, _)| mark.offset < offset) {
+            *earliest = Some((mark.offset, mark.line));
+        }
     }
     let machine = std::mem::take(&mut reader.machine);
     machine.finish(&mut reader.finished_states);
@@ -225,7 +263,10 @@ pub fn read_stream(ctx: &RunContext, files: &[PlannedFile], emit: &mut dyn FnMut
     reader.states.flush(emit);
     reader.rejects.flush(emit);
     reader.address_rows.flush(emit);
-    for (mut report, counts) in reader.reports.drain(..).zip(reader.state_counts) {
+    let per_file = reader.state_counts.into_iter().zip(reader.superseded).zip(reopen);
+    for (mut report, ((counts, superseded), reopen)) in reader.reports.drain(..).zip(per_file) {
+        report.reopen = reopen;
+        report.superseded = superseded;
         report.states = counts.states;
         report.unterminated = counts.unterminated;
         report.unmatched_ends = counts.unmatched_ends;
@@ -250,7 +291,7 @@ impl StreamReader<'_> {
             daemon: Some(file.daemon),
             layout: Some(file.layout.name()),
             merged: file.host == HostOrigin::Merged,
-            ..FileReport::begin(&file.display, &file.key, file.size, planned.start)
+            ..FileReport::begin(&file.display, &file.key, file.size, planned.replay_below)
         };
         let mut source = match LineReader::open(&file.path, file.gzip, planned.start, file.end, planned.first_line) {
             Ok(source) => source,
@@ -262,6 +303,10 @@ impl StreamReader<'_> {
                 return;
             }
         };
+        // The file's counts, and where lines read again to reopen states are counted: nowhere
+        // (an earlier run counted them).
+        let mut counts = [report, FileReport::default()];
+        let below = planned.replay_below;
         let mut pending = Pending::default();
         // Order is a file's property: a stream's files (rotations, or the attempt logs of one
         // host, which overlap in time) are compared line by line only within each file.
@@ -273,33 +318,36 @@ impl StreamReader<'_> {
                 Ok(None) => break,
                 Err(e) => {
                     let cut = source.cut(&file.display, &e);
+                    let report = &mut counts[usize::from(cut.offset < below)];
                     report.lines_read += 1;
                     report.error = Some(cut.message);
-                    self.reject(&mut report, index, cut.number, cut.offset, cut.reason, &cut.raw, emit);
+                    self.reject(report, index, cut.number, cut.offset, cut.reason, &cut.raw, emit);
                     break;
                 }
             };
-            report.lines_read += 1;
             let (number, offset) = (line.number, line.offset);
+            counts[usize::from(offset < below)].lines_read += 1;
             progress.advance(offset);
             let text = match line.check() {
                 Checked::Text(text) => text,
                 Checked::Rejected { reason, raw } => {
+                    let report = &mut counts[usize::from(offset < below)];
                     if let Some(len) = line.overlong {
                         report.error.get_or_insert_with(|| format!("{}:{number}: a line of {len} bytes", file.display));
                     }
-                    self.reject(&mut report, index, number, offset, reason, &raw, emit);
+                    self.reject(report, index, number, offset, reason, &raw, emit);
                     continue;
                 }
             };
             if text.trim().is_empty() {
-                report.lines_skipped += 1;
+                counts[usize::from(offset < below)].lines_skipped += 1;
                 continue;
             }
             match parse_head(file.layout, text) {
                 Head::Event(head) => {
                     if pending.active {
-                        self.flush_event(&mut pending, index, &mut report, emit);
+                        let at = usize::from(pending.offset < below);
+                        self.flush_event(&mut pending, index, &mut counts[at], emit);
                     }
                     pending.active = true;
                     pending.local_ms = head.local_ms;
@@ -314,24 +362,29 @@ impl StreamReader<'_> {
                     pending.message.push_str(head.message);
                     pending.line = number;
                     pending.offset = offset;
-                    report.lines_parsed += 1;
+                    counts[usize::from(offset < below)].lines_parsed += 1;
                 }
                 Head::Continuation if pending.active => {
                     pending.message.push('\n');
                     pending.message.push_str(text);
-                    report.lines_parsed += 1;
+                    counts[usize::from(offset < below)].lines_parsed += 1;
                 }
                 Head::Continuation => {
                     let reason = "continuation line with no event before it".to_string();
-                    self.reject(&mut report, index, number, offset, reason, text, emit);
+                    self.reject(&mut counts[usize::from(offset < below)], index, number, offset, reason, text, emit);
                 }
                 Head::Malformed(why) => {
-                    self.reject(&mut report, index, number, offset, why.to_string(), text, emit);
+                    self.reject(&mut counts[usize::from(offset < below)], index, number, offset, why.to_string(), text, emit);
                 }
             }
         }
         if pending.active {
-            self.flush_event(&mut pending, index, &mut report, emit);
+            let at = usize::from(pending.offset < below);
+            self.flush_event(&mut pending, index, &mut counts[at], emit);
+        }
+        let [mut report, _replayed] = counts;
+        if !planned.grown {
+            report.status = "unchanged";
         }
         for seen in self.address_book.take() {
             let rows = self.address_rows.rows_for(seen.date, emit);
@@ -381,6 +434,7 @@ impl StreamReader<'_> {
             report.out_of_order += 1;
         }
         self.last_ts = self.last_ts.max(ts);
+        self.newest_ts = self.newest_ts.max(ts);
         let message = event.message.as_str();
         let (daemon, host) = match &file.host {
             HostOrigin::Known(host) => (file.daemon, Some(host.as_str())),
@@ -433,9 +487,24 @@ impl StreamReader<'_> {
         for state in &states {
             let Some(owner) = state.last_mark() else { continue };
             let planned = &self.files[owner.file];
+            // A state whose last line an earlier run read was counted (and written) by it.
+            if owner.offset < planned.replay_below {
+                continue;
+            }
             self.state_counts[owner.file].count(state);
             if !self.wants_rows(owner.file, Table::States, owner.offset) {
                 continue;
+            }
+            // Begun where an earlier run stopped, that run wrote it unterminated: this row
+            // replaces that one.
+            if let (Some(start), Some(_)) = (&state.start, &state.end)
+                && !self.wants_rows(start.file, Table::States, start.offset)
+            {
+                self.superseded[owner.file].push(Superseded {
+                    file: self.files[start.file].file.display.clone(),
+                    start_line: start.line,
+                    date: date_of_ms(start.ts_ms),
+                });
             }
             let file = &planned.file;
             let stream_host = match &file.host {

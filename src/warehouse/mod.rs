@@ -12,7 +12,7 @@ pub mod results;
 pub mod tables;
 mod transactions;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::num::NonZeroU64;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -21,13 +21,18 @@ use anyhow::{Context, Result};
 use deltalake::kernel::engine::arrow_conversion::TryIntoKernel as _;
 use deltalake::kernel::transaction::{CommitBuilder, CommitProperties};
 use delta_kernel::expressions::Scalar;
-use deltalake::kernel::{Action, Add, CommitInfo, StructField, Transaction};
+use datafusion::arrow::array::{Array, AsArray, BooleanArray, RecordBatch};
+use datafusion::arrow::compute::filter_record_batch;
+use datafusion::arrow::datatypes::Int64Type;
+use deltalake::kernel::{Action, Add, CommitInfo, Remove, StructField, Transaction};
+use deltalake::parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use deltalake::parquet::basic::{Compression, Encoding, ZstdLevel};
 use deltalake::parquet::file::properties::{EnabledStatistics, WriterProperties};
 use deltalake::parquet::schema::types::ColumnPath;
 use deltalake::protocol::{DeltaOperation, SaveMode};
 use deltalake::writer::{DeltaWriter, RecordBatchWriter};
 use deltalake::DeltaTable;
+use datafusion::object_store::ObjectStoreExt as _;
 use futures::TryStreamExt;
 use indexmap::IndexMap;
 use url::Url;
@@ -282,12 +287,12 @@ impl TableAppender {
     }
 
     /// One commit: every file the part writers wrote plus one transaction per source file, so
-    /// this table says exactly how far it holds each.
-    pub async fn commit(&self, adds: Vec<Add>, transactions: Vec<Transaction>, ingest_id: &str) -> Result<Option<i64>> {
-        if adds.is_empty() && transactions.is_empty() {
+    /// this table says exactly how far it holds each; and the files it replaces, if any.
+    pub async fn commit(&self, adds: Vec<Add>, removes: Vec<Remove>, transactions: Vec<Transaction>, ingest_id: &str) -> Result<Option<i64>> {
+        if adds.is_empty() && removes.is_empty() && transactions.is_empty() {
             return Ok(None);
         }
-        let actions: Vec<Action> = adds.into_iter().map(Action::Add).collect();
+        let actions: Vec<Action> = adds.into_iter().map(Action::Add).chain(removes.into_iter().map(Action::Remove)).collect();
         let properties = CommitProperties::default()
             .with_application_transactions(transactions)
             .with_metadata(HashMap::from([(INGEST_ID_KEY.to_string(), serde_json::json!(ingest_id))]));
@@ -304,6 +309,77 @@ impl TableAppender {
             .with_context(|| format!("cannot commit to table {}", self.table.name()))?;
         Ok(Some(committed.version() as i64))
     }
+}
+
+impl TableAppender {
+    /// The `states` files of this cluster holding the unterminated rows named in `rows` (by
+    /// date, then file and start line, with how many), rewritten without them: the removes and
+    /// adds of the commit whose rows replace them. Files without such a row are left alone.
+    pub async fn without_unterminated(&self, rows: &BTreeMap<i32, HashMap<(String, i64), usize>>) -> Result<(Vec<Remove>, Vec<Add>)> {
+        let (mut removes, mut writer) = (Vec::new(), self.part_writer()?);
+        if rows.is_empty() || self.delta.version().is_none() {
+            return Ok((removes, writer.finish().await?));
+        }
+        let files: Vec<_> = self.delta.get_active_add_actions_by_partitions(&[]).try_collect().await?;
+        let store = self.delta.log_store().object_store(None);
+        let mut left = rows.clone();
+        for file in files {
+            let partition = file.partition_values_map();
+            let value = |column: &str| partition.get(column).cloned().flatten();
+            if value("cluster").as_deref() != Some(self.cluster.as_str()) {
+                continue;
+            }
+            let Some(date) = value("date").and_then(|d| parse_date_days(&d)) else { continue };
+            let Some(left) = left.get_mut(&date).filter(|rows| rows.values().any(|n| *n > 0)) else { continue };
+            let bytes = store.get(&file.object_store_path()).await?.bytes().await?;
+            let reader = ParquetRecordBatchReaderBuilder::try_new(bytes)?.build()?;
+            let mut kept = Vec::new();
+            let mut dropped = 0;
+            for batch in reader {
+                let batch = batch?;
+                let keep = unterminated_rows_kept(&batch, left)?;
+                dropped += keep.false_count();
+                kept.push(filter_record_batch(&batch, &keep)?);
+            }
+            if dropped == 0 {
+                continue;
+            }
+            for batch in kept.into_iter().filter(|b| b.num_rows() > 0) {
+                writer.write_batch(batch, date).await?;
+            }
+            removes.push(file.remove_action(true));
+        }
+        Ok((removes, writer.finish().await?))
+    }
+}
+
+/// Which rows of a `states` batch stay: all but the unterminated ones `left` names by file and
+/// start line, each as many times as it says.
+fn unterminated_rows_kept(batch: &RecordBatch, left: &mut HashMap<(String, i64), usize>) -> Result<BooleanArray> {
+    let column = |name: &str| batch.column_by_name(name).with_context(|| format!("a states file without column {name}"));
+    let files = column("file")?.as_string_opt::<i32>().context("states.file is not text")?;
+    let lines = column("start_line")?.as_primitive_opt::<Int64Type>().context("states.start_line is not an integer")?;
+    let ends = column("end_ts")?;
+    Ok((0..batch.num_rows())
+        .map(|row| {
+            if ends.is_valid(row) || files.is_null(row) || lines.is_null(row) {
+                return Some(true);
+            }
+            match left.get_mut(&(files.value(row).to_string(), lines.value(row))) {
+                Some(n) if *n > 0 => {
+                    *n -= 1;
+                    Some(false)
+                }
+                _ => Some(true),
+            }
+        })
+        .collect())
+}
+
+/// Days since 1970-01-01 of a `date` partition value (`2008-08-23`).
+fn parse_date_days(text: &str) -> Option<i32> {
+    let date = chrono::NaiveDate::parse_from_str(text, "%Y-%m-%d").ok()?;
+    i32::try_from((date - chrono::NaiveDate::from_ymd_opt(1970, 1, 1)?).num_days()).ok()
 }
 
 /// Writes rows of one table to new Parquet files, partition by partition.
@@ -334,13 +410,17 @@ impl PartWriter {
             return Ok(());
         }
         let date = rows.date;
+        self.write_batch(rows.finish()?, date).await
+    }
+
+    /// Rows of the table's columns (without the partition columns) for the partition of `date`.
+    pub async fn write_batch(&mut self, batch: RecordBatch, date: i32) -> Result<()> {
         if !self.open_dates.contains(&date) {
             if self.open_dates.len() >= MAX_OPEN_DATES {
                 self.roll().await?;
             }
             self.open_dates.push(date);
         }
-        let batch = rows.finish()?;
         let partition: IndexMap<String, Scalar> = IndexMap::from([
             ("cluster".to_string(), self.cluster.clone()),
             ("date".to_string(), Scalar::Date(date)),
@@ -449,10 +529,10 @@ mod tests {
         for run in ["done", "killed"] {
             let mut writer = rejects.part_writer()?;
             writer.write(one_reject(1, run)).await?;
-            rejects.commit(writer.finish().await?, Vec::new(), run).await?;
+            rejects.commit(writer.finish().await?, Vec::new(), Vec::new(), run).await?;
         }
         let ingests = TableAppender::open(&warehouse, Table::Ingests, "c1").await?;
-        ingests.commit(Vec::new(), vec![Transaction::new(file_app_id("c1", "f"), 10)], "done").await?;
+        ingests.commit(Vec::new(), Vec::new(), vec![Transaction::new(file_app_id("c1", "f"), 10)], "done").await?;
         let completed = warehouse.completed_ingests().await?;
         let visible = warehouse.open_visible(Table::Rejects.name(), &completed).await?.context("rejects")?;
         assert_eq!((visible.version(), visible.get_file_uris()?.count()), (Some(1), 1));

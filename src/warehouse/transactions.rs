@@ -165,7 +165,7 @@ mod tests {
         for (n, transactions) in commits.into_iter().enumerate() {
             let appender = TableAppender::open(&warehouse, Table::Ingests, "c1").await?;
             appender
-                .commit(Vec::new(), transactions, &format!("run{n}"))
+                .commit(Vec::new(), Vec::new(), transactions, &format!("run{n}"))
                 .await?;
             if n == 1 {
                 let table = warehouse
