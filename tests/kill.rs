@@ -38,9 +38,25 @@ async fn crashed_ingests_leave_nothing_and_the_rerun_completes_them() {
     assert_ne!(expected[0][0], "0");
 
     let crashed = tempfile::tempdir().unwrap();
-    // SIGKILL while the files are being read: nothing was committed.
+    // SIGKILL once the process has read half as many bytes as the logs hold (its own reads,
+    // from /proc): in the middle of reading them, whatever the machine's speed.
+    let input_bytes: u64 = walkdir::WalkDir::new(input.path())
+        .into_iter()
+        .flatten()
+        .filter_map(|entry| entry.metadata().ok())
+        .filter(|meta| meta.is_file())
+        .map(|meta| meta.len())
+        .sum();
     let mut child = ingest(crashed.path()).spawn().unwrap();
-    std::thread::sleep(Duration::from_millis(300));
+    let io = format!("/proc/{}/io", child.id());
+    let read_so_far = || {
+        let text = std::fs::read_to_string(&io).unwrap_or_default();
+        text.lines().find_map(|l| l.strip_prefix("rchar: ")).and_then(|n| n.trim().parse::<u64>().ok()).unwrap_or(0)
+    };
+    while read_so_far() < input_bytes / 2 {
+        assert!(child.try_wait().unwrap().is_none(), "the ingest ended before half its input was read");
+        std::thread::sleep(Duration::from_millis(1));
+    }
     child.kill().unwrap();
     let status = child.wait().unwrap();
     assert!(!status.success(), "the ingest ended before it could be killed");
