@@ -8,7 +8,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use common::{rows, scalar};
+use common::{owned, rows, scalar};
 
 fn kahuna(warehouse: &Path, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_kahuna")).arg("--warehouse").arg(warehouse).args(args).output().unwrap()
@@ -318,6 +318,31 @@ async fn every_diagnosis_finds_a_simulated_cpu_hog_and_counts_each_map_once() {
     diagnose(wh.path(), &["kahuna_wb"]);
     let stdout = diagnose(wh.path(), &["combined", "--cluster", "hog"]);
     assert!(stdout.contains("combined: 1 of 8 hosts indicted."), "{stdout}");
+}
+
+/// SALSA's data-flow augmentation (§8.3) on 50% packet loss at r01n02: every DataNode that
+/// reads or writes a block through r01n02 waits on it, so with a sensitive peer comparison
+/// (distance 0.3, 10 alarms) four of its partners' ReadBlock durations stand out for longer than
+/// 10 ticks too. r01n02 takes part in every outlier block operation, so the data flow names it
+/// and the peer comparison of those states indicts no one else; with the data flow silenced
+/// (`min_outliers` beyond any count) the partners are indicted beside it.
+#[tokio::test]
+async fn salsa_data_flow_points_at_the_lossy_node_not_its_partners() {
+    let run = tempfile::tempdir().unwrap();
+    let wh = tempfile::tempdir().unwrap();
+    simulate(run.path(), Some("PacketLoss50@r01n02"), 1);
+    ingest(wh.path(), "loss", &[run.path().join("logs")]);
+    let sensitive = ["salsa_fingerpoint", "--cluster", "loss", "--param", "threshold_p=0.3", "--param", "alarms=10"];
+    diagnose(wh.path(), &sensitive);
+    assert_eq!(indicted(wh.path(), "salsa_fingerpoint", "loss").await, ["r01n02"]);
+    let flow = "SELECT host, subject FROM diagnoses WHERE query = 'salsa_fingerpoint' AND indicted AND subject LIKE '%/dataflow' ORDER BY subject";
+    assert_eq!(rows(wh.path(), flow).await, owned(&[["r01n02", "ReadBlock/dataflow"], ["r01n02", "WriteBlock/dataflow"]]));
+    let alarmed = "SELECT count(*) FROM diagnoses WHERE query = 'salsa_fingerpoint' AND subject = 'ReadBlock' AND host <> 'r01n02' AND score >= 1";
+    assert_eq!(scalar(wh.path(), alarmed).await, "4", "partners whose own comparison alone would indict them");
+
+    diagnose(wh.path(), &[&sensitive[..], &["--param", "min_outliers=1000000"]].concat());
+    let without_flow = indicted(wh.path(), "salsa_fingerpoint", "loss").await;
+    assert!(without_flow.len() >= 5 && without_flow.contains(&"r01n02".to_string()), "{without_flow:?}");
 }
 
 /// `fetch_failures` on simulated runs (8 nodes, logs only). HADOOP-1152 leaves a reduce that
