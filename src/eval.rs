@@ -278,19 +278,34 @@ pub async fn eval(options: &Options, out: &mut dyn std::io::Write) -> Result<()>
     let clusters: Vec<String> = runs.iter().map(|r| r.cluster.clone()).collect();
     let mut lines = vec!["query,fault,workload,nodes,runs,param,value,tp,fp,fn,false_alarm".to_string()];
     let mut report = String::new();
-    for name in options.queries.iter().filter(|q| SCORED.contains(&q.as_str())) {
+    // Any verdict query, the shipped ones or an operator's copy saved under a new name; one that
+    // reads the others' verdicts (`combined`) after them.
+    let mut queries = Vec::new();
+    for name in &options.queries {
         let query = Query::resolve(name, &options.queries_dir)?;
         if query.output != Output::Verdict {
-            bail!("{name}: not a verdict query");
+            bail!("{name}: not a verdict query (eval scores the hosts a query indicts)");
         }
-        if name == "ganesha_bb" {
+        let reads = query.bind(&[])?.tables()?;
+        queries.push((query, reads));
+    }
+    queries.sort_by_key(|(_, reads)| reads.contains(DIAGNOSES));
+    let training = Query::resolve("ganesha_train", &options.queries_dir)?;
+    let Output::Table(models) = &training.output else { bail!("{}: saves no table of profiles", training.origin) };
+    let mut trained = false;
+    for (query, reads) in &queries {
+        let name = &query.name;
+        // A Ganesha query (one that reads the profiles) needs them trained on the fault-free
+        // tuning runs first, once.
+        if reads.contains(models) && !trained {
             if fault_free_tuning.is_empty() {
-                let _ = writeln!(report, "\nganesha_bb: skipped (its profiles are trained on fault-free tuning runs: give --tune)");
+                let _ = writeln!(report, "\n{name}: skipped (its profiles are trained on fault-free tuning runs: give --tune)");
                 continue;
             }
-            let mut train = Request::new(Query::resolve("ganesha_train", &options.queries_dir)?);
+            let mut train = Request::new(training.clone());
             train.params = vec![("train_clusters".into(), fault_free_tuning.join(","))];
             diagnose::run(&options.warehouse, &train, Record::Replace).await?;
+            trained = true;
         }
         // Each grid value runs once over every cluster; per workload, the tuning runs choose.
         let grid = match &query.tune {
