@@ -31,7 +31,8 @@ pub async fn run_script(ctx: &SessionContext, sql: &str, format: Format, out: &m
         // and its CSV header or Parquet file still says what its columns are.
         let schema = Arc::new(frame.schema().as_arrow().clone());
         let mut batches = frame.collect().await?;
-        if batches.is_empty() {
+        // (A statement with no result at all, `CREATE VIEW` or `SET`, prints nothing.)
+        if batches.is_empty() && !schema.fields().is_empty() {
             batches.push(RecordBatch::new_empty(schema));
         }
         print_batches(&batches, format, out)?;
@@ -42,8 +43,11 @@ pub async fn run_script(ctx: &SessionContext, sql: &str, format: Format, out: &m
     Ok(())
 }
 
-/// Every batch in `format`; `batches` holds at least one (empty where the result is).
+/// Every batch in `format`; nothing for a statement without columns.
 pub fn print_batches(batches: &[RecordBatch], format: Format, out: &mut dyn Write) -> Result<()> {
+    if batches.is_empty() {
+        return Ok(());
+    }
     match format {
         Format::Table => writeln!(out, "{}", pretty_format_batches(batches)?)?,
         Format::Csv => {

@@ -183,4 +183,16 @@ async fn a_state_begun_before_one_ingest_and_ended_after_it_is_one_state() {
     assert_eq!(scalar(wh.path(), "SELECT count(*) || ' ' || count(DISTINCT line) FROM logs").await, "8 8");
     let ranges = rows(wh.path(), "SELECT offset_start, lines_read FROM ingests ORDER BY offset_start").await;
     assert_eq!(ranges.iter().map(|r| r[1].as_str()).collect::<Vec<_>>(), ["4", "3", "1"], "{ranges:?}");
+
+    // Task 4 begins; the log rotates (renamed, then a new one) before it ends. Its start is in
+    // the renamed file, read again for it, its end in the new one: one state still, and the
+    // row written under the old name is gone.
+    write!(file, "{}", launch("23 17:12:13", 4)).unwrap();
+    ingest_into(vec![input.path().to_path_buf()], wh.path(), None).await;
+    std::fs::rename(&log, input.path().join("hadoop-u-tasktracker-h1.log.1")).unwrap();
+    std::fs::write(&log, done("23 17:12:20", 4)).unwrap();
+    let rotated = ingest_into(vec![input.path().to_path_buf()], wh.path(), None).await;
+    assert_eq!(counts(&rotated), [1, 1, 0, 0]);
+    let task_4 = "SELECT start_line, end_line, duration_ms, file LIKE '%.log' FROM states WHERE task_id LIKE '%_000004_0'";
+    assert_eq!(rows(wh.path(), task_4).await, owned(&[["9", "1", "7000.0", "true"]]));
 }

@@ -45,6 +45,9 @@ fn ingest_prints_a_summary_and_sql_answers_in_every_format() {
     let empty = datafusion::parquet::file::reader::SerializedFileReader::new(std::fs::File::open(&file).unwrap()).unwrap();
     let meta = datafusion::parquet::file::reader::FileReader::metadata(&empty).file_metadata().clone();
     assert_eq!((meta.num_rows(), meta.schema_descr().num_columns()), (0, 2));
+    // A statement with no result prints nothing, not an empty line or file.
+    let viewed = kahuna(wh.path(), &["sql", "--format", "csv", "-c", "CREATE VIEW v AS SELECT 1 AS x; SELECT * FROM v"]);
+    assert_eq!(text(&viewed.stdout), "x\n1\n", "{}", text(&viewed.stderr));
 
     // `WHERE date = …` reads the files of that partition only.
     let plan = kahuna(wh.path(), &["sql", "-c", "EXPLAIN SELECT message FROM logs WHERE date = DATE '2008-11-09'"]);

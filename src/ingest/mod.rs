@@ -33,7 +33,7 @@ use deltalake::kernel::{Add, Transaction};
 use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::warehouse::tables::{Rows, Table, date_of_ms};
-use crate::warehouse::{PartWriter, TableAppender, Warehouse, file_app_id, held_by_tables};
+use crate::warehouse::{PartWriter, StartKey, TableAppender, Warehouse, file_app_id, held_by_tables};
 use discover::{Daemon, HostOrigin, Hints, LogFile, Refusal};
 use records::{Format, PlannedRecord};
 use stream::{FileReport, Output, PlannedFile, RunContext};
@@ -61,7 +61,7 @@ pub struct Summary {
 
 impl Summary {
     pub fn bytes_read(&self) -> u64 {
-        self.reports.iter().map(|r| r.offset_end - r.offset_start).sum()
+        self.reports.iter().map(|r| r.offset_end.saturating_sub(r.offset_start)).sum()
     }
 
     pub fn total(&self, field: impl Fn(&FileReport) -> u64) -> u64 {
@@ -129,18 +129,12 @@ pub async fn ingest(options: &IngestOptions) -> Result<Summary> {
             continue;
         }
         match discover::classify(path, &options.hints) {
-            Ok(file) => match plan(&file, &appenders, &options.cluster).await? {
-                Some(p) => planned.push(p),
-                None => reports.push(unchanged(&file.display, file.size)),
-            },
+            Ok(file) => planned.push(plan(&file, &appenders, &options.cluster).await?),
             Err(refusal) => reports.push(refused(&refusal, started_ms)),
         }
     }
     let planned_records = records::plan_all(record_files, &appenders, &options.cluster, &mut reports).await?;
-    // A stream with nothing new is not read again only to reopen its states: they stay open.
-    let (streams, idle): (VecDeque<_>, VecDeque<_>) =
-        group_streams(planned).into_iter().partition(|stream| stream.iter().any(|p| p.grown));
-    reports.extend(idle.iter().flatten().map(|p| unchanged(&p.file.display, p.file.size)));
+    let streams = streams_to_read(planned, &mut reports);
     let planned: Vec<PlannedFile> = streams.iter().flatten().cloned().collect();
 
     let to_read: u64 = planned.iter().map(|p| p.file.end.unwrap_or(p.file.size).saturating_sub(p.start)).sum::<u64>()
@@ -234,15 +228,20 @@ pub async fn ingest(options: &IngestOptions) -> Result<Summary> {
     // States this run saw end that an earlier run wrote unterminated: their old rows go in the
     // commit that adds the new ones.
     let states = &appenders[slot(Table::States)];
-    let mut superseded: BTreeMap<i32, HashMap<(String, i64), usize>> = BTreeMap::new();
+    let mut superseded: BTreeMap<i32, HashMap<StartKey, usize>> = BTreeMap::new();
     for row in reports.iter().flat_map(|r| &r.superseded) {
-        *superseded.entry(row.date).or_default().entry((row.file.clone(), row.start_line as i64)).or_default() += 1;
+        let key = (row.host.clone(), row.daemon.to_string(), row.start_ms, row.start_line as i64);
+        *superseded.entry(row.date).or_default().entry(key).or_default() += 1;
     }
     let (removes, rewritten) = states.without_unterminated(&superseded).await?;
     adds[slot(Table::States)].extend(rewritten);
     let mut state_transactions = transactions.clone();
     for p in &planned {
         let Some(report) = reports.iter().find(|r| r.key.as_deref() == Some(&p.file.key) && r.display == p.file.display) else { continue };
+        // A file that could not be read this time keeps the point it had.
+        if !matches!(report.status, "ingested" | "unchanged") {
+            continue;
+        }
         let earlier = reopen_point(states, &options.cluster, &p.file.key);
         // Where nothing is open any more, the point moves to the file's end: nothing to reopen.
         let Some((offset, line)) = report.reopen.or(earlier.map(|_| (report.offset_end, 0))) else { continue };
@@ -262,10 +261,12 @@ pub async fn ingest(options: &IngestOptions) -> Result<Summary> {
     Ok(Summary { ingest_id, reports, elapsed: started.elapsed() })
 }
 
-/// Where to start a file: after the bytes every table already holds; None when all hold it
-/// whole. Tables can disagree only after a run killed between its commits; then each skips
-/// the rows it holds.
-async fn plan(file: &LogFile, appenders: &[TableAppender], cluster: &str) -> Result<Option<PlannedFile>> {
+/// Where to start a file: after the bytes every table already holds, or before them where an
+/// earlier run left states open (it is read again from there: [`stream::REOPEN_WINDOW_MS`]).
+/// Tables can disagree only after a run killed between its commits; then each skips the rows
+/// it holds. A file every table holds whole is planned as not `grown`, its first line unknown
+/// (0): it is read only if its stream reopens states before it, and then from its start.
+async fn plan(file: &LogFile, appenders: &[TableAppender], cluster: &str) -> Result<PlannedFile> {
     let mut file = file.clone();
     let held = held_under_either_key(appenders, cluster, &mut file.key, file.legacy_key.take());
     let all_held = held.iter().all(Option::is_some);
@@ -281,22 +282,47 @@ async fn plan(file: &LogFile, appenders: &[TableAppender], cluster: &str) -> Res
                 && (source::gzip_length(&file.path) == Some(start as u32) || !source::gzip_continues_after(&file.path, start))
         }
     };
+    let held_below: Vec<u64> = held.iter().map(|h| h.unwrap_or(0)).collect();
     if done && reopen.is_none() {
-        return Ok(None);
+        return Ok(PlannedFile { file, start, first_line: 0, held_below, replay_below: start, grown: false });
     }
     let (first_line, read_from) = match reopen {
         Some((offset, line)) => (line, offset),
         None if start == 0 => (1, 0),
         None => (source::count_lines(&file.path, file.gzip, start).with_context(|| format!("{}: cannot read", file.display))? + 1, start),
     };
-    Ok(Some(PlannedFile {
-        file,
-        start: read_from,
-        first_line,
-        held_below: held.iter().map(|h| h.unwrap_or(0)).collect(),
-        replay_below: start,
-        grown: !done,
-    }))
+    Ok(PlannedFile { file, start: read_from, first_line, held_below, replay_below: start, grown: !done })
+}
+
+/// The streams to read, each with the files to read: a stream none of whose files grew is not
+/// read (its open states stay open). In one that reopens states, every file after the first
+/// one read again is read again whole: its lines closed some of the starts reopened, and must
+/// close the same ones again.
+fn streams_to_read(planned: Vec<PlannedFile>, reports: &mut Vec<FileReport>) -> VecDeque<Vec<PlannedFile>> {
+    let mut streams = VecDeque::new();
+    for stream in group_streams(planned) {
+        if !stream.iter().any(|p| p.grown) {
+            reports.extend(stream.iter().map(|p| unchanged(&p.file.display, p.file.size)));
+            continue;
+        }
+        let reopened = stream.iter().position(|p| p.start < p.replay_below);
+        let mut read = Vec::new();
+        for (index, mut planned) in stream.into_iter().enumerate() {
+            if reopened.is_some_and(|first| index > first) {
+                if planned.start > 0 {
+                    planned.start = 0;
+                    planned.first_line = 1;
+                }
+                read.push(planned);
+            } else if planned.grown || planned.start < planned.replay_below {
+                read.push(planned);
+            } else {
+                reports.push(unchanged(&planned.file.display, planned.file.size));
+            }
+        }
+        streams.push_back(read);
+    }
+    streams
 }
 
 /// The application transactions of the `states` table that say where the next run reads a
@@ -488,12 +514,14 @@ mod tests {
         let file = discover::classify(&folder.join("syslog"), &Hints::default()).map_err(|r| anyhow::anyhow!(r.reason))?;
         let warehouse = Warehouse::new(&dir.path().join("wh"));
         let open = || futures::future::try_join_all(Table::ALL.map(|table| TableAppender::open(&warehouse, table, "c1")));
-        assert_eq!(plan(&file, &open().await?, "c1").await?.map(|p| p.start), Some(0));
+        let fresh = plan(&file, &open().await?, "c1").await?;
+        assert_eq!((fresh.start, fresh.grown), (0, true));
         let legacy = file.legacy_key.clone().context("an attempt's log has a legacy key")?;
         for appender in open().await? {
             appender.commit(Vec::new(), Vec::new(), vec![Transaction::new(file_app_id("c1", &legacy), file.size as i64)], "older").await?;
         }
-        assert!(plan(&file, &open().await?, "c1").await?.is_none());
+        let held = plan(&file, &open().await?, "c1").await?;
+        assert_eq!((held.start, held.grown), (file.size, false));
         Ok(())
     }
 }

@@ -154,6 +154,10 @@ pub struct Machine {
     connection_starts: VecDeque<Mark>,
     /// Ended states a later [`Token::Amend`] may complete, oldest first, with their keys.
     held: VecDeque<(String, State)>,
+    /// Lines an earlier run read are fed again to reopen its open starts: connection counts
+    /// there set the count but start no thread (an earlier run's count at its resume point is
+    /// not known, so its connection starts are not reopened).
+    pub replaying: bool,
 }
 
 impl Machine {
@@ -223,8 +227,10 @@ impl Machine {
                 });
             }
             Token::Connections(n) => {
-                for _ in self.connections..n {
-                    self.connection_starts.push_back(mark.clone());
+                if !self.replaying {
+                    for _ in self.connections..n {
+                        self.connection_starts.push_back(mark.clone());
+                    }
                 }
                 self.connections = n;
             }
@@ -256,9 +262,9 @@ impl Machine {
         self.open_count + self.connection_starts.len()
     }
 
-    /// Where each open start was seen.
-    pub fn open_marks(&self) -> impl Iterator<Item = &Mark> {
-        self.open.values().flatten().map(|open| &open.mark).chain(&self.connection_starts)
+    /// Where each open start of a named activity was seen (DEBUG connection starts aside).
+    pub fn keyed_open_marks(&self) -> impl Iterator<Item = &Mark> {
+        self.open.values().flatten().map(|open| &open.mark)
     }
 
     /// The stream has ended: held ends are let go as they are, and every open start becomes an

@@ -43,11 +43,13 @@ pub struct PlannedFile {
 /// unterminated, and the next run does not read days of log again for it.
 pub const REOPEN_WINDOW_MS: i64 = 24 * 3600 * 1000;
 
-/// An unterminated row an earlier run wrote, whose state this run saw end: the file and line
-/// of its start, and its `date` partition.
+/// An unterminated row an earlier run wrote, whose state this run saw end: its host, daemon,
+/// start time and line (not its file's name, which rotation changes), and `date` partition.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Superseded {
-    pub file: String,
+    pub host: String,
+    pub daemon: &'static str,
+    pub start_ms: i64,
     pub start_line: u64,
     pub date: i32,
 }
@@ -250,7 +252,7 @@ pub fn read_stream(ctx: &RunContext, files: &[PlannedFile], emit: &mut dyn FnMut
         reader.read_file(index, emit);
     }
     let mut reopen: Vec<Option<(u64, u64)>> = vec![None; files.len()];
-    for mark in reader.machine.open_marks().filter(|m| m.ts_ms >= reader.newest_ts.saturating_sub(REOPEN_WINDOW_MS)) {
+    for mark in reader.machine.keyed_open_marks().filter(|m| m.ts_ms >= reader.newest_ts.saturating_sub(REOPEN_WINDOW_MS)) {
         let earliest = &mut reopen[mark.file];
         if earliest.is_none_or(|(offset, _)| mark.offset < offset) {
             *earliest = Some((mark.offset, mark.line));
@@ -326,6 +328,11 @@ impl StreamReader<'_> {
                 }
             };
             let (number, offset) = (line.number, line.offset);
+            // The first new line ends the replayed event: that event's row is held, so a
+            // continuation of it here is rejected with its text, as without the replay.
+            if offset >= below && pending.active && pending.offset < below {
+                self.flush_event(&mut pending, index, &mut counts[1], emit);
+            }
             counts[usize::from(offset < below)].lines_read += 1;
             progress.advance(offset);
             let text = match line.check() {
@@ -390,7 +397,8 @@ impl StreamReader<'_> {
             let rows = self.address_rows.rows_for(seen.date, emit);
             addresses::append_row(rows, &seen, file.daemon.name(), &file.display, &self.ctx.ingest_id);
         }
-        report.offset_end = source.offset();
+        // (A file cut short among the lines read again ends where the new ones would start.)
+        report.offset_end = source.offset().max(report.offset_start);
         report.hash = Some(format!("{:016x}", source.hash()));
         report.finished_ms = now_ms();
         progress.publish(report.offset_end);
@@ -474,6 +482,7 @@ impl StreamReader<'_> {
         }
         if let Some(token) = recognize(daemon, &event.logger, message, file.attempt.as_deref()) {
             let mark = Mark { file: index, ts_ms: ts, line: event.line, offset: event.offset, host: host.map(str::to_string) };
+            self.machine.replaying = event.offset < planned.replay_below;
             self.machine.observe(token, mark, &mut self.finished_states);
             if self.finished_states.len() >= 1024 {
                 self.drain_states(emit);
@@ -497,21 +506,23 @@ impl StreamReader<'_> {
             }
             // Begun where an earlier run stopped, that run wrote it unterminated: this row
             // replaces that one.
-            if let (Some(start), Some(_)) = (&state.start, &state.end)
-                && !self.wants_rows(start.file, Table::States, start.offset)
-            {
-                self.superseded[owner.file].push(Superseded {
-                    file: self.files[start.file].file.display.clone(),
-                    start_line: start.line,
-                    date: date_of_ms(start.ts_ms),
-                });
-            }
             let file = &planned.file;
             let stream_host = match &file.host {
                 HostOrigin::Known(h) => Some(h.as_str()),
                 HostOrigin::Merged => None,
             };
             let host = state.host.as_deref().or(stream_host);
+            if let (Some(start), Some(_), Some(host)) = (&state.start, &state.end, host)
+                && !self.wants_rows(start.file, Table::States, start.offset)
+            {
+                self.superseded[owner.file].push(Superseded {
+                    host: host.to_string(),
+                    daemon: file.daemon.name(),
+                    start_ms: start.ts_ms,
+                    start_line: start.line,
+                    date: date_of_ms(start.ts_ms),
+                });
+            }
             let job = state.detail.task_id.as_deref().and_then(job_of_attempt);
             let when = state.start.as_ref().or(state.end.as_ref()).map_or(0, |m| m.ts_ms);
             let rows = self.states.rows_for(date_of_ms(when), emit);

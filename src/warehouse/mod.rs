@@ -23,7 +23,7 @@ use deltalake::kernel::transaction::{CommitBuilder, CommitProperties};
 use delta_kernel::expressions::Scalar;
 use datafusion::arrow::array::{Array, AsArray, BooleanArray, RecordBatch};
 use datafusion::arrow::compute::filter_record_batch;
-use datafusion::arrow::datatypes::Int64Type;
+use datafusion::arrow::datatypes::{Int64Type, TimestampMicrosecondType};
 use deltalake::kernel::{Action, Add, CommitInfo, Remove, StructField, Transaction};
 use deltalake::parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use deltalake::parquet::basic::{Compression, Encoding, ZstdLevel};
@@ -313,9 +313,9 @@ impl TableAppender {
 
 impl TableAppender {
     /// The `states` files of this cluster holding the unterminated rows named in `rows` (by
-    /// date, then file and start line, with how many), rewritten without them: the removes and
-    /// adds of the commit whose rows replace them. Files without such a row are left alone.
-    pub async fn without_unterminated(&self, rows: &BTreeMap<i32, HashMap<(String, i64), usize>>) -> Result<(Vec<Remove>, Vec<Add>)> {
+    /// date, then [`StartKey`], with how many), rewritten without them: the removes and adds of
+    /// the commit whose rows replace them. Files without such a row are left alone.
+    pub async fn without_unterminated(&self, rows: &BTreeMap<i32, HashMap<StartKey, usize>>) -> Result<(Vec<Remove>, Vec<Add>)> {
         let (mut removes, mut writer) = (Vec::new(), self.part_writer()?);
         if rows.is_empty() || self.delta.version().is_none() {
             return Ok((removes, writer.finish().await?));
@@ -353,19 +353,27 @@ impl TableAppender {
     }
 }
 
-/// Which rows of a `states` batch stay: all but the unterminated ones `left` names by file and
-/// start line, each as many times as it says.
-fn unterminated_rows_kept(batch: &RecordBatch, left: &mut HashMap<(String, i64), usize>) -> Result<BooleanArray> {
+/// A `states` row's start: host, daemon, start time (ms) and start line. Not its file, whose
+/// name rotation changes.
+pub type StartKey = (String, String, i64, i64);
+
+/// Which rows of a `states` batch stay: all but the unterminated ones `left` names, each as many
+/// times as it says.
+fn unterminated_rows_kept(batch: &RecordBatch, left: &mut HashMap<StartKey, usize>) -> Result<BooleanArray> {
     let column = |name: &str| batch.column_by_name(name).with_context(|| format!("a states file without column {name}"));
-    let files = column("file")?.as_string_opt::<i32>().context("states.file is not text")?;
+    let hosts = column("host")?.as_string_opt::<i32>().context("states.host is not text")?;
+    let daemons = column("daemon")?.as_string_opt::<i32>().context("states.daemon is not text")?;
+    let starts = column("start_ts")?.as_primitive_opt::<TimestampMicrosecondType>().context("states.start_ts is not a timestamp")?;
     let lines = column("start_line")?.as_primitive_opt::<Int64Type>().context("states.start_line is not an integer")?;
     let ends = column("end_ts")?;
     Ok((0..batch.num_rows())
         .map(|row| {
-            if ends.is_valid(row) || files.is_null(row) || lines.is_null(row) {
+            let whole = [hosts.is_null(row), daemons.is_null(row), starts.is_null(row), lines.is_null(row)];
+            if ends.is_valid(row) || whole.contains(&true) {
                 return Some(true);
             }
-            match left.get_mut(&(files.value(row).to_string(), lines.value(row))) {
+            let key = (hosts.value(row).to_string(), daemons.value(row).to_string(), starts.value(row) / 1000, lines.value(row));
+            match left.get_mut(&key) {
                 Some(n) if *n > 0 => {
                     *n -= 1;
                     Some(false)
