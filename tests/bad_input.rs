@@ -195,4 +195,22 @@ async fn a_state_begun_before_one_ingest_and_ended_after_it_is_one_state() {
     assert_eq!(counts(&rotated), [1, 1, 0, 0]);
     let task_4 = "SELECT start_line, end_line, duration_ms, file LIKE '%.log' FROM states WHERE task_id LIKE '%_000004_0'";
     assert_eq!(rows(wh.path(), task_4).await, owned(&[["9", "1", "7000.0", "true"]]));
+
+    // A 0.20 DataNode logs a write's start, and its clienttrace line ends it with the duration
+    // it measured: the line after the ingest closes the start before it, whose row goes.
+    let datanode = input.path().join("hadoop-u-datanode-h1.log");
+    let receiving = "2008-08-23 17:13:15,000 INFO org.apache.hadoop.hdfs.server.datanode.DataNode: \
+                     Receiving block blk_7 src: /10.0.0.2:50600 dest: /10.0.0.1:50010\n";
+    std::fs::write(&datanode, receiving).unwrap();
+    ingest_into(vec![datanode.clone()], wh.path(), None).await;
+    let mut file = std::fs::OpenOptions::new().append(true).open(&datanode).unwrap();
+    write!(
+        file,
+        "2008-08-23 17:13:16,000 INFO org.apache.hadoop.hdfs.server.datanode.DataNode.clienttrace: src: /10.0.0.2:50600, \
+         dest: /10.0.0.1:50010, bytes: 42, op: HDFS_WRITE, cliID: DFSClient_1, blockid: blk_7, duration: 400000000\n"
+    )
+    .unwrap();
+    ingest_into(vec![datanode], wh.path(), None).await;
+    let writes = "SELECT start_line, end_line, duration_ms, source FROM states WHERE state = 'WriteBlock'";
+    assert_eq!(rows(wh.path(), writes).await, owned(&[["2", "2", "400.0", "clienttrace"]]));
 }

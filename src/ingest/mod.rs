@@ -238,13 +238,13 @@ pub async fn ingest(options: &IngestOptions) -> Result<Summary> {
     let mut state_transactions = transactions.clone();
     for p in &planned {
         let Some(report) = reports.iter().find(|r| r.key.as_deref() == Some(&p.file.key) && r.display == p.file.display) else { continue };
-        // A file that could not be read this time keeps the point it had.
-        if !matches!(report.status, "ingested" | "unchanged") {
-            continue;
-        }
         let earlier = reopen_point(states, &options.cluster, &p.file.key);
-        // Where nothing is open any more, the point moves to the file's end: nothing to reopen.
-        let Some((offset, line)) = report.reopen.or(earlier.map(|_| (report.offset_end, 0))) else { continue };
+        // Where nothing is open any more, or the file could not be read again (its later files
+        // would otherwise be read again whole every night), the point moves to where the file
+        // is held: nothing to reopen.
+        let read = matches!(report.status, "ingested" | "unchanged");
+        let point = if read { report.reopen } else { None };
+        let Some((offset, line)) = point.or(earlier.map(|_| (report.offset_end.max(p.replay_below), 0))) else { continue };
         let [offset_id, line_id] = reopen_app_ids(&options.cluster, &p.file.key);
         state_transactions.push(Transaction::new(offset_id, offset as i64));
         state_transactions.push(Transaction::new(line_id, line as i64));

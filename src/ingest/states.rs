@@ -124,6 +124,9 @@ pub struct State {
     pub outcome: Option<Outcome>,
     pub detail: Detail,
     pub from_clienttrace: bool,
+    /// Where the start line a clienttrace line closed was seen (its own start is the end less
+    /// the duration): the row an earlier run wrote unterminated for that line is this one.
+    pub closed: Option<Mark>,
 }
 
 impl State {
@@ -155,8 +158,8 @@ pub struct Machine {
     /// Ended states a later [`Token::Amend`] may complete, oldest first, with their keys.
     held: VecDeque<(String, State)>,
     /// Lines an earlier run read are fed again to reopen its open starts: connection counts
-    /// there set the count but start no thread (an earlier run's count at its resume point is
-    /// not known, so its connection starts are not reopened).
+    /// there are ignored, so that the new lines count threads as a run starting there does
+    /// (the earlier run's connection starts are not reopened).
     pub replaying: bool,
 }
 
@@ -187,6 +190,7 @@ impl Machine {
                     outcome: Some(outcome),
                     detail: full,
                     from_clienttrace: false,
+                    closed: None,
                 };
                 if awaits_source {
                     self.held.push_back((key, state));
@@ -208,9 +212,7 @@ impl Machine {
             Token::Complete { kind, duration_ms, detail, closes } => {
                 // The clienttrace duration is the daemon's own measure: it wins over the start
                 // line's time, which only stops the start from being left unterminated.
-                if let Some(key) = closes {
-                    self.take_open(&key);
-                }
+                let closed = closes.and_then(|key| self.take_open(&key)).map(|open| open.mark);
                 let start = duration_ms.map(|d| Mark {
                     ts_ms: mark.ts_ms - d.round() as i64,
                     ..mark.clone()
@@ -224,13 +226,13 @@ impl Machine {
                     outcome: Some(Outcome::Succeeded),
                     detail,
                     from_clienttrace: true,
+                    closed,
                 });
             }
+            Token::Connections(_) if self.replaying => {}
             Token::Connections(n) => {
-                if !self.replaying {
-                    for _ in self.connections..n {
-                        self.connection_starts.push_back(mark.clone());
-                    }
+                for _ in self.connections..n {
+                    self.connection_starts.push_back(mark.clone());
                 }
                 self.connections = n;
             }
@@ -287,6 +289,7 @@ impl Machine {
             outcome: None,
             detail: o.detail,
             from_clienttrace: false,
+            closed: None,
         }));
     }
 }

@@ -47,7 +47,7 @@ pub const REOPEN_WINDOW_MS: i64 = 24 * 3600 * 1000;
 /// start time and line (not its file's name, which rotation changes), and `date` partition.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Superseded {
-    pub host: String,
+    pub host: Option<String>,
     pub daemon: &'static str,
     pub start_ms: i64,
     pub start_line: u64,
@@ -512,11 +512,12 @@ impl StreamReader<'_> {
                 HostOrigin::Merged => None,
             };
             let host = state.host.as_deref().or(stream_host);
-            if let (Some(start), Some(_), Some(host)) = (&state.start, &state.end, host)
+            // (The old row's host is its start line's: NULL in a merged file whose line names none.)
+            if let (Some(start), Some(_)) = (state.closed.as_ref().or(state.start.as_ref()), &state.end)
                 && !self.wants_rows(start.file, Table::States, start.offset)
             {
                 self.superseded[owner.file].push(Superseded {
-                    host: host.to_string(),
+                    host: start.host.as_deref().or(stream_host).map(str::to_string),
                     daemon: file.daemon.name(),
                     start_ms: start.ts_ms,
                     start_line: start.line,

@@ -353,9 +353,9 @@ impl TableAppender {
     }
 }
 
-/// A `states` row's start: host, daemon, start time (ms) and start line. Not its file, whose
-/// name rotation changes.
-pub type StartKey = (String, String, i64, i64);
+/// A `states` row's start: host (NULL in a merged file's line that names none), daemon, start
+/// time (ms) and start line. Not its file, whose name rotation changes.
+pub type StartKey = (Option<String>, String, i64, i64);
 
 /// Which rows of a `states` batch stay: all but the unterminated ones `left` names, each as many
 /// times as it says.
@@ -368,11 +368,11 @@ fn unterminated_rows_kept(batch: &RecordBatch, left: &mut HashMap<StartKey, usiz
     let ends = column("end_ts")?;
     Ok((0..batch.num_rows())
         .map(|row| {
-            let whole = [hosts.is_null(row), daemons.is_null(row), starts.is_null(row), lines.is_null(row)];
-            if ends.is_valid(row) || whole.contains(&true) {
+            if ends.is_valid(row) || daemons.is_null(row) || starts.is_null(row) || lines.is_null(row) {
                 return Some(true);
             }
-            let key = (hosts.value(row).to_string(), daemons.value(row).to_string(), starts.value(row) / 1000, lines.value(row));
+            let host = hosts.is_valid(row).then(|| hosts.value(row).to_string());
+            let key = (host, daemons.value(row).to_string(), starts.value(row) / 1000, lines.value(row));
             match left.get_mut(&key) {
                 Some(n) if *n > 0 => {
                     *n -= 1;
