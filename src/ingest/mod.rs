@@ -205,9 +205,10 @@ pub async fn ingest(options: &IngestOptions) -> Result<Summary> {
     for report in reports.iter().filter(|r| r.status != "unchanged") {
         append_ingest_row(&mut ingest_rows, report, &ingest_id);
     }
-    let ingested = |key: &str, display: &str| {
-        reports.iter().find(|r| r.key.as_deref() == Some(key) && r.display == display && r.status == "ingested")
-    };
+    // Each file's report, found once for the transactions of every table.
+    let report_of: HashMap<(&str, &str), &FileReport> =
+        reports.iter().filter_map(|r| Some(((r.key.as_deref()?, r.display.as_str()), r))).collect();
+    let ingested = |key: &str, display: &str| report_of.get(&(key, display)).copied().filter(|r| r.status == "ingested");
     let mut transactions: Vec<Transaction> = planned
         .iter()
         .filter_map(|p| {
@@ -233,11 +234,11 @@ pub async fn ingest(options: &IngestOptions) -> Result<Summary> {
         let key = (row.host.clone(), row.daemon.to_string(), row.start_ms, row.start_line as i64);
         *superseded.entry(row.date).or_default().entry(key).or_default() += 1;
     }
-    let (removes, rewritten) = states.without_unterminated(&superseded).await?;
+    let (mut removes, rewritten) = states.without_unterminated(&superseded).await?;
     adds[slot(Table::States)].extend(rewritten);
     let mut state_transactions = transactions.clone();
     for p in &planned {
-        let Some(report) = reports.iter().find(|r| r.key.as_deref() == Some(&p.file.key) && r.display == p.file.display) else { continue };
+        let Some(report) = report_of.get(&(p.file.key.as_str(), p.file.display.as_str())) else { continue };
         let earlier = reopen_point(states, &options.cluster, &p.file.key);
         // Where nothing is open any more, or the file could not be read again (its later files
         // would otherwise be read again whole every night), the point moves to where the file
@@ -249,7 +250,6 @@ pub async fn ingest(options: &IngestOptions) -> Result<Summary> {
         state_transactions.push(Transaction::new(offset_id, offset as i64));
         state_transactions.push(Transaction::new(line_id, line as i64));
     }
-    let mut removes = removes;
     for (appender, adds) in appenders.iter().zip(adds) {
         let (removes, transactions) = match appender.table() {
             Table::States => (std::mem::take(&mut removes), &state_transactions),

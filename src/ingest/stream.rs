@@ -45,7 +45,7 @@ pub const REOPEN_WINDOW_MS: i64 = 24 * 3600 * 1000;
 
 /// An unterminated row an earlier run wrote, whose state this run saw end: its host, daemon,
 /// start time and line (not its file's name, which rotation changes), and `date` partition.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Clone, Debug)]
 pub struct Superseded {
     pub host: Option<String>,
     pub daemon: &'static str,
@@ -309,6 +309,7 @@ impl StreamReader<'_> {
         // (an earlier run counted them).
         let mut counts = [report, FileReport::default()];
         let below = planned.replay_below;
+        let counted_in = |offset: u64| usize::from(offset < below);
         let mut pending = Pending::default();
         // Order is a file's property: a stream's files (rotations, or the attempt logs of one
         // host, which overlap in time) are compared line by line only within each file.
@@ -320,7 +321,7 @@ impl StreamReader<'_> {
                 Ok(None) => break,
                 Err(e) => {
                     let cut = source.cut(&file.display, &e);
-                    let report = &mut counts[usize::from(cut.offset < below)];
+                    let report = &mut counts[counted_in(cut.offset)];
                     report.lines_read += 1;
                     report.error = Some(cut.message);
                     self.reject(report, index, cut.number, cut.offset, cut.reason, &cut.raw, emit);
@@ -333,12 +334,12 @@ impl StreamReader<'_> {
             if offset >= below && pending.active && pending.offset < below {
                 self.flush_event(&mut pending, index, &mut counts[1], emit);
             }
-            counts[usize::from(offset < below)].lines_read += 1;
+            counts[counted_in(offset)].lines_read += 1;
             progress.advance(offset);
             let text = match line.check() {
                 Checked::Text(text) => text,
                 Checked::Rejected { reason, raw } => {
-                    let report = &mut counts[usize::from(offset < below)];
+                    let report = &mut counts[counted_in(offset)];
                     if let Some(len) = line.overlong {
                         report.error.get_or_insert_with(|| format!("{}:{number}: a line of {len} bytes", file.display));
                     }
@@ -347,13 +348,13 @@ impl StreamReader<'_> {
                 }
             };
             if text.trim().is_empty() {
-                counts[usize::from(offset < below)].lines_skipped += 1;
+                counts[counted_in(offset)].lines_skipped += 1;
                 continue;
             }
             match parse_head(file.layout, text) {
                 Head::Event(head) => {
                     if pending.active {
-                        let at = usize::from(pending.offset < below);
+                        let at = counted_in(pending.offset);
                         self.flush_event(&mut pending, index, &mut counts[at], emit);
                     }
                     pending.active = true;
@@ -369,24 +370,24 @@ impl StreamReader<'_> {
                     pending.message.push_str(head.message);
                     pending.line = number;
                     pending.offset = offset;
-                    counts[usize::from(offset < below)].lines_parsed += 1;
+                    counts[counted_in(offset)].lines_parsed += 1;
                 }
                 Head::Continuation if pending.active => {
                     pending.message.push('\n');
                     pending.message.push_str(text);
-                    counts[usize::from(offset < below)].lines_parsed += 1;
+                    counts[counted_in(offset)].lines_parsed += 1;
                 }
                 Head::Continuation => {
                     let reason = "continuation line with no event before it".to_string();
-                    self.reject(&mut counts[usize::from(offset < below)], index, number, offset, reason, text, emit);
+                    self.reject(&mut counts[counted_in(offset)], index, number, offset, reason, text, emit);
                 }
                 Head::Malformed(why) => {
-                    self.reject(&mut counts[usize::from(offset < below)], index, number, offset, why.to_string(), text, emit);
+                    self.reject(&mut counts[counted_in(offset)], index, number, offset, why.to_string(), text, emit);
                 }
             }
         }
         if pending.active {
-            let at = usize::from(pending.offset < below);
+            let at = counted_in(pending.offset);
             self.flush_event(&mut pending, index, &mut counts[at], emit);
         }
         let [mut report, _replayed] = counts;

@@ -309,9 +309,7 @@ impl TableAppender {
             .with_context(|| format!("cannot commit to table {}", self.table.name()))?;
         Ok(Some(committed.version() as i64))
     }
-}
 
-impl TableAppender {
     /// The `states` files of this cluster holding the unterminated rows named in `rows` (by
     /// date, then [`StartKey`], with how many), rewritten without them: the removes and adds of
     /// the commit whose rows replace them. Files without such a row are left alone.
@@ -386,8 +384,7 @@ fn unterminated_rows_kept(batch: &RecordBatch, left: &mut HashMap<StartKey, usiz
 
 /// Days since 1970-01-01 of a `date` partition value (`2008-08-23`).
 fn parse_date_days(text: &str) -> Option<i32> {
-    let date = chrono::NaiveDate::parse_from_str(text, "%Y-%m-%d").ok()?;
-    i32::try_from((date - chrono::NaiveDate::from_ymd_opt(1970, 1, 1)?).num_days()).ok()
+    chrono::NaiveDate::parse_from_str(text, "%Y-%m-%d").ok().map(results::days)
 }
 
 /// Writes rows of one table to new Parquet files, partition by partition.

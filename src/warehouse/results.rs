@@ -125,7 +125,8 @@ fn micros(t: Option<DateTime<Utc>>) -> Option<i64> {
     t.map(|t| t.timestamp_micros())
 }
 
-fn days(date: NaiveDate) -> i32 {
+/// Days since 1970-01-01: a `date` partition value.
+pub(crate) fn days(date: NaiveDate) -> i32 {
     (date - NaiveDate::default()).num_days() as i32
 }
 
