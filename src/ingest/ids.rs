@@ -95,16 +95,21 @@ pub fn is_map_attempt(attempt: &str) -> bool {
 
 /// The job of an attempt: `job_<jt>_<job>` for new ids, `job_<job>` for 0.12–0.16 ids.
 pub fn job_of_attempt(attempt: &str) -> Option<String> {
-    let mut parts = attempt.split('_');
-    match parts.next()? {
-        "attempt" => {
-            let jt = parts.next()?;
-            let job = parts.next()?;
-            Some(format!("job_{jt}_{job}"))
-        }
-        "task" => Some(format!("job_{}", parts.next()?)),
-        _ => None,
-    }
+    job_number_of_attempt(attempt).map(|number| format!("job_{number}"))
+}
+
+/// What follows `job_` in the job id of an attempt (`<jt>_<job>` or `<job>`), a slice of the
+/// attempt id: the hot path writes the job id into a buffer it reuses instead of a new string.
+pub fn job_number_of_attempt(attempt: &str) -> Option<&str> {
+    let (prefix, rest) = attempt.split_once('_')?;
+    let numbers = match prefix {
+        "attempt" => 2,
+        "task" => 1,
+        _ => return None,
+    };
+    let end = rest.match_indices('_').nth(numbers - 1).map_or(rest.len(), |(at, _)| at);
+    let number = &rest[..end];
+    (number.split('_').count() == numbers).then_some(number)
 }
 
 /// A job id written in a message: `job_200808231712_0001` or, before 0.18, `job_0001`.

@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use chrono_tz::Tz;
 
 use super::discover::{Daemon, HostOrigin, LogFile};
-use super::ids::{find_attempt, find_block, find_job, job_of_attempt};
+use super::ids::{find_attempt, find_block, find_job, job_number_of_attempt};
 use super::log4j::{Head, ZoneConverter, parse_head};
 use super::source::{Checked, LineReader, RAW_KEPT};
 use super::states::{Machine, Mark, State, Token};
@@ -227,6 +227,16 @@ struct StreamReader<'a> {
     last_ts: i64,
     /// The stream's newest event, across its files.
     newest_ts: i64,
+    /// A job id made from an attempt's, reused row after row.
+    job_id: String,
+}
+
+/// `job_<number>` in `buffer`, which keeps its allocation from one row to the next.
+fn job_id_into<'b>(number: &str, buffer: &'b mut String) -> &'b str {
+    buffer.clear();
+    buffer.push_str("job_");
+    buffer.push_str(number);
+    buffer
 }
 
 /// Reads every file of a stream in order and emits its rows, then one report per file.
@@ -247,6 +257,7 @@ pub fn read_stream(ctx: &RunContext, files: &[PlannedFile], emit: &mut dyn FnMut
         finished_states: Vec::new(),
         last_ts: i64::MIN,
         newest_ts: i64::MIN,
+        job_id: String::new(),
     };
     for index in 0..files.len() {
         reader.read_file(index, emit);
@@ -456,8 +467,8 @@ impl StreamReader<'_> {
             let task = find_attempt(message).map(|(a, _)| a);
             // A message about an attempt is about its job, whether it names the job or not.
             let job = match find_job(message) {
-                Some(job) => Some(job.to_string()),
-                None => task.and_then(job_of_attempt),
+                Some(job) => Some(job),
+                None => task.and_then(job_number_of_attempt).map(|number| job_id_into(number, &mut self.job_id)),
             };
             let rows = self.logs.rows_for(date_of_ms(ts), emit);
             rows.row()
@@ -468,7 +479,7 @@ impl StreamReader<'_> {
                 .text(Some(&event.logger))
                 .text(event.has_thread.then_some(event.thread.as_str()))
                 .text(Some(message))
-                .text(job.as_deref())
+                .text(job)
                 .text(task)
                 .text(find_block(message))
                 .text(Some(&file.display))
@@ -525,14 +536,14 @@ impl StreamReader<'_> {
                     date: date_of_ms(start.ts_ms),
                 });
             }
-            let job = state.detail.task_id.as_deref().and_then(job_of_attempt);
+            let job = state.detail.task_id.as_deref().and_then(job_number_of_attempt).map(|n| job_id_into(n, &mut self.job_id));
             let when = state.start.as_ref().or(state.end.as_ref()).map_or(0, |m| m.ts_ms);
             let rows = self.states.rows_for(date_of_ms(when), emit);
             rows.row()
                 .text(host)
                 .text(Some(file.daemon.name()))
                 .text(Some(state.kind.name()))
-                .text(job.as_deref())
+                .text(job)
                 .text(state.detail.task_id.as_deref())
                 .text(state.detail.peer_task_id.as_deref())
                 .text(state.detail.block_id.as_deref())

@@ -228,13 +228,14 @@ impl Table {
         Arc::new(Schema::new(fields))
     }
 
-    /// Columns a dictionary would only slow: values nearly all distinct; and sysstat's, whose
+    /// Columns a dictionary would only slow: values nearly all distinct, or ids each on a few
+    /// lines of a log (a block's, a task's, a 2.x thread named after its block); and sysstat's, whose
     /// dictionary lookups cost a quarter of their write time (a hash of every figure and name)
     /// and save under 1% of their size, which zstd gets anyway. Names are dotted Parquet paths
     /// (`metric_values.list.element`, a list's values).
     pub fn columns_without_dictionary(self) -> &'static [&'static str] {
         match self {
-            Table::Logs => &["message", "ts", "line"],
+            Table::Logs => &["message", "ts", "line", "block_id", "task_id", "job_id", "thread"],
             Table::States => &["start_ts", "end_ts", "duration_ms", "block_id", "task_id"],
             Table::Rejects => &["raw"],
             Table::Sadc => &SADC_WITHOUT_DICTIONARY,
