@@ -218,6 +218,30 @@ async fn a_0_20_reduce_copy_agrees_with_the_shuffle_its_source_logged() {
                  OR r.peer_host IS NOT NULL OR r.start_ts IS NULL) AND NOT EXISTS (SELECT 1 FROM states m
                  WHERE m.state = 'MapCopy' AND m.task_id = r.peer_task_id AND m.peer_task_id = r.task_id)";
     assert_eq!(scalar(wh.path(), alone).await, "0");
+
+    // Each in-memory merge lasts from its `Initiating` line to the `Merge of the N files` line
+    // after it, counted here straight from the reduces' logs: the merge thread's one `Thread
+    // started` line is no merge's start.
+    let (mut merges, mut merge_ms, mut running) = (0u64, 0i64, 0u64);
+    for entry in tree(&out.path().join("logs")).into_iter().filter(|(path, _)| path.ends_with("syslog")) {
+        let mut opened = None;
+        for line in String::from_utf8(entry.1).unwrap().lines() {
+            let Some(stamp) = line.get(..23) else { continue };
+            let Ok(at) = chrono::NaiveDateTime::parse_from_str(stamp, "%Y-%m-%d %H:%M:%S,%3f") else { continue };
+            let ms = at.and_utc().timestamp_millis();
+            if line.contains("Initiating in-memory merge with ") {
+                opened = Some(ms);
+            } else if line.contains(" files in-memory complete.") {
+                merges += 1;
+                merge_ms += ms - opened.take().expect("a merge ends after it begins");
+            }
+        }
+        running += u64::from(opened.is_some());
+    }
+    assert!(merges > 10, "{merges} merges");
+    // Merges still running when the run ends are kept, unterminated.
+    let states = "SELECT count(*), CAST(sum(duration_ms) AS BIGINT), count(end_ts) FROM states WHERE state = 'ReduceMergeCopy'";
+    assert_eq!(rows(wh.path(), states).await, [[(merges + running).to_string(), merge_ms.to_string(), merges.to_string()]]);
 }
 
 #[tokio::test]

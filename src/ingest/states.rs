@@ -87,6 +87,14 @@ impl Detail {
 pub enum Token {
     /// An activity starts; `key` names it so that its end finds it.
     Start { kind: StateKind, key: String, detail: Detail },
+    /// An activity's own start where an earlier line opened it early: replaces the newest open
+    /// start of `key`, else starts it. From 0.19 a reduce's merge thread logs `Thread started`
+    /// once and `Initiating in-memory merge` at each merge, which the merge's end closes.
+    Restart { kind: StateKind, key: String, detail: Detail },
+    /// An activity that cannot be running any more, whose open starts are dropped without a
+    /// state: a 0.19–1.x reduce starts its merge thread whether it merges or not, and every
+    /// merge has ended by `Task:<attempt> is done`.
+    Forget { key: String },
     /// An activity ends; the end's kind wins (a write turns out to be replicated only at its end).
     End { kind: StateKind, key: String, outcome: Outcome, detail: Detail },
     /// A whole state in one line (clienttrace): it ended now and lasted `duration_ms`. Where
@@ -170,6 +178,13 @@ impl Machine {
             Token::Start { kind, key, detail } => {
                 self.open.entry(key).or_default().push_back(Open { kind, mark, detail });
                 self.open_count += 1;
+            }
+            Token::Restart { kind, key, detail } => match self.open.get_mut(&key).and_then(VecDeque::back_mut) {
+                Some(open) => *open = Open { kind, mark, detail },
+                None => self.observe(Token::Start { kind, key, detail }, mark, out),
+            },
+            Token::Forget { key } => {
+                while self.take_open(&key).is_some() {}
             }
             Token::End { kind, key, outcome, detail } => {
                 let thread_start = self.take_connection_start(kind);

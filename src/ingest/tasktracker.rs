@@ -68,7 +68,25 @@ fn recognize_own(msg: &str, own: &str) -> Option<Token> {
         let (map, _) = find_attempt(rest)?;
         return Some(Token::Amend { key: copy_key(own, map), detail: detail(map, host_after_from(rest), None) });
     }
+    // 0.19–1.x: the merge thread, started once (`Thread started`, below), logs this without
+    // the attempt at each merge; the merge's `Merge of the N files in-memory complete` ends it.
+    if msg.starts_with("Initiating in-memory merge with ") {
+        return Some(Token::Restart { kind: StateKind::ReduceMergeCopy, key: merge_key(own), detail: task(own) });
+    }
+    // A reduce that never merged in memory leaves the thread's start open until here.
+    if let Some(rest) = msg.strip_prefix("Task:")
+        && let Some((attempt, rest)) = find_attempt(rest)
+        && attempt == own
+        && rest.starts_with(" is done.")
+    {
+        return Some(Token::Forget { key: merge_key(own) });
+    }
     None
+}
+
+/// The in-memory merge of reduce `attempt`: one at a time per reduce.
+fn merge_key(attempt: &str) -> String {
+    format!("merge:{attempt}")
 }
 
 /// The token `msg` gives; `own` is the attempt whose log it is, if it is one's.
@@ -133,9 +151,9 @@ pub fn recognize(msg: &str, own: Option<&str>) -> Option<Token> {
     if let Some(rest) = rest.strip_prefix(" copy failed: ") {
         return copy(rest, Some(Outcome::Failed));
     }
-    let merge_key = || format!("merge:{attempt}");
+    // Up to 0.18 a merge thread per merge; from 0.19 one per reduce (see `Token::Restart`).
     if rest.starts_with(" Thread started: Thread for merging in memory files") {
-        return Some(Token::Start { kind: StateKind::ReduceMergeCopy, key: merge_key(), detail: task(attempt) });
+        return Some(Token::Start { kind: StateKind::ReduceMergeCopy, key: merge_key(attempt), detail: task(attempt) });
     }
     // 0.18 `Merge of the 3 files in InMemoryFileSystem complete. Local file is …`; 0.20 `Merge
     // of the 3 files in-memory complete. Local file is …`.
@@ -144,7 +162,7 @@ pub fn recognize(msg: &str, own: Option<&str>) -> Option<Token> {
     {
         return Some(Token::End {
             kind: StateKind::ReduceMergeCopy,
-            key: merge_key(),
+            key: merge_key(attempt),
             outcome: Outcome::Succeeded,
             detail: task(attempt),
         });
@@ -223,5 +241,49 @@ mod tests {
         assert!(matches!(failed, Some(Token::End { outcome: Outcome::Failed, ref key, .. }) if *key == format!("copy:{R}:{M}")));
         // Outside an attempt's log nothing says whose copy it is.
         assert_eq!(recognize(&format!("Read 1234 bytes from map-output for {M}"), None), None);
+    }
+
+    /// The merges of one reduce as 0.20's `ReduceTask` logs them (its attempt log): the thread
+    /// starts once, each merge opens with a line that names no attempt. Each merge lasts from
+    /// its `Initiating` line to its `complete` line: 5 s and then 8 s, by the times below.
+    #[test]
+    fn each_0_20_in_memory_merge_lasts_from_its_initiating_line_to_its_end() {
+        use super::super::states::{Machine, Mark};
+        let lines = [
+            (0, format!("{R} Thread started: Thread for merging in memory files")),
+            (10_000, "Initiating in-memory merge with 10 segments...".to_string()),
+            (15_000, format!("{R} Merge of the 10 files in-memory complete. Local file is /x/map_1.out of size 9")),
+            (20_000, "Initiating in-memory merge with 12 segments...".to_string()),
+            (28_000, format!("{R} Merge of the 12 files in-memory complete. Local file is /x/map_7.out of size 9")),
+        ];
+        let (mut machine, mut out) = (Machine::default(), Vec::new());
+        for (line, (ts_ms, msg)) in lines.iter().enumerate() {
+            let token = recognize(msg, Some(R)).unwrap_or_else(|| panic!("no token for {msg}"));
+            machine.observe(token, Mark { file: 0, ts_ms: *ts_ms, line: line as u64 + 1, offset: 0, host: None }, &mut out);
+        }
+        machine.finish(&mut out);
+        let merges: Vec<_> = out
+            .iter()
+            .map(|s| (s.kind, s.start.as_ref().map(|m| m.line), s.end.as_ref().map(|m| m.line), s.duration_ms))
+            .collect();
+        assert_eq!(
+            merges,
+            [(StateKind::ReduceMergeCopy, Some(2), Some(3), Some(5000.0)), (StateKind::ReduceMergeCopy, Some(4), Some(5), Some(8000.0))]
+        );
+        // A reduce with too few map outputs to merge in memory: its thread's start is no state.
+        let (mut machine, mut out) = (Machine::default(), Vec::new());
+        for (line, msg) in [
+            format!("{R} Thread started: Thread for merging in memory files"),
+            format!("Task:{R} is done. And is in the process of commiting"),
+        ]
+        .iter()
+        .enumerate()
+        {
+            let token = recognize(msg, Some(R)).unwrap_or_else(|| panic!("no token for {msg}"));
+            machine.observe(token, Mark { file: 0, ts_ms: 0, line: line as u64 + 1, offset: 0, host: None }, &mut out);
+        }
+        assert_eq!(machine.open_starts(), 0);
+        machine.finish(&mut out);
+        assert_eq!(out, []);
     }
 }

@@ -1029,7 +1029,7 @@ impl<'a, S: JobSource> Sim<'a, S> {
         let mut hang_at = None;
         if run.batch_files >= MERGE_SEGMENTS {
             let m_start = end.max(run.merge_free);
-            lines.push((m_start, Line::MergeStart { reduce: task }));
+            lines.push((m_start, Line::MergeStart { reduce: task, files: run.batch_files }));
             if strike {
                 hang_at = Some(m_start);
             } else {
@@ -1074,7 +1074,7 @@ impl<'a, S: JobSource> Sim<'a, S> {
         let mut t = run.lanes.iter().copied().max().unwrap_or(run.start).max(run.merge_free).max(self.now);
         let (batch_files, batch_mb, merges, start) = (run.batch_files, run.batch_mb, run.merges, run.start);
         if batch_files > 0 {
-            self.push(node, t, owner, Line::MergeStart { reduce: task });
+            self.push(node, t, owner, Line::MergeStart { reduce: task, files: batch_files });
             let m_end = t + (batch_mb / self.disk_rate(node, t, true) * 1000.0) as i64 + 100;
             let merged = Line::MergeDone { reduce: task, files: batch_files, merge: merges + 1, bytes: (batch_mb * 1048576.0) as u32 };
             self.push(node, m_end, owner, merged);

@@ -65,7 +65,7 @@ pub enum Line {
     CopyStart { reduce: TaskRef, map: TaskRef, from: u16, bytes: u32 },
     CopyDone { reduce: TaskRef, map: TaskRef, from: u16, bytes: u32 },
     CopyFailed { reduce: TaskRef, map: TaskRef, from: u16, why: CopyFault },
-    MergeStart { reduce: TaskRef },
+    MergeStart { reduce: TaskRef, files: u16 },
     MergeDone { reduce: TaskRef, files: u16, merge: u16, bytes: u32 },
     SyslogClose { task: TaskRef, done: bool },
     // DataNode log.
@@ -618,6 +618,13 @@ impl NodeWriter {
                 self.attempt(task, names);
                 self.s(" Thread started: Thread for merging on-disk files\n");
                 self.emit(Dest::Syslog(task))?;
+                // From 0.19 the in-memory merge thread too runs for the whole shuffle.
+                if v == Version::V020 {
+                    self.head(ms, "INFO", REDUCE);
+                    self.attempt(task, names);
+                    self.s(" Thread started: Thread for merging in memory files\n");
+                    self.emit(Dest::Syslog(task))?;
+                }
                 self.head(ms, "INFO", REDUCE);
                 self.attempt(task, names);
                 self.s(" Need another ");
@@ -692,10 +699,20 @@ impl NodeWriter {
                 }
                 self.emit(Dest::Syslog(reduce))
             }
-            Line::MergeStart { reduce } => {
+            Line::MergeStart { reduce, files } => {
                 self.head(ms, "INFO", REDUCE);
-                self.attempt(reduce, names);
-                self.s(" Thread started: Thread for merging in memory files\n");
+                match v {
+                    // A merge thread per merge.
+                    Version::V018 => {
+                        self.attempt(reduce, names);
+                        self.s(" Thread started: Thread for merging in memory files\n");
+                    }
+                    Version::V020 => {
+                        self.s("Initiating in-memory merge with ");
+                        self.n(u64::from(files));
+                        self.s(" segments...\n");
+                    }
+                }
                 self.emit(Dest::Syslog(reduce))
             }
             Line::MergeDone { reduce, files, merge, bytes } => {
