@@ -78,8 +78,11 @@ SELECT cluster, state, host,
 FROM (SELECT DISTINCT cluster, state, host FROM salsa_samples) AS d;
 
 CREATE TABLE salsa_peer AS
+-- Twelve log-spaced bins of the duration over the median, from $lo to $hi, each sample binned
+-- once here rather than at each of its $memory_ticks ticks.
 WITH labelled AS (
-    SELECT k.series, k.peers, s.t, s.ms / greatest(m.median_ms, 0.001) AS ratio
+    SELECT k.series, k.peers, s.t,
+           least(greatest(floor(ln(greatest(s.ms / greatest(m.median_ms, 0.001), 1e-9) / $lo) / ln($hi / $lo) * 12), 0), 11) AS bin
     FROM salsa_typical m
     JOIN salsa_series k ON k.cluster = m.cluster AND k.state = m.state
     JOIN salsa_samples s ON s.cluster = k.cluster AND s.state = k.state AND s.host = k.host
@@ -87,19 +90,18 @@ WITH labelled AS (
 -- Each sample belongs to the distribution of the $memory_ticks ticks that follow it, and weighs
 -- there exp(-lambda·Δt / (alpha·Δt + 1)), Δt its age at the tick.
 ticked AS (
-    SELECT l.series, l.peers, l.ratio, CAST(floor(l.t / $step_seconds) AS BIGINT) + 1 + g.value AS tick,
+    SELECT l.series, l.peers, l.bin, CAST(floor(l.t / $step_seconds) AS BIGINT) + 1 + g.value AS tick,
            (CAST(floor(l.t / $step_seconds) AS BIGINT) + 1 + g.value) * $step_seconds - l.t AS age
     FROM generate_series(0, $memory_ticks - 1) AS g CROSS JOIN labelled l
 ),
 weighted AS (
-    SELECT series, peers, tick, ratio, exp(-$lambda * age / ($alpha * age + 1.0)) AS w FROM ticked
+    SELECT series, peers, tick, bin, exp(-$lambda * age / ($alpha * age + 1.0)) AS w FROM ticked
 ),
--- Twelve log-spaced bins of the duration over the median, from $lo to $hi; `level`, the mean
--- bin, says which side of its peers a host is on.
+-- `level`, the mean bin, says which side of its peers a host is on.
 distributions AS (
     SELECT series, peers, tick,
-           avg(least(greatest(floor(ln(greatest(ratio, 1e-9) / $lo) / ln($hi / $lo) * 12), 0), 11)) AS level,
-           kde_smooth(state_histogram(ratio, $lo, $hi, 12, 'log', w), $bandwidth) AS dist
+           avg(bin) AS level,
+           kde_smooth(state_histogram(bin + 0.5, 0, 12, 12, 'linear', w), $bandwidth) AS dist
     FROM weighted GROUP BY series, peers, tick
 ),
 alarms AS (
