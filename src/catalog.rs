@@ -90,6 +90,14 @@ impl Snapshot {
     pub fn warehouse(&self) -> &Warehouse {
         &self.tables.warehouse
     }
+
+    /// Drops `table`, and the views over it, from the tables opened: sessions made after a
+    /// write to it read it as it is now, and the rest stay as they were opened.
+    pub fn forget(&self, table: &str) {
+        if let Ok(mut opened) = self.tables.opened.lock() {
+            opened.retain(|name, _| name != table && view_of(name).is_none_or(|(of, _)| of.name() != table));
+        }
+    }
 }
 
 struct OpenedTables {

@@ -145,7 +145,7 @@ pub async fn schedule(args: ScheduleArgs, warehouse: &Path) -> Result<()> {
     let base = args.config.parent().map(PathBuf::from).unwrap_or_default();
     let jobs = config.jobs(&base)?;
     let warehouse = Warehouse::new(warehouse);
-    let runner = WarehouseRunner { warehouse: warehouse.clone() };
+    let runner = WarehouseRunner::new(warehouse.clone());
     schedule::run_scheduler(&jobs, &runner, &Ledger::new(warehouse), &SystemClock, &config.policy(), None).await
 }
 
@@ -193,7 +193,7 @@ pub async fn backfill(args: BackfillArgs, warehouse: &Path) -> Result<()> {
     };
     let policy = config.as_ref().map_or_else(Policy::default, Config::policy);
     let warehouse = Warehouse::new(warehouse);
-    let runner = WarehouseRunner { warehouse: warehouse.clone() };
+    let runner = WarehouseRunner::new(warehouse.clone());
     let ledger = Ledger::new(warehouse);
     let out = &mut std::io::stdout();
     schedule::backfill(&job, args.from, args.to, args.dry_run, &runner, &ledger, &SystemClock, &policy, out).await

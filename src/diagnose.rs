@@ -18,7 +18,7 @@ use datafusion::arrow::datatypes::{DataType, Float64Type};
 use datafusion::arrow::util::display::{ArrayFormatter, FormatOptions};
 use datafusion::prelude::SessionContext;
 
-use crate::catalog;
+use crate::catalog::{self, Snapshot};
 use crate::queries::{Output, Query};
 use crate::warehouse::Warehouse;
 use crate::warehouse::results::{self, DIAGNOSES, Diagnosis, RunInfo};
@@ -89,8 +89,22 @@ fn run_id(query: &str) -> String {
 /// Runs the request in a fresh session over the warehouse (so views a query creates stay its
 /// own) and records the result as `record` says.
 pub async fn run(warehouse: &Warehouse, request: &Request, record: Record) -> Result<Outcome> {
-    let ctx = catalog::session(warehouse).await?;
-    run_in(&ctx, warehouse, request, record).await
+    run_on(&Snapshot::take(warehouse).await?, request, record).await
+}
+
+/// [`run`] over tables `snapshot` has opened already: runs one after another (a nightly batch,
+/// a backfill) open `states` once, not once a query. The table the run writes is forgotten by
+/// the snapshot, so the next run over it (`combined` after the verdicts) reads what this wrote.
+pub async fn run_on(snapshot: &Snapshot, request: &Request, record: Record) -> Result<Outcome> {
+    let ctx = catalog::session_over(snapshot)?;
+    let outcome = run_in(&ctx, snapshot.warehouse(), request, record).await;
+    if record != Record::Nothing {
+        snapshot.forget(match &request.query.output {
+            Output::Verdict => DIAGNOSES,
+            Output::Table(table) => table,
+        });
+    }
+    outcome
 }
 
 pub async fn run_in(ctx: &SessionContext, warehouse: &Warehouse, request: &Request, record: Record) -> Result<Outcome> {
@@ -157,7 +171,7 @@ pub async fn run_in(ctx: &SessionContext, warehouse: &Warehouse, request: &Reque
             let Some(schema) = last_schema.filter(|schema| !schema.fields().is_empty()) else {
                 bail!("{}: the last statement returned no result to save in {table}", query.origin);
             };
-            let batch = results::with_partition_values(&last, schema, &default_cluster, request.run_date)?;
+            let batch = results::table_batch(&last, schema, &info, &default_cluster)?;
             let predicate = results::partition_predicate(request.cluster.as_deref(), request.run_date);
             results::write(warehouse, table, batch, Some(predicate)).await?;
         }

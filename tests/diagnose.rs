@@ -146,6 +146,36 @@ async fn kahuna_wb_indicts_the_slow_host_and_reruns_replace_their_partition() {
     assert!(text(&out.stderr).contains("parameter threshold: expected a number, got `high`"), "{}", text(&out.stderr));
 }
 
+/// Runs of one batch share the tables they opened (`diagnose::run_on`), and each reads what the
+/// ones before it wrote: the table a run writes is opened again by the next session.
+#[tokio::test]
+async fn a_batch_of_runs_reads_what_its_earlier_runs_wrote() {
+    use kahuna::catalog::{Snapshot, session_over};
+    use kahuna::diagnose::{Record, Request, run, run_on};
+    use kahuna::queries::Query;
+    use kahuna::warehouse::Warehouse;
+
+    let logs = tempfile::tempdir().unwrap();
+    let wh = tempfile::tempdir().unwrap();
+    write_logs(logs.path());
+    common::ingest_into(vec![logs.path().to_path_buf()], wh.path(), None).await;
+    let warehouse = Warehouse::new(wh.path());
+    let mut request = Request::new(Query::resolve("kahuna_wb", Path::new("queries")).unwrap());
+    request.params = vec![("states".into(), "Map".into())];
+    // Five hosts' Map verdicts and their per-host verdicts (the test above).
+    let verdict_rows = 10;
+    run(&warehouse, &request, Record::Append).await.unwrap();
+    let snapshot = Snapshot::take(&warehouse).await.unwrap();
+    let count = || async {
+        let ctx = session_over(&snapshot).unwrap();
+        let batches = ctx.sql("SELECT count(*) FROM diagnoses").await.unwrap().collect().await.unwrap();
+        datafusion::arrow::util::pretty::pretty_format_batches(&batches).unwrap().to_string()
+    };
+    assert!(count().await.contains(&format!("| {verdict_rows} ")), "{}", count().await);
+    run_on(&snapshot, &request, Record::Append).await.unwrap();
+    assert!(count().await.contains(&format!("| {} ", 2 * verdict_rows)), "{}", count().await);
+}
+
 #[tokio::test]
 async fn edge_tables_are_saved_per_run_date() {
     let wh = tempfile::tempdir().unwrap();
@@ -158,6 +188,12 @@ async fn edge_tables_are_saved_per_run_date() {
     let edges = rows(wh.path(), "SELECT src, dst, copies FROM controlflow_edges ORDER BY copies DESC, src, dst").await;
     let total: i64 = edges.iter().map(|r| r[2].parse::<i64>().unwrap()).sum();
     assert_eq!(total, 6, "the six ReduceCopy states of data/, once although run twice: {edges:?}");
+    // Each row says which run wrote it, with what parameters: the second run's.
+    let provenance = "SELECT count(DISTINCT run_id), min(run_id), min(parameters) FROM controlflow_edges";
+    let provenance = rows(wh.path(), provenance).await;
+    assert_eq!(provenance[0][0], "1");
+    assert!(provenance[0][1].contains("-controlflow-"), "{provenance:?}");
+    assert!(provenance[0][2].contains(r#""cluster":"c1""#) && provenance[0][2].contains(r#""from":"2008-08-23T00:00:00"#), "{provenance:?}");
 
     // The block-operation graph: its two statements (DataNode addresses, then edges) each run,
     // and data/'s nine block operations (all dates) are each one edge's block, also when run twice.

@@ -19,6 +19,7 @@
 pub mod clock;
 pub mod plan;
 
+use std::cell::RefCell;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -31,6 +32,7 @@ use datafusion::arrow::array::{Array, cast::AsArray};
 use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::{DataType, TimeUnit, TimestampMicrosecondType};
 
+use crate::catalog::Snapshot;
 use crate::diagnose::{self, Record, Request};
 use crate::ingest::discover::{Hints, parse_daemon_flag};
 use crate::ingest::{IngestOptions, ingest};
@@ -282,16 +284,45 @@ fn toml_text(value: &toml::Value) -> String {
 #[async_trait(?Send)]
 pub trait Runner {
     async fn run(&self, job: &Job, run_date: NaiveDate) -> Result<usize>;
+
+    /// The runs due together are over: what they shared is not kept for the next ones.
+    fn batch_done(&self) {}
 }
 
 /// The real work: a query over the run date's local day, replacing that date's partition; or
 /// an ingest of the job's paths.
 pub struct WarehouseRunner {
-    pub warehouse: Warehouse,
+    warehouse: Warehouse,
+    /// The tables the queries of one batch read, opened once for all of them (see
+    /// [`diagnose::run_on`]); an ingest drops it, and so does the batch's end, so that the next
+    /// batch reads what was written in between.
+    snapshot: RefCell<Option<Snapshot>>,
+}
+
+impl WarehouseRunner {
+    pub fn new(warehouse: Warehouse) -> WarehouseRunner {
+        WarehouseRunner { warehouse, snapshot: RefCell::new(None) }
+    }
+
+    async fn snapshot(&self) -> Result<Snapshot> {
+        let cached = self.snapshot.borrow().clone();
+        match cached {
+            Some(snapshot) => Ok(snapshot),
+            None => {
+                let snapshot = Snapshot::take(&self.warehouse).await?;
+                *self.snapshot.borrow_mut() = Some(snapshot.clone());
+                Ok(snapshot)
+            }
+        }
+    }
 }
 
 #[async_trait(?Send)]
 impl Runner for WarehouseRunner {
+    fn batch_done(&self) {
+        self.snapshot.take();
+    }
+
     async fn run(&self, job: &Job, run_date: NaiveDate) -> Result<usize> {
         match &job.work {
             Work::Query { query, params } => {
@@ -302,9 +333,10 @@ impl Runner for WarehouseRunner {
                 request.cluster = job.cluster.clone();
                 request.params = params.clone();
                 request.run_date = run_date;
-                Ok(diagnose::run(&self.warehouse, &request, Record::Replace).await?.rows)
+                Ok(diagnose::run_on(&self.snapshot().await?, &request, Record::Replace).await?.rows)
             }
             Work::Ingest { paths, zone, hints } => {
+                self.snapshot.take();
                 let options = IngestOptions {
                     paths: paths.clone(),
                     cluster: job.cluster.clone().unwrap_or_else(|| "default".into()),
@@ -454,6 +486,7 @@ pub async fn run_scheduler(
             }
             handled.insert(job.name.clone(), occurrence);
         }
+        runner.batch_done();
         // Each job's next occurrence after the last it dealt with, not after now: one that fell
         // due while others ran (a long ingest, retries) runs at once, not a day late.
         let next_of = |job: &Job| job.schedule.next_after(plan::live_after(handled.get(&job.name).copied(), started));
@@ -497,6 +530,7 @@ pub async fn backfill(
             }
         }
     }
+    runner.batch_done();
     if failed > 0 {
         bail!("{failed} of the dates failed (see schedule_runs)");
     }

@@ -10,7 +10,7 @@
 
 use std::sync::Arc;
 
-use anyhow::{Context, Result};
+use anyhow::{Context, Result, bail};
 use chrono::{DateTime, NaiveDate, Utc};
 use datafusion::arrow::array::{
     ArrayRef, BooleanArray, Date32Array, Float64Array, Int64Array, RecordBatch, StringArray, TimestampMicrosecondArray,
@@ -18,6 +18,7 @@ use datafusion::arrow::array::{
 use datafusion::arrow::compute::concat_batches;
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
 use deltalake::DeltaTable;
+use deltalake::operations::write::SchemaMode;
 use deltalake::protocol::SaveMode;
 
 use super::Warehouse;
@@ -205,7 +206,13 @@ pub async fn write(warehouse: &Warehouse, name: &str, batch: RecordBatch, replac
         Some(table) => table,
         None => DeltaTable::try_from_url(warehouse.table_url(name)?).await?,
     };
-    let mut builder = table.write(vec![batch]).with_table_name(name).with_partition_columns(PARTITION_COLUMNS);
+    // New columns join the table (an operator's copy of a table query that returns one more,
+    // or a table written before the run columns); the rows before have them NULL.
+    let mut builder = table
+        .write(vec![batch])
+        .with_table_name(name)
+        .with_partition_columns(PARTITION_COLUMNS)
+        .with_schema_mode(SchemaMode::Merge);
     builder = match &replace {
         Some(predicate) => builder.with_save_mode(SaveMode::Overwrite).with_replace_where(predicate.clone()),
         None => builder.with_save_mode(SaveMode::Append),
@@ -218,8 +225,9 @@ pub async fn write(warehouse: &Warehouse, name: &str, batch: RecordBatch, replac
 }
 
 /// `batches` (any schema without `cluster`/`date`, or with a `cluster` column of its own) as one
-/// batch with the partition columns last: the row's cluster if it has one, else `cluster`.
-pub fn with_partition_values(batches: &[RecordBatch], schema: SchemaRef, cluster: &str, date: NaiveDate) -> Result<RecordBatch> {
+/// batch with the run's id and parameters, then the partition columns, last: the row's cluster
+/// if it has one, else `cluster`.
+pub fn table_batch(batches: &[RecordBatch], schema: SchemaRef, run: &RunInfo, cluster: &str) -> Result<RecordBatch> {
     let data = concat_batches(&schema, batches)?;
     let mut fields = Vec::new();
     let mut columns = Vec::new();
@@ -236,6 +244,13 @@ pub fn with_partition_values(batches: &[RecordBatch], schema: SchemaRef, cluster
         }
     }
     let n = data.num_rows();
+    for (name, value) in [("run_id", &run.run_id), ("parameters", &run.parameters)] {
+        if fields.iter().any(|f| f.name() == name) {
+            bail!("the result has a column {name}, which the saved table gives each run's rows itself");
+        }
+        fields.push(Field::new(name, DataType::Utf8, true));
+        columns.push(Arc::new(StringArray::from(vec![value.as_str(); n])));
+    }
     let clusters: ArrayRef = match own_cluster {
         Some(values) => {
             let values = datafusion::arrow::array::cast::as_string_array(&values);
@@ -244,7 +259,7 @@ pub fn with_partition_values(batches: &[RecordBatch], schema: SchemaRef, cluster
         None => Arc::new(StringArray::from(vec![cluster; n])),
     };
     columns.push(clusters);
-    columns.push(Arc::new(Date32Array::from(vec![days(date); n])));
+    columns.push(Arc::new(Date32Array::from(vec![days(run.run_date); n])));
     Ok(RecordBatch::try_new(with_partitions(fields), columns)?)
 }
 
@@ -305,5 +320,32 @@ mod tests {
         // Appends add.
         write(&wh, DIAGNOSES, diagnoses_batch(&run("r5", d2), &verdict("c1", &["z"])).unwrap(), None).await.unwrap();
         assert_eq!(query_rows(&wh, "SELECT count(*) FROM diagnoses").await, vec!["6"]);
+    }
+
+    /// A table query's rows carry their run; a column a later version of the query adds joins
+    /// the table, NULL in the rows written before it.
+    #[tokio::test]
+    async fn a_saved_table_takes_the_columns_a_later_run_adds() {
+        let dir = tempfile::tempdir().unwrap();
+        let wh = Warehouse::new(dir.path());
+        let d1 = NaiveDate::from_ymd_opt(2008, 8, 23).unwrap();
+        let d2 = NaiveDate::from_ymd_opt(2008, 8, 24).unwrap();
+        let result = |columns: &[(&str, i64)]| {
+            let fields: Vec<Field> = columns.iter().map(|(name, _)| Field::new(*name, DataType::Int64, false)).collect();
+            let arrays: Vec<ArrayRef> = columns.iter().map(|(_, v)| Arc::new(Int64Array::from(vec![*v])) as ArrayRef).collect();
+            let batch = RecordBatch::try_new(Arc::new(Schema::new(fields)), arrays).unwrap();
+            (batch.schema(), vec![batch])
+        };
+        let (schema, batches) = result(&[("edges", 3)]);
+        let replace = |date| Some(partition_predicate(Some("c1"), date));
+        write(&wh, "edges", table_batch(&batches, schema, &run("r1", d1), "c1").unwrap(), replace(d1)).await.unwrap();
+        let (schema, batches) = result(&[("edges", 4), ("blocks", 9)]);
+        write(&wh, "edges", table_batch(&batches, schema, &run("r2", d2), "c1").unwrap(), replace(d2)).await.unwrap();
+        let sql = "SELECT run_id, parameters, edges, blocks, CAST(date AS VARCHAR) AS day FROM edges ORDER BY day";
+        assert_eq!(query_rows(&wh, sql).await, ["r1 {} 3  2008-08-23", "r2 {} 4 9 2008-08-24"]);
+        // A result with a column of the run's own name is refused, not overwritten.
+        let (schema, batches) = result(&[("run_id", 1)]);
+        let refused = table_batch(&batches, schema, &run("r3", d2), "c1").unwrap_err().to_string();
+        assert!(refused.contains("the result has a column run_id"), "{refused}");
     }
 }
