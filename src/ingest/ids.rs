@@ -40,10 +40,11 @@ static TASK: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"task_"))
 static JOB: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"job_"));
 static BLOCK: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"blk_"));
 
+/// The first place either needle occurs; `b` is searched for only before `a`'s first match.
 fn find_either(hay: &[u8], a: &Finder<'_>, b: &Finder<'_>) -> Option<usize> {
-    match (a.find(hay), b.find(hay)) {
-        (Some(x), Some(y)) => Some(x.min(y)),
-        (x, y) => x.or(y),
+    match a.find(hay) {
+        Some(x) => Some(b.find(&hay[..x]).unwrap_or(x)),
+        None => b.find(hay),
     }
 }
 
@@ -72,17 +73,18 @@ pub fn contains(hay: &str, needle: &str) -> bool {
 /// `attempt_200808231712_0001_m_000003_0` or `task_0001_m_000003_0`: after the prefix, runs
 /// of digits with `m` or `r` second to last but two.
 pub fn is_attempt(id: &str) -> bool {
-    let numbers_before_kind = if id.starts_with("attempt_") {
-        2
-    } else if id.starts_with("task_") {
-        1
+    let (numbers_before_kind, rest) = if let Some(rest) = id.strip_prefix("attempt_") {
+        (2, rest)
+    } else if let Some(rest) = id.strip_prefix("task_") {
+        (1, rest)
     } else {
         return false;
     };
-    let number = |p: Option<&str>| p.is_some_and(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()));
-    let mut parts = id.split('_').skip(1);
+    // Bytes, not `str::split`: this runs on every id-like word of every line.
+    let number = |p: Option<&[u8]>| p.is_some_and(|p| !p.is_empty() && p.iter().all(u8::is_ascii_digit));
+    let mut parts = rest.as_bytes().split(|&b| b == b'_');
     (0..numbers_before_kind).all(|_| number(parts.next()))
-        && matches!(parts.next(), Some("m" | "r"))
+        && matches!(parts.next(), Some(b"m" | b"r"))
         && number(parts.next())
         && number(parts.next())
         && parts.next().is_none()

@@ -14,7 +14,10 @@ use twox_hash::XxHash3_64;
 pub const MAX_LINE: usize = 64 * 1024;
 /// How much of a rejected line the `rejects` table keeps.
 pub const RAW_KEPT: usize = 4 * 1024;
-const CHUNK: usize = 1 << 20;
+/// Bytes read at a time. The kernel's copy into the buffer was a fifth of parsing CPU with 1 MiB
+/// reads; a buffer that stays in a core's L2 cache is copied into faster and parsed from there
+/// (256 MB of logs, `--dry-run`, 5 interleaved runs: 1.15–1.17 → 1.02–1.10 CPU-s).
+const CHUNK: usize = 128 << 10;
 
 /// One line, without its `\n` or `\r\n`.
 pub struct Line<'a> {
