@@ -333,7 +333,12 @@ impl Runner for WarehouseRunner {
                 request.cluster = job.cluster.clone();
                 request.params = params.clone();
                 request.run_date = run_date;
-                Ok(diagnose::run_on(&self.snapshot().await?, &request, Record::Replace).await?.rows)
+                let outcome = diagnose::run_on(&self.snapshot().await?, &request, Record::Replace).await;
+                // A retry opens the tables again: what failed may have been reading one.
+                if outcome.is_err() {
+                    self.snapshot.take();
+                }
+                Ok(outcome?.rows)
             }
             Work::Ingest { paths, zone, hints } => {
                 self.snapshot.take();
