@@ -12,7 +12,7 @@ fn block_detail(msg: &str) -> Detail {
 /// A write is known by its block and its writer: the three DataNodes of a pipeline each log
 /// the same block, and a merged file holds all three.
 pub fn write_key(block: Option<&str>, writer: &str) -> String {
-    format!("write:{}:{writer}", block.unwrap_or(""))
+    ["write", block.unwrap_or(""), writer].join(":")
 }
 
 fn size_after(msg: &str) -> Option<i64> {
@@ -53,7 +53,7 @@ pub fn recognize(msg: &str) -> Option<Token> {
     if let Some((rest, outcome)) = served.or(failed) {
         let mut detail = block_detail(rest);
         let reader = host_of_address(rest.rsplit_once(" to ")?.1.trim()).to_string();
-        let key = format!("read:{}:{reader}", detail.block_id.as_deref().unwrap_or(""));
+        let key = ["read", detail.block_id.as_deref().unwrap_or(""), &reader].join(":");
         detail.peer_host = Some(reader);
         return Some(Token::End { kind: StateKind::ReadBlock, key, outcome, detail });
     }

@@ -300,7 +300,12 @@ fn probe(path: &Path, gzip: bool) -> Result<Probe, String> {
                 if let Some(at) = memchr::memchr(0, line.bytes) {
                     return Ok(Probe { lines, nul_at: Some(line.offset + at as u64) });
                 }
-                lines.push(String::from_utf8_lossy(line.bytes).into_owned());
+                // `from_utf8` first: its check is several times faster than the lossy decoder's,
+                // and for a folder of small attempt logs this reads most lines of every file.
+                lines.push(match std::str::from_utf8(line.bytes) {
+                    Ok(text) => text.to_string(),
+                    Err(_) => String::from_utf8_lossy(line.bytes).into_owned(),
+                });
             }
             Ok(None) => break,
             // A damaged gzip header shows here; a stream cut later is the ingest's to report.

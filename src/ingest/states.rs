@@ -8,7 +8,7 @@
 //! N`; every rise of N is a thread start, and each end that has no start of its own takes the
 //! earliest of them (SALSA §5.2, "FIFO completion").
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 
 /// The states of SALSA Tables 1–2, plus `MapCopy` (the map side of a shuffle, which 0.20's
 /// clienttrace makes visible) and `XceiverThread` (a DEBUG connection start no end claimed).
@@ -118,7 +118,8 @@ pub struct Mark {
     pub line: u64,
     /// Byte offset of the line: a table that already holds bytes before it skips the row.
     pub offset: u64,
-    /// The host the line names as its own (merged files), else the stream's.
+    /// The host the line names as its own in a merged file; None elsewhere, where the
+    /// stream's host is every state's.
     pub host: Option<String>,
 }
 
@@ -159,7 +160,7 @@ const HELD_ENDS: usize = 64;
 /// Pairs the tokens of one stream (the files of one host and daemon, in time order).
 #[derive(Default)]
 pub struct Machine {
-    open: HashMap<String, VecDeque<Open>>,
+    open: foldhash::HashMap<String, VecDeque<Open>>,
     open_count: usize,
     connections: u32,
     connection_starts: VecDeque<Mark>,

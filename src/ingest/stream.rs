@@ -493,7 +493,13 @@ impl StreamReader<'_> {
             self.address_book.note_line(host, message, ts);
         }
         if let Some(token) = recognize(daemon, &event.logger, message, file.attempt.as_deref()) {
-            let mark = Mark { file: index, ts_ms: ts, line: event.line, offset: event.offset, host: host.map(str::to_string) };
+            // Only a merged file's lines name a host of their own; the rows of any other take
+            // the stream's host, so its marks need no copy of it.
+            let line_host = match file.host {
+                HostOrigin::Merged => host.map(str::to_string),
+                HostOrigin::Known(_) => None,
+            };
+            let mark = Mark { file: index, ts_ms: ts, line: event.line, offset: event.offset, host: line_host };
             self.machine.replaying = event.offset < planned.replay_below;
             self.machine.observe(token, mark, &mut self.finished_states);
             if self.finished_states.len() >= 1024 {
