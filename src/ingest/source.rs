@@ -83,6 +83,9 @@ pub struct LineReader {
     next_number: u64,
     remaining: Option<u64>,
     hasher: XxHash3_64,
+    /// `buf[..hashed]` is in `hasher`; consumed bytes after it are hashed when the buffer is
+    /// refilled, a window at a time rather than a line at a time.
+    hashed: usize,
     /// The start and length of the overlong line last skipped.
     overlong_head: Vec<u8>,
     overlong_len: u64,
@@ -117,6 +120,7 @@ impl LineReader {
             next_number: first_number,
             remaining: end.map(|end| end.saturating_sub(start)),
             hasher: XxHash3_64::with_seed(0),
+            hashed: 0,
             overlong_head: Vec::new(),
             overlong_len: 0,
         })
@@ -146,7 +150,9 @@ impl LineReader {
 
     /// Hash of every byte read so far.
     pub fn hash(&self) -> u64 {
-        self.hasher.finish()
+        let mut hasher = self.hasher.clone();
+        hasher.write(&self.buf[self.hashed..self.pos]);
+        hasher.finish()
     }
 
     /// Reads more input behind the unconsumed bytes; false at the end of input.
@@ -155,6 +161,8 @@ impl LineReader {
             return Ok(false);
         }
         if self.pos > 0 {
+            self.hasher.write(&self.buf[self.hashed..self.pos]);
+            self.hashed = 0;
             self.buf.copy_within(self.pos..self.filled, 0);
             self.filled -= self.pos;
             self.pos = 0;
@@ -212,7 +220,6 @@ impl LineReader {
     }
 
     fn emit(&mut self, start: usize, end: usize, consumed: usize) -> Line<'_> {
-        self.hasher.write(&self.buf[start..start + consumed]);
         let mut bytes = &self.buf[start..end];
         if let Some(stripped) = bytes.strip_suffix(b"\r") {
             bytes = stripped;
@@ -230,12 +237,10 @@ impl LineReader {
         loop {
             let window = &self.buf[self.pos..self.filled];
             if let Some(nl) = memchr::memchr(b'\n', window) {
-                self.hasher.write(&window[..=nl]);
                 len += nl as u64 + 1;
                 self.pos += nl + 1;
                 break;
             }
-            self.hasher.write(window);
             len += window.len() as u64;
             self.pos = self.filled;
             if !self.fill()? {
@@ -369,6 +374,35 @@ mod tests {
         assert_eq!(got[0].2.len(), RAW_KEPT);
         assert_eq!(got[0].3, Some((1 << 20) + 1));
         assert_eq!((got[1].1, got[1].2.as_str()), ((1 << 20) + 1, "after"));
+    }
+
+    #[test]
+    fn the_hash_covers_exactly_the_bytes_consumed() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("many.log");
+        // Several read windows, a CRLF line and an overlong line across window boundaries.
+        let mut content = Vec::new();
+        for i in 0..40_000 {
+            content.extend_from_slice(format!("2008-08-23 17:12:32,466 INFO a.B: line {i}\n").as_bytes());
+            if i == 20_000 {
+                content.extend_from_slice(&vec![b'y'; 300_000]);
+                content.extend_from_slice(b"\r\n");
+            }
+        }
+        std::fs::write(&path, &content).unwrap();
+        let whole = |bytes: &[u8]| {
+            let mut hasher = XxHash3_64::with_seed(0);
+            hasher.write(bytes);
+            hasher.finish()
+        };
+        let mut reader = LineReader::open(&path, false, 0, Some(content.len() as u64), 1).unwrap();
+        for _ in 0..25_000 {
+            reader.next_line().unwrap().unwrap();
+        }
+        assert_eq!(reader.hash(), whole(&content[..reader.offset() as usize]));
+        while reader.next_line().unwrap().is_some() {}
+        assert_eq!(reader.offset(), content.len() as u64);
+        assert_eq!(reader.hash(), whole(&content));
     }
 
     #[test]
