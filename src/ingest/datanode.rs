@@ -2,7 +2,7 @@
 //! states (SALSA Table 2, Hadoop 0.16–1.x wording), and the DataNode's own address in a line,
 //! which is how merged multi-host files (Loghub's HDFS) tell whose line it is.
 
-use super::ids::{field_after, find_block, host_of_address};
+use super::ids::{field_after, find_block, host_of_address, split_at_first, split_at_last};
 use super::states::{Detail, Outcome, StateKind, Token};
 
 fn block_detail(msg: &str) -> Detail {
@@ -35,11 +35,11 @@ pub fn recognize(msg: &str) -> Option<Token> {
         // /a` (0.18 PacketResponder), `… from /a and mirrored to /m:p` (≤0.17).
         let writer = match field_after(rest, "src:") {
             Some(src) => src,
-            None => rest.rsplit_once(" from ")?.1.split(' ').next()?,
+            None => split_at_last(rest, " from ")?.1.split(' ').next()?,
         };
         let writer = host_of_address(writer).to_string();
         let mut kind = StateKind::WriteBlock;
-        if let Some((_, mirror)) = rest.split_once(" and mirrored to ") {
+        if let Some((_, mirror)) = split_at_first(rest, " and mirrored to ") {
             kind = StateKind::WriteBlockReplicated;
             detail.mirror_host = Some(host_of_address(mirror.trim()).to_string());
         }
@@ -52,7 +52,7 @@ pub fn recognize(msg: &str) -> Option<Token> {
     let failed = body.strip_prefix("Got exception while serving ").map(|rest| (rest, Outcome::Failed));
     if let Some((rest, outcome)) = served.or(failed) {
         let mut detail = block_detail(rest);
-        let reader = host_of_address(rest.rsplit_once(" to ")?.1.trim()).to_string();
+        let reader = host_of_address(split_at_last(rest, " to ")?.1.trim()).to_string();
         let key = ["read", detail.block_id.as_deref().unwrap_or(""), &reader].join(":");
         detail.peer_host = Some(reader);
         return Some(Token::End { kind: StateKind::ReadBlock, key, outcome, detail });

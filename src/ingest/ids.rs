@@ -65,6 +65,27 @@ pub fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
     None
 }
 
+/// `s` around the first `sep`, as `str::split_once` (whose searcher costs more to build than
+/// a log message costs to scan); see [`find`].
+pub fn split_at_first<'a>(s: &'a str, sep: &str) -> Option<(&'a str, &'a str)> {
+    let at = find(s.as_bytes(), sep.as_bytes())?;
+    Some((&s[..at], &s[at + sep.len()..]))
+}
+
+/// `s` around the last `sep`, as `str::rsplit_once`; see [`find`].
+pub fn split_at_last<'a>(s: &'a str, sep: &str) -> Option<(&'a str, &'a str)> {
+    let (&first, rest) = sep.as_bytes().split_first()?;
+    let hay = s.as_bytes();
+    let mut end = hay.len();
+    while let Some(at) = memchr::memrchr(first, &hay[..end]) {
+        if hay[at + 1..].starts_with(rest) {
+            return Some((&s[..at], &s[at + sep.len()..]));
+        }
+        end = at;
+    }
+    None
+}
+
 /// Whether `needle` occurs in `hay`; see [`find`].
 pub fn contains(hay: &str, needle: &str) -> bool {
     find(hay.as_bytes(), needle.as_bytes()).is_some()
@@ -166,6 +187,22 @@ pub fn field_after<'a>(msg: &'a str, key: &str) -> Option<&'a str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn splits_agree_with_str() {
+        for (s, sep) in [
+            ("Received block blk_1 of size 9 from /10.0.0.1", " from "),
+            ("a from b from c", " from "),
+            ("x to y to z", " to "),
+            (" to ", " to "),
+            ("no separator", " to "),
+            ("éé to ü", " to "),
+            ("aaa", "aa"),
+        ] {
+            assert_eq!(split_at_first(s, sep), s.split_once(sep), "{s:?} / {sep:?}");
+            assert_eq!(split_at_last(s, sep), s.rsplit_once(sep), "{s:?} / {sep:?}");
+        }
+    }
 
     #[test]
     fn attempts_of_both_generations() {

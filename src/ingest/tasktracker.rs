@@ -5,7 +5,7 @@
 //! copier threads name only the map whose output they fetch, so the reduce is the attempt whose
 //! log it is.
 
-use super::ids::{contains, find_attempt, is_map_attempt};
+use super::ids::{contains, find_attempt, is_map_attempt, split_at_first, split_at_last};
 use super::states::{Detail, Outcome, StateKind, Token};
 
 fn task(attempt: &str) -> Detail {
@@ -28,7 +28,7 @@ fn task_key(attempt: &str) -> String {
 
 /// `<host>.` or `<host>` at the end of a copy message.
 fn host_after_from(rest: &str) -> Option<String> {
-    let (_, host) = rest.rsplit_once(" from ")?;
+    let (_, host) = split_at_last(rest, " from ")?;
     let host = host.trim().trim_end_matches('.');
     (!host.is_empty()).then(|| host.to_string())
 }
@@ -53,14 +53,14 @@ fn recognize_own(msg: &str, own: &str) -> Option<Token> {
         ..Detail::default()
     };
     if let Some(rest) = msg.strip_prefix("Shuffling ") {
-        let (_, map) = rest.split_once(" from ")?;
+        let (_, map) = split_at_first(rest, " from ")?;
         let (map, _) = find_attempt(map)?;
         // The raw (compressed) length is what crosses the network.
-        let raw = rest.split_once(" bytes (").and_then(|(_, r)| r.split_once(' ')).and_then(|(n, _)| n.parse().ok());
+        let raw = split_at_first(rest, " bytes (").and_then(|(_, r)| r.split_once(' ')).and_then(|(n, _)| n.parse().ok());
         return Some(Token::Start { kind: StateKind::ReduceCopy, key: copy_key(own, map), detail: detail(map, None, raw) });
     }
     if let Some(rest) = msg.strip_prefix("Read ")
-        && let Some((_, map)) = rest.split_once(" bytes from map-output for ")
+        && let Some((_, map)) = split_at_first(rest, " bytes from map-output for ")
     {
         let (map, _) = find_attempt(map)?;
         return Some(Token::End {
