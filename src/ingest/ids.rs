@@ -101,14 +101,27 @@ pub fn is_attempt(id: &str) -> bool {
     } else {
         return false;
     };
-    // Bytes, not `str::split`: this runs on every id-like word of every line.
-    let number = |p: Option<&[u8]>| p.is_some_and(|p| !p.is_empty() && p.iter().all(u8::is_ascii_digit));
-    let mut parts = rest.as_bytes().split(|&b| b == b'_');
-    (0..numbers_before_kind).all(|_| number(parts.next()))
-        && matches!(parts.next(), Some(b"m" | b"r"))
-        && number(parts.next())
-        && number(parts.next())
-        && parts.next().is_none()
+    // A hand-written scan, not a split: this runs on every id-like word of every line.
+    let b = rest.as_bytes();
+    let mut at = 0;
+    (0..numbers_before_kind).all(|_| digits_then(b, &mut at, Some(b'_')))
+        && matches!(b.get(at..at + 2), Some(b"m_" | b"r_"))
+        && {
+            at += 2;
+            digits_then(b, &mut at, Some(b'_')) && digits_then(b, &mut at, None)
+        }
+}
+
+/// Whether `b` holds a run of digits from `at` followed by `end` (None: the end of `b`);
+/// moves `at` past both.
+fn digits_then(b: &[u8], at: &mut usize, end: Option<u8>) -> bool {
+    let from = *at;
+    while b.get(*at).is_some_and(u8::is_ascii_digit) {
+        *at += 1;
+    }
+    let ok = *at > from && b.get(*at).copied() == end;
+    *at += 1;
+    ok
 }
 
 /// Whether an attempt id names a map (`_m_`) rather than a reduce.
@@ -222,6 +235,10 @@ mod tests {
         assert!(find_attempt("task_tracker is up").is_none());
         assert!(find_attempt("attempt_x_1_m_1_0").is_none());
         assert!(!is_attempt("attempt_1_2_m_3_4_5") && !is_attempt("task_1_x_3_4") && !is_attempt("task_1_m_3"));
+        assert!(is_attempt("task_1_r_3_4") && is_attempt("attempt_200808231712_0001_m_000003_0"));
+        for not_one in ["task_", "task__m_3_4", "task_1_m__4", "task_1_m_3_", "task_1_mm_3_4", "attempt_1_m_3_4", "task_1_m_3_4x", "task_a_m_3_4"] {
+            assert!(!is_attempt(not_one), "{not_one}");
+        }
         assert_eq!(find(b"abcabd", b"abd"), Some(3));
         assert_eq!(find(b"ab", b"abc"), None);
     }
