@@ -65,14 +65,14 @@ pub fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
     None
 }
 
-/// `s` around the first `sep`, as `str::split_once` (whose searcher costs more to build than
-/// a log message costs to scan); see [`find`].
+/// `s` around the first `sep` (not empty), as `str::split_once`, whose searcher costs more to
+/// build than a log message costs to scan; see [`find`].
 pub fn split_at_first<'a>(s: &'a str, sep: &str) -> Option<(&'a str, &'a str)> {
     let at = find(s.as_bytes(), sep.as_bytes())?;
     Some((&s[..at], &s[at + sep.len()..]))
 }
 
-/// `s` around the last `sep`, as `str::rsplit_once`; see [`find`].
+/// `s` around the last `sep` (not empty), as `str::rsplit_once`; see [`find`].
 pub fn split_at_last<'a>(s: &'a str, sep: &str) -> Option<(&'a str, &'a str)> {
     let (&first, rest) = sep.as_bytes().split_first()?;
     let hay = s.as_bytes();

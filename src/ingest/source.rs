@@ -148,7 +148,7 @@ impl LineReader {
         }
     }
 
-    /// Hash of every byte read so far.
+    /// Hash of every byte consumed so far (the lines returned, with their line ends).
     pub fn hash(&self) -> u64 {
         let mut hasher = self.hasher.clone();
         hasher.write(&self.buf[self.hashed..self.pos]);
