@@ -10,6 +10,8 @@
 use chrono::TimeZone;
 use chrono_tz::Tz;
 
+use super::ids::split_at_first;
+
 /// How the timestamp and the fields before the message are written.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Layout {
@@ -149,11 +151,11 @@ fn fields_after_stamp(local_ms: i64, rest: &str, bare_thread_first: bool) -> Hea
     }
     rest = tail.trim_start_matches(' ');
     if let Some(bracketed) = rest.strip_prefix('[') {
-        let Some(close) = bracketed.find("] ") else {
+        let Some((name, after)) = split_at_first(bracketed, "] ") else {
             return Head::Malformed("thread has no closing bracket");
         };
-        thread = Some(&bracketed[..close]);
-        rest = &bracketed[close + 2..];
+        thread = Some(name);
+        rest = after;
     }
     // `logger: message`, or `logger (File.java:method(42)) - message`.
     let logger_end = memchr::memchr(b' ', rest.as_bytes()).unwrap_or(rest.len());
@@ -164,9 +166,8 @@ fn fields_after_stamp(local_ms: i64, rest: &str, bare_thread_first: bool) -> Hea
             return Head::Event(EventHead { local_ms, level, thread, logger, message });
         }
     } else if tail.starts_with(" (")
-        && let Some(dash) = tail.find(") - ")
+        && let Some((_, message)) = split_at_first(tail, ") - ")
     {
-        let message = &tail[dash + 4..];
         return Head::Event(EventHead { local_ms, level, thread, logger, message });
     }
     Head::Malformed("no `logger: ` before the message")
