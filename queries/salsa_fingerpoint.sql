@@ -77,39 +77,33 @@ SELECT cluster, state, host,
        dense_rank() OVER (ORDER BY cluster, state) AS peers
 FROM (SELECT DISTINCT cluster, state, host FROM salsa_samples) AS d;
 
-CREATE TABLE salsa_peer AS
--- Twelve log-spaced bins of the duration over the median, from $lo to $hi, each sample binned
--- once here rather than at each of its $memory_ticks ticks.
+-- Each series' distributions, tick by tick: its samples of the last $memory_ticks ticks in
+-- twelve log-spaced bins of the duration over the median, from $lo to $hi, each weighing
+-- exp(-lambda·Δt / (alpha·Δt + 1)), Δt its age at the tick; `level`, the mean bin, says which
+-- side of its peers a host is on. A table of its own: after the unnest DataFusion 55 takes
+-- `series` for a unique key (apache/datafusion#24787) and could drop `tick` from an ordering.
+CREATE TABLE salsa_distributions AS
 WITH labelled AS (
     SELECT k.series, k.peers, s.t,
-           least(greatest(floor(ln(greatest(s.ms / greatest(m.median_ms, 0.001), 1e-9) / $lo) / ln($hi / $lo) * 12), 0), 11) AS bin
+           CAST(least(greatest(floor(ln(greatest(s.ms / greatest(m.median_ms, 0.001), 1e-9) / $lo) / ln($hi / $lo) * 12), 0), 11) AS BIGINT) AS bin
     FROM salsa_typical m
     JOIN salsa_series k ON k.cluster = m.cluster AND k.state = m.state
     JOIN salsa_samples s ON s.cluster = k.cluster AND s.state = k.state AND s.host = k.host
 ),
--- Each sample belongs to the distribution of the $memory_ticks ticks that follow it, and weighs
--- there exp(-lambda·Δt / (alpha·Δt + 1)), Δt its age at the tick.
 ticked AS (
-    SELECT l.series, l.peers, l.bin, CAST(floor(l.t / $step_seconds) AS BIGINT) + 1 + g.value AS tick,
-           (CAST(floor(l.t / $step_seconds) AS BIGINT) + 1 + g.value) * $step_seconds - l.t AS age
-    FROM generate_series(0, $memory_ticks - 1) AS g CROSS JOIN labelled l
-),
-weighted AS (
-    SELECT series, peers, tick, bin, exp(-$lambda * age / ($alpha * age + 1.0)) AS w FROM ticked
-),
--- `level`, the mean bin, says which side of its peers a host is on.
-distributions AS (
-    SELECT series, peers, tick,
-           avg(bin) AS level,
-           kde_smooth(state_histogram(bin + 0.5, 0, 12, 12, 'linear', w), $bandwidth) AS dist
-    FROM weighted GROUP BY series, peers, tick
-),
-alarms AS (
+    SELECT series, peers, unnest(tick_histograms(bin, 12, t, $step_seconds, $memory_ticks, $lambda, $alpha)) AS h
+    FROM labelled GROUP BY series, peers
+)
+SELECT series, peers, h['tick'] AS tick, h['mean_bin'] AS level, kde_smooth(h['hist'], $bandwidth) AS dist
+FROM ticked;
+
+CREATE TABLE salsa_peer AS
+WITH alarms AS (
     SELECT series, tick,
            coalesce(indict(dist, $threshold_p) OVER (PARTITION BY peers, tick), false)
                AND level > median(level) OVER (PARTITION BY peers, tick)
                AND count(*) OVER (PARTITION BY peers, tick) >= $min_hosts AS alarm
-    FROM distributions
+    FROM salsa_distributions
 ),
 runs AS (
     SELECT series, alarm, consecutive(alarm) OVER (PARTITION BY series ORDER BY tick) AS run
@@ -122,7 +116,7 @@ per_series AS (
 SELECT k.cluster, k.state, k.host, p.longest, p.ticks, p.alarmed
 FROM salsa_series k JOIN per_series p ON p.series = k.series;
 
--- Statement 4: the data flow.
+-- Statement 6: the data flow.
 CREATE TABLE salsa_flow AS
 WITH outlying AS (
     SELECT s.cluster, s.state, s.host, s.peer_host
@@ -158,7 +152,7 @@ SELECT a.cluster, a.state, a.host, count(*) AS associated, max(c.total) AS total
 FROM outlier_counts c JOIN associations a ON a.cluster = c.cluster AND a.state = c.state
 GROUP BY a.cluster, a.state, a.host;
 
--- Statement 5: the verdict.
+-- Statement 7: the verdict.
 WITH flow_culprits AS (
     SELECT DISTINCT cluster, state FROM salsa_flow WHERE indicted
 )

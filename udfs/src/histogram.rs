@@ -31,7 +31,7 @@ use crate::args::{
 use crate::cells::{emit_to_groups, for_each_cells, merge_into, passes, take_groups};
 
 /// More bins than this is a mistake (a bins argument in milliseconds, say), not a histogram.
-const MAX_BINS: usize = 1 << 16;
+pub(crate) const MAX_BINS: usize = 1 << 16;
 
 /// Maps input rows to bins. `bin_rows` calls `f(row, bin)` for every row that is counted;
 /// NULL (and, for values, NaN) rows are skipped.
@@ -633,11 +633,36 @@ impl Default for DecayedHistogram {
     }
 }
 
+/// SALSA's lull-corrected decay: a sample `dt` old weighs exp(-lambda·dt / (alpha·dt + 1)).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Decay {
+    lambda: f64,
+    alpha: f64,
+}
+
+impl Decay {
+    /// From the literals `lambda` at `at` and the optional `alpha` after it (default 0: plain
+    /// exponential decay).
+    pub(crate) fn parse(l: &Literals, at: usize) -> Result<Self> {
+        let lambda = l.number(at, "lambda", "a non-negative number literal", |x| x >= 0.0)?;
+        let alpha = if l.lits.len() > at + 1 {
+            l.number(at + 1, "alpha", "a non-negative number literal", |x| x >= 0.0)?
+        } else {
+            0.0
+        };
+        Ok(Self { lambda, alpha })
+    }
+
+    #[inline]
+    pub(crate) fn weight(&self, dt: f64) -> f64 {
+        (-self.lambda * dt / (self.alpha * dt + 1.0)).exp()
+    }
+}
+
 #[derive(Debug, Clone, Copy)]
 struct DecayParams {
     k: usize,
-    lambda: f64,
-    alpha: f64,
+    decay: Decay,
 }
 
 impl DecayParams {
@@ -645,19 +670,7 @@ impl DecayParams {
 
     fn parse(lits: &[Option<ScalarValue>]) -> Result<Self> {
         let l = Literals { func: Self::FUNC, lits };
-        let k = l.positive_int(1, "k", MAX_BINS - 1)?;
-        let lambda = l.number(3, "lambda", "a non-negative number literal", |x| x >= 0.0)?;
-        let alpha = match lits.len() {
-            4 => 0.0,
-            _ => l.number(4, "alpha", "a non-negative number literal", |x| x >= 0.0)?,
-        };
-        Ok(Self { k, lambda, alpha })
-    }
-
-    /// SALSA's lull-corrected decay of a sample `dt` older than the newest one.
-    #[inline]
-    fn weight(&self, dt: f64) -> f64 {
-        (-self.lambda * dt / (self.alpha * dt + 1.0)).exp()
+        Ok(Self { k: l.positive_int(1, "k", MAX_BINS - 1)?, decay: Decay::parse(&l, 3)? })
     }
 }
 
@@ -717,7 +730,7 @@ impl Accumulator for DecayedAccumulator {
         let mut hist = vec![0.0; self.params.k + 1];
         let newest = self.ts.iter().copied().fold(f64::NEG_INFINITY, f64::max);
         for (&t, &bin) in self.ts.iter().zip(&self.labels) {
-            hist[bin as usize] += self.params.weight(newest - t);
+            hist[bin as usize] += self.params.decay.weight(newest - t);
         }
         Ok(list_scalar(hist))
     }
@@ -949,10 +962,10 @@ mod tests {
 
     #[test]
     fn decay_weights() {
-        let p = DecayParams { k: 1, lambda: 0.5, alpha: 0.0 };
+        let p = Decay { lambda: 0.5, alpha: 0.0 };
         assert!((p.weight(2.0) - (-1.0f64).exp()).abs() < 1e-15);
         // With the lull correction the weight never falls below exp(-lambda / alpha).
-        let p = DecayParams { k: 1, lambda: 0.5, alpha: 1.0 };
+        let p = Decay { lambda: 0.5, alpha: 1.0 };
         assert!((p.weight(1.0) - (-0.25f64).exp()).abs() < 1e-15);
         assert!(p.weight(1e12) > (-0.5f64).exp() - 1e-9);
     }

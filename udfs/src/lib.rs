@@ -19,6 +19,7 @@ mod gmm;
 mod histogram;
 mod peer;
 mod series;
+mod ticks;
 
 use datafusion::logical_expr::{AggregateUDF, ScalarUDF, WindowUDF};
 use datafusion::prelude::SessionContext;
@@ -41,12 +42,13 @@ pub fn scalar_functions() -> Vec<ScalarUDF> {
 }
 
 /// The aggregate functions: `state_histogram`, `label_histogram`, `decayed_histogram`,
-/// `concurrency_series`, `gmm_fit`.
+/// `tick_histograms`, `concurrency_series`, `gmm_fit`.
 pub fn aggregate_functions() -> Vec<AggregateUDF> {
     vec![
         AggregateUDF::new_from_impl(histogram::BinnedHistogram::state_histogram()),
         AggregateUDF::new_from_impl(histogram::BinnedHistogram::label_histogram()),
         AggregateUDF::new_from_impl(histogram::DecayedHistogram::default()),
+        AggregateUDF::new_from_impl(ticks::TickHistograms::default()),
         AggregateUDF::new_from_impl(series::ConcurrencySeries::default()),
         AggregateUDF::new_from_impl(gmm::GmmFit::default()),
     ]
@@ -197,7 +199,7 @@ mod tests {
         names.sort();
         names.dedup();
         assert_eq!(names.len(), count, "duplicate function names: {names:?}");
-        assert_eq!(count, 14);
+        assert_eq!(count, 15);
     }
 
     #[tokio::test]

@@ -1,0 +1,530 @@
+//! `tick_histograms`: a group's decayed histograms at regular ticks, SALSA's distributions
+//! over time (§8, Algorithm 1) in one aggregate.
+//!
+//! A sample at time `t` belongs to the `memory` ticks after it: ticks `k` from
+//! `floor(t / step) + 1` to `floor(t / step) + memory`, where it weighs
+//! exp(-lambda·age / (alpha·age + 1)) with `age = k·step − t`. In SQL that is every sample
+//! repeated `memory` times and grouped again by tick: `memory` times the rows through a hash
+//! aggregate. Here each group's samples are sorted once and a window slides along the ticks.
+
+use std::mem::size_of;
+use std::sync::{Arc, LazyLock};
+
+use datafusion::arrow::array::{Array, ArrayRef, AsArray, BooleanArray, Float64Array, Int64Array, ListArray, StructArray};
+use datafusion::arrow::buffer::OffsetBuffer;
+use datafusion::arrow::compute::cast;
+use datafusion::arrow::datatypes::{DataType, Field, FieldRef, Fields, Int64Type};
+use datafusion::common::{Result, ScalarValue};
+use datafusion::logical_expr::expr::{AggregateFunctionParams, WindowFunctionParams};
+use datafusion::logical_expr::function::{AccumulatorArgs, StateFieldsArgs};
+use datafusion::logical_expr::utils::format_state_name;
+use datafusion::logical_expr::{
+    Accumulator, AggregateUDFImpl, Documentation, EmitTo, GroupsAccumulator, Signature, Volatility,
+    aggregate_doc_sections::DOC_SECTION_GENERAL, udaf_default_schema_name, udaf_default_window_function_schema_name,
+};
+
+use crate::args::{
+    Literals, check_arity, exec_error, f64_list_type, fixed_width_list, list_row, logical_literals, physical_literals,
+    require_integer, require_number, require_time, times_to_f64, to_f64_list,
+};
+use crate::cells::passes;
+use crate::histogram::{Decay, MAX_BINS};
+
+const FUNC: &str = "tick_histograms";
+
+/// A memory longer than this is a mistake (ticks in milliseconds, say): every sample would
+/// be weighed at each of them.
+const MAX_MEMORY: usize = 1 << 20;
+
+/// Ticks stay exact integers in an f64 (`k·step` is computed in floating point).
+const MAX_TICK: f64 = (1u64 << 53) as f64;
+
+/// `tick_histograms(bin, bins, ts, step, memory, lambda[, alpha])`.
+#[derive(Debug, PartialEq, Eq, Hash)]
+pub struct TickHistograms {
+    signature: Signature,
+}
+
+impl Default for TickHistograms {
+    fn default() -> Self {
+        Self { signature: Signature::user_defined(Volatility::Immutable) }
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+struct TickParams {
+    bins: usize,
+    step: f64,
+    memory: i64,
+    decay: Decay,
+}
+
+impl TickParams {
+    fn parse(lits: &[Option<ScalarValue>]) -> Result<Self> {
+        let l = Literals { func: FUNC, lits };
+        Ok(Self {
+            bins: l.positive_int(1, "bins", MAX_BINS)?,
+            step: l.number(3, "step", "a positive number literal", |x| x > 0.0)?,
+            memory: l.positive_int(4, "memory", MAX_MEMORY)? as i64,
+            decay: Decay::parse(&l, 5)?,
+        })
+    }
+
+    /// The first tick whose distribution holds a sample taken at `t`.
+    fn first_tick(&self, t: f64) -> i64 {
+        (t / self.step).floor() as i64 + 1
+    }
+}
+
+/// A sample: its time and its bin.
+type Sample = (f64, u32);
+
+/// Calls `f(row, sample)` for the rows that count: bin and ts not NULL, ts finite; bins
+/// clamp into `[0, bins)`.
+fn samples(params: &TickParams, values: &[ArrayRef], mut f: impl FnMut(usize, Sample)) -> Result<()> {
+    let bins = cast(&values[0], &DataType::Int64)?;
+    let bins = bins.as_primitive::<Int64Type>();
+    let ts = times_to_f64(&values[2])?;
+    let last = params.bins as i64 - 1;
+    for row in 0..bins.len() {
+        let t = ts.value(row);
+        if bins.is_null(row) || ts.is_null(row) || !t.is_finite() {
+            continue;
+        }
+        if (t / params.step).abs() >= MAX_TICK {
+            return Err(exec_error(FUNC, format!("ts {t} is more than 2^53 steps of {} from 0", params.step)));
+        }
+        f(row, (t, bins.value(row).clamp(0, last) as u32));
+    }
+    Ok(())
+}
+
+/// Each group's ticks, one after another.
+#[derive(Default)]
+struct Ticks {
+    ticks: Vec<i64>,
+    hists: Vec<f64>,
+    mean_bins: Vec<f64>,
+    per_group: Vec<usize>,
+}
+
+impl Ticks {
+    /// Appends one group's ticks. Sorts its samples (by time, then bin, so that the sums are
+    /// the same whatever order the rows came in).
+    fn sweep(&mut self, params: &TickParams, samples: &mut [Sample]) {
+        samples.sort_unstable_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+        let before = self.ticks.len();
+        let first = |s: &Sample| params.first_tick(s.0);
+        let n = samples.len();
+        // The window: samples[lo..hi] are those whose memory holds `tick`.
+        let (mut lo, mut hi, mut bin_sum) = (0, 0, 0u64);
+        let mut tick = samples.first().map_or(0, first);
+        while lo < n {
+            while hi < n && first(&samples[hi]) <= tick {
+                bin_sum += u64::from(samples[hi].1);
+                hi += 1;
+            }
+            while lo < hi && first(&samples[lo]) <= tick - params.memory {
+                bin_sum -= u64::from(samples[lo].1);
+                lo += 1;
+            }
+            if lo == hi {
+                // A lull longer than the memory: on to the next sample's first tick.
+                if hi == n {
+                    break;
+                }
+                tick = first(&samples[hi]);
+                continue;
+            }
+            let at = tick as f64 * params.step;
+            let start = self.hists.len();
+            self.hists.resize(start + params.bins, 0.0);
+            let hist = &mut self.hists[start..];
+            for &(t, bin) in &samples[lo..hi] {
+                hist[bin as usize] += params.decay.weight(at - t);
+            }
+            self.ticks.push(tick);
+            self.mean_bins.push(bin_sum as f64 / (hi - lo) as f64);
+            tick += 1;
+        }
+        self.per_group.push(self.ticks.len() - before);
+    }
+
+    fn into_array(self, bins: usize) -> Result<ArrayRef> {
+        if self.hists.len() > i32::MAX as usize {
+            return Err(exec_error(
+                FUNC,
+                format!("{} ticks of {bins} bins are more than one list array holds; aggregate fewer groups at once", self.ticks.len()),
+            ));
+        }
+        let rows = self.ticks.len();
+        let entries = StructArray::try_new(
+            tick_fields(),
+            vec![
+                Arc::new(Int64Array::from(self.ticks)),
+                Arc::new(fixed_width_list(self.hists, bins, rows)),
+                Arc::new(Float64Array::from(self.mean_bins)),
+            ],
+            None,
+        )?;
+        Ok(Arc::new(ListArray::try_new(tick_item(), OffsetBuffer::from_lengths(self.per_group), Arc::new(entries), None)?))
+    }
+}
+
+fn tick_fields() -> Fields {
+    Fields::from(vec![
+        Field::new("tick", DataType::Int64, false),
+        Field::new("hist", f64_list_type(), false),
+        Field::new("mean_bin", DataType::Float64, false),
+    ])
+}
+
+fn tick_item() -> FieldRef {
+    Arc::new(Field::new_list_field(DataType::Struct(tick_fields()), true))
+}
+
+fn ticks_of(params: &TickParams, groups: &mut [Vec<Sample>]) -> Result<ArrayRef> {
+    let mut out = Ticks::default();
+    for samples in groups {
+        out.sweep(params, samples);
+    }
+    out.into_array(params.bins)
+}
+
+/// The partial state: each group's sample times and bins, as two lists.
+fn state_of(groups: &[Vec<Sample>]) -> Vec<ArrayRef> {
+    let lengths: Vec<usize> = groups.iter().map(Vec::len).collect();
+    let list = |values: Vec<f64>| -> ArrayRef {
+        Arc::new(ListArray::new(
+            Arc::new(Field::new_list_field(DataType::Float64, true)),
+            OffsetBuffer::from_lengths(lengths.iter().copied()),
+            Arc::new(Float64Array::from(values)),
+            None,
+        ))
+    };
+    let ts = list(groups.iter().flatten().map(|s| s.0).collect());
+    let bins = list(groups.iter().flatten().map(|s| f64::from(s.1)).collect());
+    vec![ts, bins]
+}
+
+/// Calls `f(row, sample)` for each sample of each row of a partial state.
+fn merge_rows(params: &TickParams, states: &[ArrayRef], mut f: impl FnMut(usize, Sample)) -> Result<()> {
+    let ts = to_f64_list(&states[0])?;
+    let bins = to_f64_list(&states[1])?;
+    let (mut s1, mut s2) = (Vec::new(), Vec::new());
+    for row in 0..ts.len() {
+        let (Some(t), Some(b)) = (list_row(&ts, row, &mut s1), list_row(&bins, row, &mut s2)) else { continue };
+        if t.len() != b.len() {
+            return Err(exec_error(FUNC, "partial state has mismatched lengths"));
+        }
+        for (&t, &b) in t.iter().zip(b) {
+            f(row, (t, (b as i64).clamp(0, params.bins as i64 - 1) as u32));
+        }
+    }
+    Ok(())
+}
+
+fn samples_size(groups: &[Vec<Sample>]) -> usize {
+    groups.iter().map(|g| size_of::<Vec<Sample>>() + g.capacity() * size_of::<Sample>()).sum()
+}
+
+/// Each group's samples, kept until the end: a tick's weights depend on its distance to every
+/// sample, so nothing can be summed before the ticks are known.
+#[derive(Debug)]
+struct TickGroupsAccumulator {
+    params: TickParams,
+    groups: Vec<Vec<Sample>>,
+}
+
+impl GroupsAccumulator for TickGroupsAccumulator {
+    fn update_batch(
+        &mut self,
+        values: &[ArrayRef],
+        group_indices: &[usize],
+        opt_filter: Option<&BooleanArray>,
+        total_num_groups: usize,
+    ) -> Result<()> {
+        self.groups.resize_with(total_num_groups, Vec::new);
+        let groups = &mut self.groups;
+        samples(&self.params, values, |row, sample| {
+            if passes(opt_filter, row) {
+                groups[group_indices[row]].push(sample);
+            }
+        })
+    }
+
+    fn evaluate(&mut self, emit_to: EmitTo) -> Result<ArrayRef> {
+        ticks_of(&self.params, &mut emit_to.take_needed(&mut self.groups))
+    }
+
+    fn state(&mut self, emit_to: EmitTo) -> Result<Vec<ArrayRef>> {
+        Ok(state_of(&emit_to.take_needed(&mut self.groups)))
+    }
+
+    fn merge_batch(&mut self, values: &[ArrayRef], group_indices: &[usize], total_num_groups: usize) -> Result<()> {
+        self.groups.resize_with(total_num_groups, Vec::new);
+        let groups = &mut self.groups;
+        merge_rows(&self.params, values, |row, sample| groups[group_indices[row]].push(sample))
+    }
+
+    /// Each row as a group of its own (DataFusion skips partial aggregation when groups are
+    /// nearly as many as rows).
+    fn convert_to_state(&self, values: &[ArrayRef], opt_filter: Option<&BooleanArray>) -> Result<Vec<ArrayRef>> {
+        let mut rows = vec![Vec::new(); values[0].len()];
+        samples(&self.params, values, |row, sample| {
+            if passes(opt_filter, row) {
+                rows[row].push(sample);
+            }
+        })?;
+        Ok(state_of(&rows))
+    }
+
+    fn size(&self) -> usize {
+        size_of::<Self>() + samples_size(&self.groups)
+    }
+}
+
+/// One group, for windows and aggregates without GROUP BY.
+#[derive(Debug)]
+struct TickAccumulator {
+    params: TickParams,
+    samples: Vec<Sample>,
+}
+
+impl Accumulator for TickAccumulator {
+    fn update_batch(&mut self, values: &[ArrayRef]) -> Result<()> {
+        let all = &mut self.samples;
+        samples(&self.params, values, |_, sample| all.push(sample))
+    }
+
+    fn evaluate(&mut self) -> Result<ScalarValue> {
+        ScalarValue::try_from_array(&ticks_of(&self.params, std::slice::from_mut(&mut self.samples))?, 0)
+    }
+
+    fn state(&mut self) -> Result<Vec<ScalarValue>> {
+        state_of(std::slice::from_ref(&self.samples)).iter().map(|a| ScalarValue::try_from_array(a, 0)).collect()
+    }
+
+    fn merge_batch(&mut self, states: &[ArrayRef]) -> Result<()> {
+        let all = &mut self.samples;
+        merge_rows(&self.params, states, |_, sample| all.push(sample))
+    }
+
+    fn size(&self) -> usize {
+        size_of::<Self>() + samples_size(std::slice::from_ref(&self.samples))
+    }
+}
+
+static TICK_HISTOGRAMS_DOC: LazyLock<Documentation> = LazyLock::new(|| {
+    Documentation::builder(
+        DOC_SECTION_GENERAL,
+        "The group's decayed histograms at regular ticks (SALSA's distributions over time), as a \
+         list of {tick, hist, mean_bin} ordered by tick. Tick k is time k·step; a sample at time t \
+         counts in the `memory` ticks from floor(t / step) + 1 on, in its bin, weighing \
+         exp(-lambda·age / (alpha·age + 1)) with age = k·step - t. A tick is listed when it holds a \
+         sample; mean_bin is its samples' mean bin, unweighted. Bins below 0 or above bins - 1 \
+         clamp to the end bins; rows with a NULL bin or a NULL or non-finite ts are skipped. ts \
+         and step are in seconds for timestamp columns, in the column's own unit for numbers.",
+        "tick_histograms(bin, bins, ts, step, memory, lambda[, alpha])",
+    )
+    .with_sql_example(
+        "SELECT host, h['tick'] AS tick, h['hist'] AS hist FROM (SELECT host, \
+         unnest(tick_histograms(bin, 12, end_s, 5, 24, 0.02, 0.1)) AS h FROM (SELECT host, end_s, \
+         CAST(least(duration_ms / 1000, 11) AS BIGINT) AS bin FROM maps) GROUP BY host)",
+    )
+    .with_argument("bin", "Integer column: the sample's bin.")
+    .with_argument("bins", "Positive integer literal: the number of bins, at most 65536.")
+    .with_argument("ts", "Timestamp or numeric column: when the sample was taken.")
+    .with_argument("step", "Positive number literal: the time between two ticks.")
+    .with_argument("memory", "Positive integer literal: the ticks a sample stays in the histograms.")
+    .with_argument("lambda", "Non-negative number literal: decay rate per second (per unit).")
+    .with_argument("alpha", "Optional non-negative number literal: lull correction, default 0.")
+    .build()
+});
+
+impl AggregateUDFImpl for TickHistograms {
+    fn name(&self) -> &str {
+        FUNC
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn coerce_types(&self, t: &[DataType]) -> Result<Vec<DataType>> {
+        check_arity(FUNC, t, 6, 7)?;
+        require_integer(FUNC, 0, "bin", &t[0])?;
+        require_integer(FUNC, 1, "bins", &t[1])?;
+        require_time(FUNC, 2, "ts", &t[2])?;
+        require_number(FUNC, 3, "step", &t[3])?;
+        require_integer(FUNC, 4, "memory", &t[4])?;
+        require_number(FUNC, 5, "lambda", &t[5])?;
+        if t.len() == 7 {
+            require_number(FUNC, 6, "alpha", &t[6])?;
+        }
+        let mut out = t.to_vec();
+        out[0] = DataType::Int64;
+        Ok(out)
+    }
+
+    fn return_type(&self, _: &[DataType]) -> Result<DataType> {
+        Ok(DataType::List(tick_item()))
+    }
+
+    fn schema_name(&self, params: &AggregateFunctionParams) -> Result<String> {
+        TickParams::parse(&logical_literals(&params.args))?;
+        udaf_default_schema_name(self, params)
+    }
+
+    fn window_function_schema_name(&self, params: &WindowFunctionParams) -> Result<String> {
+        TickParams::parse(&logical_literals(&params.args))?;
+        udaf_default_window_function_schema_name(self, params)
+    }
+
+    fn accumulator(&self, args: AccumulatorArgs) -> Result<Box<dyn Accumulator>> {
+        let params = TickParams::parse(&physical_literals(args.exprs))?;
+        Ok(Box::new(TickAccumulator { params, samples: Vec::new() }))
+    }
+
+    fn state_fields(&self, args: StateFieldsArgs) -> Result<Vec<FieldRef>> {
+        Ok(vec![
+            Arc::new(Field::new(format_state_name(args.name, "ts"), f64_list_type(), true)),
+            Arc::new(Field::new(format_state_name(args.name, "bins"), f64_list_type(), true)),
+        ])
+    }
+
+    fn groups_accumulator_supported(&self, _: AccumulatorArgs) -> bool {
+        true
+    }
+
+    fn create_groups_accumulator(&self, args: AccumulatorArgs) -> Result<Box<dyn GroupsAccumulator>> {
+        let params = TickParams::parse(&physical_literals(args.exprs))?;
+        Ok(Box::new(TickGroupsAccumulator { params, groups: Vec::new() }))
+    }
+
+    fn documentation(&self) -> Option<&Documentation> {
+        Some(&TICK_HISTOGRAMS_DOC)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::test_util::{assert_lists_close, ctx, ctx_skipping_partial_aggregation, f64_lists, query_err, strings};
+
+    /// Rows `(g, b, t)` as a VALUES table named `v`.
+    fn values(rows: &[(i64, Option<i64>, f64)]) -> String {
+        let rows: Vec<String> = rows
+            .iter()
+            .map(|(g, b, t)| format!("({g}, {}, {t:?})", b.map_or("CAST(NULL AS BIGINT)".into(), |b| b.to_string())))
+            .collect();
+        format!("(VALUES {}) AS v(g, b, t)", rows.join(", "))
+    }
+
+    #[tokio::test]
+    async fn ticks_follow_the_samples_through_lulls() {
+        let ctx = ctx(2);
+        // Group 1: three samples, step 5, memory 3: t = 1 and 7 share ticks 2 and 3; t = 30
+        // comes after a lull. Group 2: bins out of range clamp; a NULL bin and a NaN time
+        // are skipped.
+        let data = values(&[
+            (1, Some(0), 1.0),
+            (1, Some(2), 7.0),
+            (1, Some(1), 30.0),
+            (2, Some(-3), 0.0),
+            (2, Some(9), 0.0),
+            (2, None, 0.0),
+        ]);
+        let ticks = format!(
+            "SELECT g, unnest(tick_histograms(b, 3, t, 5, 3, 0.1)) AS h FROM (SELECT * FROM {data} \
+             UNION ALL SELECT 2, 1, CAST('NaN' AS DOUBLE)) GROUP BY g"
+        );
+        // By tick first: see [`same_as_every_sample_weighed_at_each_of_its_ticks`] on why.
+        let got = strings(&ctx, &format!("SELECT g, h['tick'], h['mean_bin'] FROM ({ticks}) ORDER BY h['tick'], g")).await;
+        // Sample at t is in ticks floor(t / 5) + 1 to floor(t / 5) + 3.
+        let expected = ["1|1|0.0", "2|1|1.0", "1|2|1.0", "2|2|1.0", "1|3|1.0", "2|3|1.0", "1|4|2.0", "1|7|1.0", "1|8|1.0", "1|9|1.0"];
+        assert_eq!(got, expected);
+        let hists = f64_lists(&ctx, &format!("SELECT h['hist'] FROM ({ticks}) ORDER BY h['tick'], g")).await;
+        // Weights exp(-0.1 · age), age = 5·tick - t.
+        let w = |age: f64| (-0.1 * age).exp();
+        let expected = [
+            [w(4.0), 0.0, 0.0],
+            [w(5.0), 0.0, w(5.0)],
+            [w(9.0), 0.0, w(3.0)],
+            [w(10.0), 0.0, w(10.0)],
+            [w(14.0), 0.0, w(8.0)],
+            [w(15.0), 0.0, w(15.0)],
+            [0.0, 0.0, w(13.0)],
+            [0.0, w(5.0), 0.0],
+            [0.0, w(10.0), 0.0],
+            [0.0, w(15.0), 0.0],
+        ];
+        let expected: Vec<Option<Vec<f64>>> = expected.iter().map(|h| Some(h.to_vec())).collect();
+        assert_lists_close(&hists, &expected, 1e-15, "hists");
+    }
+
+    /// The same distributions as SQL computes them the long way, each sample repeated at each
+    /// of its ticks and grouped again (SALSA's query before this function), on clustered
+    /// random samples in several groups, over partitions that merge partial states.
+    #[tokio::test]
+    async fn same_as_every_sample_weighed_at_each_of_its_ticks() {
+        let mut seed = 0x2545_f491_4f6c_dd1d_u64;
+        let mut uniform = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            (seed >> 11) as f64 / (1u64 << 53) as f64
+        };
+        let mut rows = Vec::new();
+        for g in 0..5 {
+            for burst in 0..6 {
+                let start = burst as f64 * 400.0 + uniform() * 300.0;
+                for _ in 0..12 {
+                    rows.push((g, Some((uniform() * 12.0) as i64), start + uniform() * 90.0));
+                }
+            }
+        }
+        let data = values(&rows);
+        let ctx = ctx(4);
+        let long_way = format!(
+            "WITH ticked AS (SELECT g, b, CAST(floor(t / 5.0) AS BIGINT) + 1 + x.value AS tick, \
+             (CAST(floor(t / 5.0) AS BIGINT) + 1 + x.value) * 5.0 - t AS age \
+             FROM generate_series(0, 23) AS x CROSS JOIN {data}) \
+             SELECT g, tick, state_histogram(b + 0.5, 0, 12, 12, 'linear', exp(-0.02 * age / (0.1 * age + 1.0))) AS hist, \
+             avg(b) AS mean FROM ticked GROUP BY g, tick"
+        );
+        let one_pass = format!(
+            "SELECT g, h['tick'] AS tick, h['hist'] AS hist, h['mean_bin'] AS mean FROM \
+             (SELECT g, unnest(tick_histograms(b, 12, t, 5.0, 24, 0.02, 0.1)) AS h FROM {data} GROUP BY g)"
+        );
+        // Ordered by tick first: DataFusion 55 keeps the GROUP BY's "g is unique" through the
+        // unnest (apache/datafusion#24787) and would drop `tick` from `ORDER BY g, tick`.
+        let keys = |q: &str| format!("SELECT g, tick, mean FROM ({q}) ORDER BY tick, g");
+        let hists = |q: &str| format!("SELECT hist FROM ({q}) ORDER BY tick, g");
+        let expected_keys = strings(&ctx, &keys(&long_way)).await;
+        assert!(expected_keys.len() > 1000, "{}", expected_keys.len());
+        assert_eq!(strings(&ctx, &keys(&one_pass)).await, expected_keys);
+        let expected = f64_lists(&ctx, &hists(&long_way)).await;
+        assert_lists_close(&f64_lists(&ctx, &hists(&one_pass)).await, &expected, 1e-12, "hists");
+        let skipping = ctx_skipping_partial_aggregation(4);
+        assert_eq!(strings(&skipping, &keys(&one_pass)).await, expected_keys);
+        assert_lists_close(&f64_lists(&skipping, &hists(&one_pass)).await, &expected, 1e-12, "hists, rows as states");
+    }
+
+    #[tokio::test]
+    async fn bad_arguments_fail_while_planning() {
+        let ctx = ctx(1);
+        let call = |args: &str| format!("SELECT tick_histograms({args}) FROM (VALUES (1, 2.5)) AS v(b, t)");
+        for (args, message) in [
+            ("b, 12, t, 5, 0, 0.1", "tick_histograms: argument 5 (memory) must be a positive integer literal"),
+            ("b, 12, t, 0, 24, 0.1", "tick_histograms: argument 4 (step) must be a positive number literal"),
+            ("b, 12, t, t, 24, 0.1", "tick_histograms: argument 4 (step) must be a positive number literal, got a non-literal"),
+            ("t, 12, t, 5, 24, 0.1", "tick_histograms: argument 1 (bin) must be an integer"),
+            ("b, 12, t, 5, 24, -1", "tick_histograms: argument 6 (lambda) must be a non-negative number literal"),
+            ("b, 12, t, 5, 24", "tick_histograms"),
+        ] {
+            let err = query_err(&ctx, &call(args)).await;
+            assert!(err.contains(message), "{args}: {err}");
+        }
+    }
+}
