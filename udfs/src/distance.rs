@@ -119,6 +119,92 @@ pub(crate) fn mean_x_log2_x(p: &[f64], q: &[f64]) -> f64 {
     mean_x_log2_x_lanes::<4, false>(p, q)
 }
 
+/// Whether a pair's `jsd_sqrt` is above `threshold`, judged on the divergence (its square)
+/// without a square root except within a hair of the threshold, where the square root decides
+/// exactly as `jsd_sqrt_normalised(..) > threshold` does.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct FarTest {
+    threshold: f64,
+    /// Divergences above are far, below near; between, the square root decides.
+    above: f64,
+    below: f64,
+}
+
+impl FarTest {
+    pub(crate) fn new(threshold: f64) -> Self {
+        // Every distance (≥ 0) is above a negative threshold.
+        if threshold < 0.0 {
+            return Self { threshold, above: f64::NEG_INFINITY, below: f64::NEG_INFINITY };
+        }
+        // 1e-9 relative is millions of roundings away from the square's.
+        let square = threshold * threshold;
+        Self { threshold, above: square * (1.0 + 1e-9), below: square * (1.0 - 1e-9) }
+    }
+
+    /// `divergence` as `jsd_sqrt_normalised` computes it before its clamp and square root.
+    #[inline(always)]
+    fn is_far(&self, divergence: f64) -> bool {
+        let x = divergence.clamp(0.0, 1.0);
+        x > self.above || (x >= self.below && x.sqrt() > self.threshold)
+    }
+}
+
+/// The all-pairs loop of `count_far_pairs` for `LANES`-wide registers: for each of the `n`
+/// distributions in `flat` (`stride` apart, a multiple of `LANES`), how many others are
+/// farther than the test's threshold. Counts are added without branches: whether a pair is
+/// far is a coin toss the branch predictor would lose.
+#[inline(always)]
+fn far_counts_lanes<const LANES: usize, const FUSED: bool>(flat: &[f64], stride: usize, entropies: &[f64], test: FarTest, far: &mut [usize]) {
+    let n = entropies.len();
+    for i in 0..n {
+        let p = &flat[i * stride..(i + 1) * stride];
+        let mut far_i = 0;
+        for j in i + 1..n {
+            let q = &flat[j * stride..(j + 1) * stride];
+            let divergence = 0.5 * (entropies[i] + entropies[j]) - mean_x_log2_x_lanes::<LANES, FUSED>(p, q);
+            let is_far = usize::from(test.is_far(divergence));
+            far_i += is_far;
+            far[j] += is_far;
+        }
+        far[i] += far_i;
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,fma")]
+fn far_counts_avx512(flat: &[f64], stride: usize, entropies: &[f64], test: FarTest, far: &mut [usize]) {
+    far_counts_lanes::<WIDE_LANES, true>(flat, stride, entropies, test, far)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+fn far_counts_avx2(flat: &[f64], stride: usize, entropies: &[f64], test: FarTest, far: &mut [usize]) {
+    far_counts_lanes::<WIDE_LANES, true>(flat, stride, entropies, test, far)
+}
+
+/// For each of the `n` normalised distributions laid out in `flat` (each `stride` wide, a
+/// multiple of [`WIDE_LANES`], with its `Σ p·log2 p` in `entropies`), how many of the others
+/// are farther than the test's threshold: every pair computed once, in one call compiled for
+/// the widest registers the CPU has.
+pub(crate) fn far_counts(flat: &[f64], stride: usize, entropies: &[f64], test: FarTest) -> Vec<usize> {
+    let mut far = vec![0; entropies.len()];
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::arch::is_x86_feature_detected!("avx512f") && std::arch::is_x86_feature_detected!("fma") {
+            // SAFETY: the CPU has AVX-512F and FMA, checked just above.
+            unsafe { far_counts_avx512(flat, stride, entropies, test, &mut far) };
+            return far;
+        }
+        if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma") {
+            // SAFETY: the CPU has AVX2 and FMA, checked just above.
+            unsafe { far_counts_avx2(flat, stride, entropies, test, &mut far) };
+            return far;
+        }
+    }
+    far_counts_lanes::<4, false>(flat, stride, entropies, test, &mut far);
+    far
+}
+
 /// Normalises `raw` into `out` (sum 1) and returns `Σ p·log2 p`; `None` when the histogram is
 /// empty, all zero, or has a negative, NaN or infinite count (no distribution to compare).
 pub fn normalise(raw: &[f64], out: &mut Vec<f64>) -> Option<f64> {
@@ -142,7 +228,21 @@ pub fn normalise(raw: &[f64], out: &mut Vec<f64>) -> Option<f64> {
 /// clamped so the result stays in [0, 1].
 #[inline]
 pub fn jsd_sqrt_normalised(p: &[f64], p_log_p: f64, q: &[f64], q_log_q: f64) -> f64 {
-    (0.5 * (p_log_p + q_log_q) - mean_x_log2_x(p, q)).clamp(0.0, 1.0).sqrt()
+    divergence_normalised(p, p_log_p, q, q_log_q).clamp(0.0, 1.0).sqrt()
+}
+
+/// The Jensen-Shannon divergence itself, before the clamp and square root of
+/// [`jsd_sqrt_normalised`].
+#[inline]
+fn divergence_normalised(p: &[f64], p_log_p: f64, q: &[f64], q_log_q: f64) -> f64 {
+    0.5 * (p_log_p + q_log_q) - mean_x_log2_x(p, q)
+}
+
+/// Whether two normalised histograms are farther apart than `test`'s threshold, exactly as
+/// `jsd_sqrt_normalised(..) > threshold`.
+#[inline]
+pub(crate) fn is_far_normalised(p: &[f64], p_log_p: f64, q: &[f64], q_log_q: f64, test: FarTest) -> bool {
+    test.is_far(divergence_normalised(p, p_log_p, q, q_log_q))
 }
 
 /// `jsd_sqrt` of two raw histograms, `None` when either is not a distribution.
@@ -382,6 +482,30 @@ impl ScalarUDFImpl for KdeSmooth {
 mod tests {
     use super::*;
     use crate::test_util::{ctx, f64_column, f64_lists, query_err};
+
+    /// The test on divergences agrees with comparing their square roots, at the edges too:
+    /// a divergence exactly the threshold's square and its neighbours, thresholds below 0,
+    /// at 0 and from 1 up, divergences out of [0, 1] and NaN.
+    #[test]
+    fn far_test_agrees_with_the_square_root() {
+        let mut checked = 0;
+        for threshold in [-0.5, 0.0, 1e-8, 0.1, 0.3, 0.5, 0.7, 0.99, 1.0, 1.5] {
+            let test = FarTest::new(threshold);
+            let square = threshold * threshold;
+            let mut divergences = vec![-0.1, 0.0, 1e-300, 0.25, 0.5, 1.0, 1.2, f64::NAN, square];
+            let (mut up, mut down) = (square, square);
+            for _ in 0..64 {
+                up = up.next_up();
+                down = down.next_down();
+                divergences.extend([up, down]);
+            }
+            for x in divergences {
+                assert_eq!(test.is_far(x), x.clamp(0.0, 1.0).sqrt() > threshold, "threshold {threshold}, divergence {x:e}");
+                checked += 1;
+            }
+        }
+        assert_eq!(checked, 10 * 137);
+    }
 
     #[test]
     fn log2_is_accurate() {

@@ -25,7 +25,7 @@ use datafusion::logical_expr::{
 use crate::args::{
     Literals, check_arity, list_row, physical_literals, require_number, require_number_list, to_f64_list,
 };
-use crate::distance::{WIDE_LANES, jsd_sqrt_normalised, mean_x_log2_x, normalise};
+use crate::distance::{FarTest, WIDE_LANES, far_counts, is_far_normalised, jsd_sqrt_normalised, mean_x_log2_x, normalise};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 enum Output {
@@ -127,17 +127,9 @@ const BOUND_FROM_ROWS: usize = 32;
 fn count_far_pairs(flat: &[f64], stride: usize, entropies: &[f64], threshold: f64) -> Vec<usize> {
     let n = entropies.len();
     let dist = |i: usize| &flat[i * stride..(i + 1) * stride];
+    let test = FarTest::new(threshold);
     if n < BOUND_FROM_ROWS {
-        let mut far = vec![0usize; n];
-        for i in 0..n {
-            for j in i + 1..n {
-                if jsd_sqrt_normalised(dist(i), entropies[i], dist(j), entropies[j]) > threshold {
-                    far[i] += 1;
-                    far[j] += 1;
-                }
-            }
-        }
-        return far;
+        return far_counts(flat, stride, entropies, test);
     }
     let mut pivot = vec![0.0; stride];
     for i in 0..n {
@@ -162,7 +154,7 @@ fn count_far_pairs(flat: &[f64], stride: usize, entropies: &[f64], threshold: f6
         let i = order[k];
         for l in near_end..far_start {
             let j = order[l];
-            if jsd_sqrt_normalised(dist(i), entropies[i], dist(j), entropies[j]) > threshold {
+            if is_far_normalised(dist(i), entropies[i], dist(j), entropies[j], test) {
                 far[k] += 1;
                 far[l] += 1;
             }

@@ -409,7 +409,6 @@ impl AggregateUDFImpl for TickHistograms {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
     use crate::test_util::{assert_lists_close, ctx, ctx_skipping_partial_aggregation, f64_lists, query_err, strings};
 
     /// Rows `(g, b, t)` as a VALUES table named `v`.
