@@ -23,12 +23,20 @@ pub fn process_cpu_seconds() -> f64 {
     now.tv_sec as f64 + now.tv_nsec as f64 * 1e-9
 }
 
+/// The `kahuna` binary's allocator, so that the figures are the command's.
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 /// Resets the peak so each phase reports its own (Linux: write 5 to clear_refs). The heap that
-/// earlier phases freed is handed back first: glibc keeps it mapped, and it would count as
-/// resident in every later phase's peak.
+/// earlier phases freed is handed back first: jemalloc (and glibc, for the C libraries) keep
+/// it mapped, and it would count as resident in every later phase's peak.
 pub fn reset_peak() {
-    // SAFETY: malloc_trim only releases free memory of the allocator; no pointer is involved.
-    unsafe { libc::malloc_trim(0) };
+    // SAFETY: `arena.<MALLCTL_ARENAS_ALL>.purge` takes and returns nothing, and malloc_trim
+    // only releases free memory; no pointer of ours is involved.
+    unsafe {
+        tikv_jemalloc_sys::mallctl(c"arena.4096.purge".as_ptr(), std::ptr::null_mut(), std::ptr::null_mut(), std::ptr::null_mut(), 0);
+        libc::malloc_trim(0);
+    }
     let _ = std::fs::write("/proc/self/clear_refs", "5");
 }
 
