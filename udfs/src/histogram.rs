@@ -26,7 +26,7 @@ use datafusion::logical_expr::{
 
 use crate::args::{
     Literals, arg_error, check_arity, exec_error, f64_list_type, fixed_width_list, list_scalar, logical_literals,
-    physical_literals, require_integer, require_number, require_time, times_to_f64, to_f64, to_f64_list,
+    physical_literals, require_integer, require_number, require_time, times_to_f64, to_f64, to_f64_list, list_row,
 };
 use crate::cells::{emit_to_groups, for_each_cells, merge_into, passes, take_groups};
 
@@ -653,6 +653,15 @@ impl Decay {
         Ok(Self { lambda, alpha })
     }
 
+    /// Checks the types of `lambda` at `at` and of the optional `alpha` after it.
+    pub(crate) fn check_types(func: &str, t: &[DataType], at: usize) -> Result<()> {
+        require_number(func, at, "lambda", &t[at])?;
+        if let Some(alpha) = t.get(at + 1) {
+            require_number(func, at + 1, "alpha", alpha)?;
+        }
+        Ok(())
+    }
+
     #[inline]
     pub(crate) fn weight(&self, dt: f64) -> f64 {
         (-self.lambda * dt / (self.alpha * dt + 1.0)).exp()
@@ -743,27 +752,40 @@ impl Accumulator for DecayedAccumulator {
     }
 
     fn merge_batch(&mut self, states: &[ArrayRef]) -> Result<()> {
-        let ts = to_f64_list(&states[0])?;
-        let labels = to_f64_list(&states[1])?;
-        let (mut s1, mut s2) = (Vec::new(), Vec::new());
-        for row in 0..ts.len() {
-            let (Some(t), Some(b)) =
-                (crate::args::list_row(&ts, row, &mut s1), crate::args::list_row(&labels, row, &mut s2))
-            else {
-                continue;
-            };
-            if t.len() != b.len() {
-                return Err(exec_error(DecayParams::FUNC, "partial state has mismatched lengths"));
-            }
-            self.ts.extend(t);
-            self.labels.extend(b.iter().map(|&b| label_bin(b as i64, self.params.k) as u32));
-        }
-        Ok(())
+        let k = self.params.k;
+        merge_samples(DecayParams::FUNC, states, |_, t, label| {
+            self.ts.push_back(t);
+            self.labels.push_back(label_bin(label as i64, k) as u32);
+        })
     }
 
     fn size(&self) -> usize {
         size_of::<Self>() + self.ts.capacity() * size_of::<f64>() + self.labels.capacity() * size_of::<u32>()
     }
+}
+
+/// The partial state of the aggregates that keep their samples (`decayed_histogram`,
+/// `tick_histograms`): each group's sample times and bins (or labels), as two lists.
+pub(crate) fn samples_state_fields(name: &str) -> Vec<FieldRef> {
+    vec![
+        Arc::new(Field::new(format_state_name(name, "ts"), f64_list_type(), true)),
+        Arc::new(Field::new(format_state_name(name, "bins"), f64_list_type(), true)),
+    ]
+}
+
+/// Calls `f(row, ts, bin)` for each sample of each row of such a state.
+pub(crate) fn merge_samples(func: &str, states: &[ArrayRef], mut f: impl FnMut(usize, f64, f64)) -> Result<()> {
+    let ts = to_f64_list(&states[0])?;
+    let bins = to_f64_list(&states[1])?;
+    let (mut s1, mut s2) = (Vec::new(), Vec::new());
+    for row in 0..ts.len() {
+        let (Some(t), Some(b)) = (list_row(&ts, row, &mut s1), list_row(&bins, row, &mut s2)) else { continue };
+        if t.len() != b.len() {
+            return Err(exec_error(func, "partial state has mismatched lengths"));
+        }
+        t.iter().zip(b).for_each(|(&t, &b)| f(row, t, b));
+    }
+    Ok(())
 }
 
 static DECAYED_HISTOGRAM_DOC: LazyLock<Documentation> = LazyLock::new(|| {
@@ -803,10 +825,7 @@ impl AggregateUDFImpl for DecayedHistogram {
         require_integer(f, 0, "label", &t[0])?;
         require_integer(f, 1, "k", &t[1])?;
         require_time(f, 2, "ts", &t[2])?;
-        require_number(f, 3, "lambda", &t[3])?;
-        if t.len() == 5 {
-            require_number(f, 4, "alpha", &t[4])?;
-        }
+        Decay::check_types(f, t, 3)?;
         let mut out = t.to_vec();
         out[0] = DataType::Int64;
         Ok(out)
@@ -832,10 +851,7 @@ impl AggregateUDFImpl for DecayedHistogram {
     }
 
     fn state_fields(&self, args: StateFieldsArgs) -> Result<Vec<FieldRef>> {
-        Ok(vec![
-            Arc::new(Field::new(format_state_name(args.name, "ts"), f64_list_type(), true)),
-            Arc::new(Field::new(format_state_name(args.name, "labels"), f64_list_type(), true)),
-        ])
+        Ok(samples_state_fields(args.name))
     }
 
     fn documentation(&self) -> Option<&Documentation> {

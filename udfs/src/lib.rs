@@ -79,6 +79,17 @@ pub(crate) mod test_util {
     use datafusion::arrow::util::display::{ArrayFormatter, FormatOptions};
     use datafusion::prelude::{SessionConfig, SessionContext};
 
+    /// Uniform numbers in [0, 1) from a xorshift generator: test data that is the same on
+    /// every run.
+    pub fn uniform(mut seed: u64) -> impl FnMut() -> f64 {
+        move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            (seed >> 11) as f64 / (1u64 << 53) as f64
+        }
+    }
+
     /// A context with our functions, `partitions` target partitions and small batches, so that
     /// multi-partition plans really split the rows.
     pub fn ctx(partitions: usize) -> SessionContext {

@@ -283,13 +283,7 @@ mod tests {
     /// loose, against every distance computed from the histograms alone.
     #[test]
     fn pivot_bounds_count_as_every_pair_does() {
-        let mut seed = 0x9e37_79b9_7f4a_7c15_u64;
-        let mut uniform = move || {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            (seed >> 11) as f64 / (1u64 << 53) as f64
-        };
+        let mut uniform = crate::test_util::uniform(0x9e37_79b9_7f4a_7c15_u64);
         let mut mixed = 0;
         for n in [2, 3, 7, 31, 32, 40, 120] {
             let stride = 16;

@@ -17,18 +17,17 @@ use datafusion::arrow::datatypes::{DataType, Field, FieldRef, Fields, Int64Type}
 use datafusion::common::{Result, ScalarValue};
 use datafusion::logical_expr::expr::{AggregateFunctionParams, WindowFunctionParams};
 use datafusion::logical_expr::function::{AccumulatorArgs, StateFieldsArgs};
-use datafusion::logical_expr::utils::format_state_name;
 use datafusion::logical_expr::{
     Accumulator, AggregateUDFImpl, Documentation, EmitTo, GroupsAccumulator, Signature, Volatility,
     aggregate_doc_sections::DOC_SECTION_GENERAL, udaf_default_schema_name, udaf_default_window_function_schema_name,
 };
 
 use crate::args::{
-    Literals, check_arity, exec_error, f64_list_type, fixed_width_list, list_row, logical_literals, physical_literals,
-    require_integer, require_number, require_time, times_to_f64, to_f64_list,
+    Literals, check_arity, exec_error, f64_list_type, fixed_width_list, logical_literals, physical_literals, require_integer,
+    require_number, require_time, times_to_f64,
 };
 use crate::cells::passes;
-use crate::histogram::{Decay, MAX_BINS};
+use crate::histogram::{Decay, MAX_BINS, merge_samples, samples_state_fields};
 
 const FUNC: &str = "tick_histograms";
 
@@ -209,19 +208,8 @@ fn state_of(groups: &[Vec<Sample>]) -> Vec<ArrayRef> {
 
 /// Calls `f(row, sample)` for each sample of each row of a partial state.
 fn merge_rows(params: &TickParams, states: &[ArrayRef], mut f: impl FnMut(usize, Sample)) -> Result<()> {
-    let ts = to_f64_list(&states[0])?;
-    let bins = to_f64_list(&states[1])?;
-    let (mut s1, mut s2) = (Vec::new(), Vec::new());
-    for row in 0..ts.len() {
-        let (Some(t), Some(b)) = (list_row(&ts, row, &mut s1), list_row(&bins, row, &mut s2)) else { continue };
-        if t.len() != b.len() {
-            return Err(exec_error(FUNC, "partial state has mismatched lengths"));
-        }
-        for (&t, &b) in t.iter().zip(b) {
-            f(row, (t, (b as i64).clamp(0, params.bins as i64 - 1) as u32));
-        }
-    }
-    Ok(())
+    let last = params.bins as i64 - 1;
+    merge_samples(FUNC, states, |row, t, bin| f(row, (t, (bin as i64).clamp(0, last) as u32)))
 }
 
 fn samples_size(groups: &[Vec<Sample>]) -> usize {
@@ -358,10 +346,7 @@ impl AggregateUDFImpl for TickHistograms {
         require_time(FUNC, 2, "ts", &t[2])?;
         require_number(FUNC, 3, "step", &t[3])?;
         require_integer(FUNC, 4, "memory", &t[4])?;
-        require_number(FUNC, 5, "lambda", &t[5])?;
-        if t.len() == 7 {
-            require_number(FUNC, 6, "alpha", &t[6])?;
-        }
+        Decay::check_types(FUNC, t, 5)?;
         let mut out = t.to_vec();
         out[0] = DataType::Int64;
         Ok(out)
@@ -387,10 +372,7 @@ impl AggregateUDFImpl for TickHistograms {
     }
 
     fn state_fields(&self, args: StateFieldsArgs) -> Result<Vec<FieldRef>> {
-        Ok(vec![
-            Arc::new(Field::new(format_state_name(args.name, "ts"), f64_list_type(), true)),
-            Arc::new(Field::new(format_state_name(args.name, "bins"), f64_list_type(), true)),
-        ])
+        Ok(samples_state_fields(args.name))
     }
 
     fn groups_accumulator_supported(&self, _: AccumulatorArgs) -> bool {
@@ -467,13 +449,7 @@ mod tests {
     /// random samples in several groups, over partitions that merge partial states.
     #[tokio::test]
     async fn same_as_every_sample_weighed_at_each_of_its_ticks() {
-        let mut seed = 0x2545_f491_4f6c_dd1d_u64;
-        let mut uniform = move || {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            (seed >> 11) as f64 / (1u64 << 53) as f64
-        };
+        let mut uniform = crate::test_util::uniform(0x2545_f491_4f6c_dd1d_u64);
         let mut rows = Vec::new();
         for g in 0..5 {
             for burst in 0..6 {
