@@ -69,6 +69,15 @@ impl TickParams {
         })
     }
 
+    /// A sample at finite time `t`, its bin clamped into `[0, bins)`; an error where `t` is
+    /// too far from 0 for its ticks to be exact.
+    fn sample(&self, t: f64, bin: i64) -> Result<Sample> {
+        if !((t / self.step).abs() < MAX_TICK) {
+            return Err(exec_error(FUNC, format!("ts {t} is not within 2^53 steps of {} from 0", self.step)));
+        }
+        Ok((t, bin.clamp(0, self.bins as i64 - 1) as u32))
+    }
+
     /// The first tick whose distribution holds a sample taken at `t`.
     fn first_tick(&self, t: f64) -> i64 {
         (t / self.step).floor() as i64 + 1
@@ -84,16 +93,12 @@ fn samples(params: &TickParams, values: &[ArrayRef], mut f: impl FnMut(usize, Sa
     let bins = cast(&values[0], &DataType::Int64)?;
     let bins = bins.as_primitive::<Int64Type>();
     let ts = times_to_f64(&values[2])?;
-    let last = params.bins as i64 - 1;
     for row in 0..bins.len() {
         let t = ts.value(row);
         if bins.is_null(row) || ts.is_null(row) || !t.is_finite() {
             continue;
         }
-        if (t / params.step).abs() >= MAX_TICK {
-            return Err(exec_error(FUNC, format!("ts {t} is more than 2^53 steps of {} from 0", params.step)));
-        }
-        f(row, (t, bins.value(row).clamp(0, last) as u32));
+        f(row, params.sample(t, bins.value(row))?);
     }
     Ok(())
 }
@@ -208,8 +213,12 @@ fn state_of(groups: &[Vec<Sample>]) -> Vec<ArrayRef> {
 
 /// Calls `f(row, sample)` for each sample of each row of a partial state.
 fn merge_rows(params: &TickParams, states: &[ArrayRef], mut f: impl FnMut(usize, Sample)) -> Result<()> {
-    let last = params.bins as i64 - 1;
-    merge_samples(FUNC, states, |row, t, bin| f(row, (t, (bin as i64).clamp(0, last) as u32)))
+    let mut bad = None;
+    merge_samples(FUNC, states, |row, t, bin| match params.sample(t, bin as i64) {
+        Ok(sample) => f(row, sample),
+        Err(e) => bad = bad.take().or(Some(e)),
+    })?;
+    bad.map_or(Ok(()), Err)
 }
 
 fn samples_size(groups: &[Vec<Sample>]) -> usize {
