@@ -7,7 +7,8 @@
 //! (`Record::Replace`). Prints the time to open the warehouse and each query's wall time, the
 //! median of `KAHUNA_BENCH_RUNS` rounds (default 5), their sum (the target is 0.5 s
 //! after ingest) and the peak resident memory; and, to compare, the sum with each query opening
-//! the warehouse itself, as `kahuna diagnose` does. `KAHUNA_BENCH_WAREHOUSE=DIR` measures an
+//! the warehouse itself, as `kahuna diagnose` does, and the batch as `kahuna schedule` runs it:
+//! by stage, the queries of a stage two at a time. `KAHUNA_BENCH_WAREHOUSE=DIR` measures an
 //! existing warehouse instead of simulating and ingesting one; `KAHUNA_QUERIES=DIR` takes the
 //! queries from DIR (as `kahuna diagnose` does), e.g. an older version's, to compare.
 
@@ -17,10 +18,13 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use common::{median, peak_rss_mb};
+use futures::StreamExt;
 
 use kahuna::catalog::Snapshot;
 use kahuna::diagnose::{self, Record, Request};
 use kahuna::queries::Query;
+use kahuna::schedule::plan::{CatchUp, Schedule};
+use kahuna::schedule::{Job, Policy, Work, stages};
 use kahuna::simulate::Version;
 use kahuna::simulate::history::{HistoryConfig, run_history};
 use kahuna::warehouse::Warehouse;
@@ -81,7 +85,23 @@ async fn main() {
     let warehouse = Warehouse::new(&warehouse);
     let dir = PathBuf::from(std::env::var_os("KAHUNA_QUERIES").unwrap_or_else(|| "queries".into()));
     let queries: Vec<Query> = NIGHTLY.iter().map(|name| Query::resolve(name, &dir).expect("query")).collect();
-    let (mut opening, mut seconds, mut alone) = (Vec::new(), vec![Vec::new(); queries.len()], Vec::new());
+    // The batch as `kahuna schedule` runs jobs due together: by stage, each stage's queries
+    // side by side, `Policy::default().parallel` at a time, each on a task of its own.
+    let jobs: Vec<Job> = queries
+        .iter()
+        .map(|query| Job {
+            name: query.name.clone(),
+            work: Work::Query { query: query.clone(), params: Vec::new() },
+            schedule: Schedule::parse("0 2 * * *", chrono_tz::Tz::UTC).expect("cron"),
+            cluster: None,
+            catch_up: CatchUp::None,
+            days_back: 1,
+        })
+        .collect();
+    let stage_of = stages(&jobs).expect("stages");
+    let parallel = Policy::default().parallel;
+    let (mut opening, mut seconds, mut alone, mut side_by_side) =
+        (Vec::new(), vec![Vec::new(); queries.len()], Vec::new(), Vec::new());
     for _ in 0..rounds {
         let started = Instant::now();
         let snapshot = Snapshot::take(&warehouse).await.expect("open the warehouse");
@@ -96,6 +116,22 @@ async fn main() {
             diagnose::run(&warehouse, &Request::new(query.clone()), Record::Replace).await.expect("query");
         }
         alone.push(started.elapsed().as_secs_f64());
+        let started = Instant::now();
+        let snapshot = Snapshot::take(&warehouse).await.expect("open the warehouse");
+        for stage in 0..=stage_of.iter().copied().max().unwrap_or(0) {
+            let runs = queries
+                .iter()
+                .zip(&stage_of)
+                .filter(|&(_, &s)| s == stage)
+                .map(|(query, _)| {
+                    let request = Request::new(query.clone());
+                    let snapshot = snapshot.clone();
+                    tokio::spawn(async move { diagnose::run_on(&snapshot, &request, Record::Replace).await })
+                });
+            let outcomes: Vec<_> = futures::stream::iter(runs).buffered(parallel).collect().await;
+            outcomes.into_iter().for_each(|outcome| drop(outcome.expect("task").expect("query")));
+        }
+        side_by_side.push(started.elapsed().as_secs_f64());
     }
     println!("{:<20} {:>10}", "query", "median s");
     let mut total = median(opening);
@@ -107,5 +143,6 @@ async fn main() {
     }
     println!("{:<20} {total:>10.3}   (target 0.5)", "all");
     println!("{:<20} {:>10.3}   (each query opening the warehouse itself)", "all, one by one", median(alone));
+    println!("{:<20} {:>10.3}   (by stage, {parallel} at a time, as `kahuna schedule` runs them)", "all, side by side", median(side_by_side));
     println!("peak RSS {:.0} MB", peak_rss_mb());
 }

@@ -199,9 +199,15 @@ pub fn partition_predicate(cluster: Option<&str>, date: NaiveDate) -> String {
     }
 }
 
+/// One result commit at a time in this process: queries that run side by side
+/// (`kahuna schedule`) would otherwise race for the next version of `diagnoses` or
+/// `schedule_runs`, and a replace can lose that race to a concurrent append.
+static COMMITS: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 /// Appends `batch` to table `name` (created on first use, partitioned like every table), or,
 /// with `replace`, overwrites the rows matching that predicate in the same commit.
 pub async fn write(warehouse: &Warehouse, name: &str, batch: RecordBatch, replace: Option<String>) -> Result<()> {
+    let _one_at_a_time = COMMITS.lock().await;
     let table = match warehouse.open(name).await? {
         Some(table) => table,
         None => DeltaTable::try_from_url(warehouse.table_url(name)?).await?,
