@@ -73,7 +73,7 @@ impl TickParams {
     /// too far from 0 for its ticks to be exact.
     fn sample(&self, t: f64, bin: i64) -> Result<Sample> {
         if !((t / self.step).abs() < MAX_TICK) {
-            return Err(exec_error(FUNC, format!("ts {t} is not within 2^53 steps of {} from 0", self.step)));
+            return Err(exec_error(FUNC, format!("ts {t:e} is not within 2^53 steps of {} from 0", self.step)));
         }
         Ok((t, bin.clamp(0, self.bins as i64 - 1) as u32))
     }
@@ -493,6 +493,14 @@ mod tests {
         let skipping = ctx_skipping_partial_aggregation(4);
         assert_eq!(strings(&skipping, &keys(&one_pass)).await, expected_keys);
         assert_lists_close(&f64_lists(&skipping, &hists(&one_pass)).await, &expected, 1e-12, "hists, rows as states");
+    }
+
+    /// A time whose tick would not be an exact integer is an error, not a wrong tick.
+    #[tokio::test]
+    async fn times_too_far_from_zero_are_an_error() {
+        let sql = "SELECT tick_histograms(b, 2, t, 10, 2, 0.1) FROM (VALUES (0, 3e300), (1, 12)) AS v(b, t)";
+        let err = query_err(&ctx(1), sql).await;
+        assert!(err.contains("tick_histograms: ts 3e300 is not within 2^53 steps of 10 from 0"), "{err}");
     }
 
     #[tokio::test]
