@@ -25,8 +25,8 @@ use datafusion::logical_expr::{
 };
 
 use crate::args::{
-    Literals, arg_error, check_arity, exec_error, f64_list_type, fixed_width_list, list_scalar, logical_literals,
-    physical_literals, require_integer, require_number, require_time, times_to_f64, to_f64, to_f64_list, list_row,
+    Literals, arg_error, check_arity, exec_error, f64_list_type, fixed_width_list, list_row, list_scalar,
+    logical_literals, physical_literals, require_integer, require_number, require_time, times_to_f64, to_f64, to_f64_list,
 };
 use crate::cells::{emit_to_groups, for_each_cells, merge_into, passes, take_groups};
 
