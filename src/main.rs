@@ -11,9 +11,6 @@ use kahuna::shell::{self, Format};
 use kahuna::warehouse::Warehouse;
 use kahuna::{catalog, report};
 
-#[global_allocator]
-static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
-
 #[derive(Parser)]
 #[command(name = "kahuna", version, about = "Hadoop cluster history as Delta Lake tables, diagnosed in SQL")]
 struct Cli {

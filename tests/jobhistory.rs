@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use common::{data_dir, ingest_into, rows, sample, scalar};
 
 fn data_history() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("data/jobhistory")
+    common::package_dir().join("data/jobhistory")
 }
 
 fn table(expect: &[&[&str]]) -> Vec<Vec<String>> {

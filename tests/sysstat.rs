@@ -12,7 +12,7 @@ use common::{ingest_into, options, owned, rows, sample, scalar};
 use kahuna::ingest::ingest;
 
 fn data_sysstat() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("data/sysstat")
+    common::package_dir().join("data/sysstat")
 }
 
 /// Whether the machine's `sadf` can be run; if not, says why the test is skipped.

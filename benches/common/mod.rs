@@ -23,10 +23,6 @@ pub fn process_cpu_seconds() -> f64 {
     now.tv_sec as f64 + now.tv_nsec as f64 * 1e-9
 }
 
-/// The `kahuna` binary's allocator, so that the figures are the command's.
-#[global_allocator]
-static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
-
 /// Resets the peak so each phase reports its own (Linux: write 5 to clear_refs). The heap that
 /// earlier phases freed is handed back first: jemalloc (and glibc, for the C libraries) keep
 /// it mapped, and it would count as resident in every later phase's peak.

@@ -10,13 +10,20 @@ use kahuna::ingest::discover::Hints;
 use kahuna::ingest::{IngestOptions, Summary, ingest};
 use kahuna::warehouse::Warehouse;
 
+/// The package's folder as the test runner names it when the test runs: `env!` would keep the
+/// folder the binary was built in, and a build shared by several checkouts (CI's cache) can be
+/// reused by a checkout elsewhere after that one is gone.
+pub fn package_dir() -> PathBuf {
+    std::env::var_os("CARGO_MANIFEST_DIR").map_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")), PathBuf::from)
+}
+
 pub fn data_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("data/logs")
+    package_dir().join("data/logs")
 }
 
 /// `../shared/samples/<rel>`, or None (with the reason printed) where that folder is absent.
 pub fn sample(rel: &str) -> Option<PathBuf> {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/samples").join(rel);
+    let path = package_dir().join("../shared/samples").join(rel);
     if path.exists() {
         Some(path)
     } else {
