@@ -53,8 +53,10 @@ enum Command {
     /// Ingest the samples in `data/` (logs, a sysstat export, job history) and show a first
     /// answer about their states.
     Demo {
-        #[arg(long, default_value = concat!(env!("CARGO_MANIFEST_DIR"), "/data"))]
-        data: PathBuf,
+        /// Default: `data` in the working folder (the README runs it from the checkout), else
+        /// the checkout the binary was built from.
+        #[arg(long)]
+        data: Option<PathBuf>,
     },
     /// Run a saved diagnosis (a name in the queries folder, a built-in, or a .sql path), print its
     /// verdict and record it in the `diagnoses` table.
@@ -161,6 +163,10 @@ async fn run(cli: Cli) -> Result<()> {
             }
         }
         Command::Demo { data } => {
+            let data = data.unwrap_or_else(|| {
+                let here = PathBuf::from("data");
+                if here.join("logs").is_dir() { here } else { PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/data")) }
+            });
             let args = IngestArgs { cluster: "demo".into(), tz: None, host: None, daemon: None, iface: None, threads: None, dry_run: false };
             let summary = ingest(&args.options(vec![data], &cli.warehouse)?).await?;
             print!("{}", report::render(&summary));

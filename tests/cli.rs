@@ -115,9 +115,7 @@ async fn optimize_compacts_without_changing_a_row() {
 #[test]
 fn the_demo_names_the_hogged_node_beside_its_peers() {
     let wh = tempfile::tempdir().unwrap();
-    // `--data` as the default names it, from this checkout (see `common::package_dir`).
-    let data = common::package_dir().join("data");
-    let out = kahuna(&wh.path().join("warehouse"), &["demo", "--data", data.to_str().unwrap()]);
+    let out = kahuna(&wh.path().join("warehouse"), &["demo"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let stdout = text(&out.stdout);
     assert!(stdout.contains("r01n04 (where the hog runs) is indicted in 7 of 7 jobs"), "{stdout}");
