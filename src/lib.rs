@@ -24,8 +24,8 @@ static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 /// jemalloc's options, read when it starts. `oversize_threshold:0`: allocations over 8 MiB
 /// otherwise go to an arena that hands them back to the kernel at once, and the 5-month
-/// history's `peer_correlation` spent 8 s in page faults (7.0–7.5 s with this, 8.7–9.5 s
-/// without, 7.5–7.6 s with glibc; peak 5.8 GB against 3.7 and 4.6).
+/// history's `peer_correlation` spent 8 s in page faults (6.4–7.2 s with this, 8.7–9.5 s
+/// without, 7.5–7.6 s with glibc; peak 5.5 GB against 3.7 and 4.6).
 #[used]
 #[unsafe(export_name = "_rjem_malloc_conf")]
 static MALLOC_CONF: &[u8] = b"oversize_threshold:0\0";
