@@ -102,21 +102,43 @@ fn mean_x_log2_x_avx2(p: &[f64], q: &[f64]) -> f64 {
     mean_x_log2_x_lanes::<WIDE_LANES, true>(p, q)
 }
 
+/// The widest registers the kernels here may use on this CPU. One choice for all of them, so
+/// that a pair's divergence is the same number whichever kernel computes it.
+#[derive(Clone, Copy)]
+enum Registers {
+    #[cfg(target_arch = "x86_64")]
+    Avx512,
+    #[cfg(target_arch = "x86_64")]
+    Avx2,
+    Portable,
+}
+
 #[inline]
-pub(crate) fn mean_x_log2_x(p: &[f64], q: &[f64]) -> f64 {
+fn registers() -> Registers {
     #[cfg(target_arch = "x86_64")]
     {
         // std caches the detection; each check is one load.
         if std::arch::is_x86_feature_detected!("avx512f") && std::arch::is_x86_feature_detected!("fma") {
-            // SAFETY: the CPU has AVX-512F and FMA, checked just above.
-            return unsafe { mean_x_log2_x_avx512(p, q) };
+            return Registers::Avx512;
         }
         if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma") {
-            // SAFETY: the CPU has AVX2 and FMA, checked just above.
-            return unsafe { mean_x_log2_x_avx2(p, q) };
+            return Registers::Avx2;
         }
     }
-    mean_x_log2_x_lanes::<4, false>(p, q)
+    Registers::Portable
+}
+
+#[inline]
+pub(crate) fn mean_x_log2_x(p: &[f64], q: &[f64]) -> f64 {
+    match registers() {
+        // SAFETY: `registers` saw AVX-512F and FMA.
+        #[cfg(target_arch = "x86_64")]
+        Registers::Avx512 => unsafe { mean_x_log2_x_avx512(p, q) },
+        // SAFETY: `registers` saw AVX2 and FMA.
+        #[cfg(target_arch = "x86_64")]
+        Registers::Avx2 => unsafe { mean_x_log2_x_avx2(p, q) },
+        Registers::Portable => mean_x_log2_x_lanes::<4, false>(p, q),
+    }
 }
 
 /// Whether a pair's `jsd_sqrt` is above `threshold`, judged on the divergence (its square)
@@ -192,20 +214,15 @@ fn far_counts_avx2(flat: &[f64], stride: usize, entropies: &[f64], test: FarTest
 /// the widest registers the CPU has.
 pub(crate) fn far_counts(flat: &[f64], stride: usize, entropies: &[f64], test: FarTest) -> Vec<usize> {
     let mut far = vec![0; entropies.len()];
-    #[cfg(target_arch = "x86_64")]
-    {
-        if std::arch::is_x86_feature_detected!("avx512f") && std::arch::is_x86_feature_detected!("fma") {
-            // SAFETY: the CPU has AVX-512F and FMA, checked just above.
-            unsafe { far_counts_avx512(flat, stride, entropies, test, &mut far) };
-            return far;
-        }
-        if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma") {
-            // SAFETY: the CPU has AVX2 and FMA, checked just above.
-            unsafe { far_counts_avx2(flat, stride, entropies, test, &mut far) };
-            return far;
-        }
+    match registers() {
+        // SAFETY: `registers` saw AVX-512F and FMA.
+        #[cfg(target_arch = "x86_64")]
+        Registers::Avx512 => unsafe { far_counts_avx512(flat, stride, entropies, test, &mut far) },
+        // SAFETY: `registers` saw AVX2 and FMA.
+        #[cfg(target_arch = "x86_64")]
+        Registers::Avx2 => unsafe { far_counts_avx2(flat, stride, entropies, test, &mut far) },
+        Registers::Portable => far_counts_lanes::<4, false>(flat, stride, entropies, test, &mut far),
     }
-    far_counts_lanes::<4, false>(flat, stride, entropies, test, &mut far);
     far
 }
 
