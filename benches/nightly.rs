@@ -5,7 +5,8 @@
 //! every built-in query over it as a scheduled run would: each in a fresh session over tables
 //! opened once for the batch (`diagnose::run_on`), its result replacing that run date's
 //! (`Record::Replace`). Prints the time to open the warehouse and each query's wall time, the
-//! median of `KAHUNA_BENCH_RUNS` rounds (default 5), their sum (the target is 0.5 s
+//! median of `KAHUNA_BENCH_RUNS` rounds (default 5), recorded and, beside it, not recorded (what
+//! the query costs without its commit), their sum (the target is 0.5 s
 //! after ingest) and the peak resident memory; and, to compare, the sum with each query opening
 //! the warehouse itself, as `kahuna diagnose` does, and the batch as `kahuna schedule` runs it:
 //! by stage, the queries of a stage two at a time. `KAHUNA_BENCH_WAREHOUSE=DIR` measures an
@@ -100,8 +101,8 @@ async fn main() {
         .collect();
     let stage_of = stages(&jobs).expect("stages");
     let parallel = Policy::default().parallel;
-    let (mut opening, mut seconds, mut alone, mut side_by_side) =
-        (Vec::new(), vec![Vec::new(); queries.len()], Vec::new(), Vec::new());
+    let (mut opening, mut seconds, mut unrecorded, mut alone, mut side_by_side) =
+        (Vec::new(), vec![Vec::new(); queries.len()], vec![Vec::new(); queries.len()], Vec::new(), Vec::new());
     for _ in 0..rounds {
         let started = Instant::now();
         let snapshot = Snapshot::take(&warehouse).await.expect("open the warehouse");
@@ -109,6 +110,11 @@ async fn main() {
         for (query, times) in queries.iter().zip(&mut seconds) {
             let started = Instant::now();
             diagnose::run_on(&snapshot, &Request::new(query.clone()), Record::Replace).await.expect("query");
+            times.push(started.elapsed().as_secs_f64());
+        }
+        for (query, times) in queries.iter().zip(&mut unrecorded) {
+            let started = Instant::now();
+            diagnose::run_on(&snapshot, &Request::new(query.clone()), Record::Nothing).await.expect("query");
             times.push(started.elapsed().as_secs_f64());
         }
         let started = Instant::now();
@@ -133,15 +139,17 @@ async fn main() {
         }
         side_by_side.push(started.elapsed().as_secs_f64());
     }
-    println!("{:<20} {:>10}", "query", "median s");
+    println!("{:<20} {:>10} {:>14}", "query", "median s", "not recorded");
     let mut total = median(opening);
+    let mut total_unrecorded = total;
     println!("{:<20} {total:>10.3}", "(open the warehouse)");
-    for (name, times) in NIGHTLY.iter().zip(seconds) {
-        let m = median(times);
+    for ((name, times), times_unrecorded) in NIGHTLY.iter().zip(seconds).zip(unrecorded) {
+        let (m, u) = (median(times), median(times_unrecorded));
         total += m;
-        println!("{name:<20} {m:>10.3}");
+        total_unrecorded += u;
+        println!("{name:<20} {m:>10.3} {u:>14.3}");
     }
-    println!("{:<20} {total:>10.3}   (target 0.5)", "all");
+    println!("{:<20} {total:>10.3} {total_unrecorded:>14.3}   (target 0.5)", "all");
     println!("{:<20} {:>10.3}   (each query opening the warehouse itself)", "all, one by one", median(alone));
     println!("{:<20} {:>10.3}   (by stage, {parallel} at a time, as `kahuna schedule` runs them)", "all, side by side", median(side_by_side));
     println!("peak RSS {:.0} MB", peak_rss_mb());

@@ -209,7 +209,7 @@ static COMMITS: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 pub async fn write(warehouse: &Warehouse, name: &str, batch: RecordBatch, replace: Option<String>) -> Result<()> {
     let _one_at_a_time = COMMITS.lock().await;
     let table = match warehouse.open(name).await? {
-        Some(table) => table,
+        Some(table) => Warehouse::with_table_properties(table).await?,
         None => DeltaTable::try_from_url(warehouse.table_url(name)?).await?,
     };
     // New columns join the table (an operator's copy of a table query that returns one more,
@@ -218,6 +218,7 @@ pub async fn write(warehouse: &Warehouse, name: &str, batch: RecordBatch, replac
         .write(vec![batch])
         .with_table_name(name)
         .with_partition_columns(PARTITION_COLUMNS)
+        .with_configuration(Warehouse::table_properties())
         .with_schema_mode(SchemaMode::Merge);
     builder = match &replace {
         Some(predicate) => builder.with_save_mode(SaveMode::Overwrite).with_replace_where(predicate.clone()),
@@ -288,6 +289,8 @@ pub(crate) async fn query_rows(warehouse: &Warehouse, sql: &str) -> Vec<String> 
 
 #[cfg(test)]
 mod tests {
+    use deltalake::table::config::TablePropertiesExt as _;
+
     use super::*;
 
     fn run(id: &str, date: NaiveDate) -> RunInfo {
@@ -326,6 +329,40 @@ mod tests {
         // Appends add.
         write(&wh, DIAGNOSES, diagnoses_batch(&run("r5", d2), &verdict("c1", &["z"])).unwrap(), None).await.unwrap();
         assert_eq!(query_rows(&wh, "SELECT count(*) FROM diagnoses").await, vec!["6"]);
+    }
+
+    /// Opening a table replays the commits after its last checkpoint: a results table gets one
+    /// every ten commits, also one made by an older version (Delta's default is 100).
+    #[tokio::test]
+    async fn results_tables_are_checkpointed_every_ten_commits() {
+        let dir = tempfile::tempdir().unwrap();
+        let wh = Warehouse::new(dir.path());
+        let d1 = NaiveDate::from_ymd_opt(2008, 8, 23).unwrap();
+        let batch = || diagnoses_batch(&run("r", d1), &verdict("c1", &["a"])).unwrap();
+        // As an older version made it: Delta's defaults.
+        DeltaTable::try_from_url(wh.table_url(DIAGNOSES).unwrap())
+            .await
+            .unwrap()
+            .write(vec![batch()])
+            .with_partition_columns(PARTITION_COLUMNS)
+            .await
+            .unwrap();
+        let last_checkpoint = || std::fs::read_to_string(wh.log_dir(DIAGNOSES).join("_last_checkpoint")).ok();
+        for _ in 0..7 {
+            write(&wh, DIAGNOSES, batch(), None).await.unwrap();
+        }
+        // Versions 0 (creation), 1 (the property), 2..=8 (appends): nine commits, no checkpoint.
+        assert_eq!(last_checkpoint(), None);
+        write(&wh, DIAGNOSES, batch(), None).await.unwrap();
+        let checkpoint = last_checkpoint().expect("a checkpoint with the tenth commit");
+        assert!(checkpoint.starts_with(r#"{"version":9,"#), "{checkpoint}");
+        let table = wh.open(DIAGNOSES).await.unwrap().unwrap();
+        assert_eq!(table.snapshot().unwrap().table_config().checkpoint_interval().get(), 10);
+        assert_eq!(query_rows(&wh, "SELECT count(*) FROM diagnoses").await, vec!["9"]);
+        // A table it creates has the property from its first commit.
+        write(&wh, "edges", batch(), None).await.unwrap();
+        let edges = wh.open("edges").await.unwrap().unwrap();
+        assert_eq!((edges.version(), edges.snapshot().unwrap().table_config().checkpoint_interval().get()), (Some(0), 10));
     }
 
     /// A table query's rows carry their run; a column a later version of the query adds joins
