@@ -57,12 +57,18 @@ pub fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
     let mut from = 0;
     while let Some(at) = memchr::memchr(first, &hay[from..]) {
         let start = from + at;
-        if hay[start + 1..].starts_with(rest) {
+        if follows(hay, start, rest) {
             return Some(start);
         }
         from = start + 1;
     }
     None
+}
+
+/// Whether `rest` comes right after `hay[at]`: compared in line rather than by `starts_with`,
+/// whose call to `memcmp` for a few bytes cost more than the comparison.
+fn follows(hay: &[u8], at: usize, rest: &[u8]) -> bool {
+    hay.len() - at > rest.len() && rest.iter().zip(&hay[at + 1..]).all(|(a, b)| a == b)
 }
 
 /// `s` around the first `sep` (not empty), as `str::split_once`, whose searcher costs more to
@@ -78,7 +84,7 @@ pub fn split_at_last<'a>(s: &'a str, sep: &str) -> Option<(&'a str, &'a str)> {
     let hay = s.as_bytes();
     let mut end = hay.len();
     while let Some(at) = memchr::memrchr(first, &hay[..end]) {
-        if hay[at + 1..].starts_with(rest) {
+        if follows(hay, at, rest) {
             return Some((&s[..at], &s[at + sep.len()..]));
         }
         end = at;

@@ -137,13 +137,13 @@ fn fields_after_stamp(local_ms: i64, rest: &str, bare_thread_first: bool) -> Hea
     let mut rest = rest.trim_start_matches(' ');
     let mut thread = None;
     if bare_thread_first {
-        let Some((word, tail)) = rest.split_once(' ') else {
+        let Some((word, tail)) = split_at_first(rest, " ") else {
             return Head::Malformed("no level after the thread");
         };
         thread = Some(word);
         rest = tail.trim_start_matches(' ');
     }
-    let Some((level, tail)) = rest.split_once(' ') else {
+    let Some((level, tail)) = split_at_first(rest, " ") else {
         return Head::Malformed("no level after the timestamp");
     };
     if !LEVELS.contains(&level) {
