@@ -31,7 +31,6 @@ use deltalake::parquet::file::properties::{EnabledStatistics, WriterProperties};
 use deltalake::parquet::schema::types::ColumnPath;
 use deltalake::protocol::{DeltaOperation, SaveMode};
 use deltalake::TableProperty;
-use deltalake::table::config::TablePropertiesExt as _;
 use deltalake::writer::{DeltaWriter, RecordBatchWriter};
 use deltalake::DeltaTable;
 use datafusion::object_store::ObjectStoreExt as _;
@@ -157,9 +156,9 @@ impl Warehouse {
     }
 
     /// `table` with [`Warehouse::table_properties`], set in a commit of their own on a table
-    /// made before they were.
+    /// made before they were. An interval an operator chose is left as it is.
     pub(crate) async fn with_table_properties(table: DeltaTable) -> Result<DeltaTable> {
-        if table.snapshot()?.table_config().checkpoint_interval().to_string() == CHECKPOINT_INTERVAL {
+        if table.snapshot()?.table_config().checkpoint_interval.is_some() {
             return Ok(table);
         }
         let properties = Self::table_properties().into_iter().filter_map(|(key, value)| Some((key, value?))).collect();
@@ -183,6 +182,7 @@ impl Warehouse {
     /// `retention` (Delta's own default is a week; readers of older snapshots need them).
     /// A table that holds commits of an unfinished ingest run is left as it is: compacting would
     /// merge that run's rows into files of a commit readers cannot tell from it.
+    /// A table made by an older version gets the properties new ones are created with.
     pub async fn optimize(&self, retention: Duration) -> Result<Vec<String>> {
         let completed = self.completed_ingests().await?;
         let mut report = Vec::new();

@@ -332,7 +332,8 @@ mod tests {
     }
 
     /// Opening a table replays the commits after its last checkpoint: a results table gets one
-    /// every ten commits, also one made by an older version (Delta's default is 100).
+    /// every ten commits, also one made by an older version (Delta's default is 100), unless
+    /// its interval was chosen.
     #[tokio::test]
     async fn results_tables_are_checkpointed_every_ten_commits() {
         let dir = tempfile::tempdir().unwrap();
@@ -363,6 +364,18 @@ mod tests {
         write(&wh, "edges", batch(), None).await.unwrap();
         let edges = wh.open("edges").await.unwrap().unwrap();
         assert_eq!((edges.version(), edges.snapshot().unwrap().table_config().checkpoint_interval().get()), (Some(0), 10));
+        // An interval an operator chose stays.
+        DeltaTable::try_from_url(wh.table_url("chosen").unwrap())
+            .await
+            .unwrap()
+            .write(vec![batch()])
+            .with_partition_columns(PARTITION_COLUMNS)
+            .with_configuration([("delta.checkpointInterval", Some("5"))])
+            .await
+            .unwrap();
+        write(&wh, "chosen", batch(), None).await.unwrap();
+        let chosen = wh.open("chosen").await.unwrap().unwrap();
+        assert_eq!((chosen.version(), chosen.snapshot().unwrap().table_config().checkpoint_interval().get()), (Some(1), 5));
     }
 
     /// A table query's rows carry their run; a column a later version of the query adds joins
