@@ -107,15 +107,12 @@ async fn main() {
         let started = Instant::now();
         let snapshot = Snapshot::take(&warehouse).await.expect("open the warehouse");
         opening.push(started.elapsed().as_secs_f64());
-        for (query, times) in queries.iter().zip(&mut seconds) {
-            let started = Instant::now();
-            diagnose::run_on(&snapshot, &Request::new(query.clone()), Record::Replace).await.expect("query");
-            times.push(started.elapsed().as_secs_f64());
-        }
-        for (query, times) in queries.iter().zip(&mut unrecorded) {
-            let started = Instant::now();
-            diagnose::run_on(&snapshot, &Request::new(query.clone()), Record::Nothing).await.expect("query");
-            times.push(started.elapsed().as_secs_f64());
+        for (record, per_query) in [(Record::Replace, &mut seconds), (Record::Nothing, &mut unrecorded)] {
+            for (query, times) in queries.iter().zip(per_query.iter_mut()) {
+                let started = Instant::now();
+                diagnose::run_on(&snapshot, &Request::new(query.clone()), record).await.expect("query");
+                times.push(started.elapsed().as_secs_f64());
+            }
         }
         let started = Instant::now();
         for query in &queries {
