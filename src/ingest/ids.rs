@@ -19,16 +19,21 @@ fn word_len(s: &[u8]) -> usize {
 pub fn find_attempt(msg: &str) -> Option<(&str, &str)> {
     let bytes = msg.as_bytes();
     let mut from = 0;
-    while let Some(pos) = find_either(&bytes[from..], &ATTEMPT, &TASK) {
+    // Most TaskTracker lines (progress reports) open with their attempt: no search for those.
+    let mut next = if bytes.starts_with(b"attempt_") || bytes.starts_with(b"task_") {
+        Some(0)
+    } else {
+        find_either(bytes, &ATTEMPT, &TASK)
+    };
+    while let Some(pos) = next {
         let start = from + pos;
         // Clienttrace writes `cliID: DFSClient_attempt_…`, so an id may follow other word
         // characters: only its own shape is checked.
-        let len = word_len(&bytes[start..]);
-        let id = &msg[start..start + len];
-        if is_attempt(id) {
-            return Some((id, &msg[start + len..]));
+        if let Some(len) = attempt_len(&bytes[start..]) {
+            return Some((&msg[start..start + len], &msg[start + len..]));
         }
         from = start + 1;
+        next = find_either(&bytes[from..], &ATTEMPT, &TASK);
     }
     None
 }
@@ -100,34 +105,36 @@ pub fn contains(hay: &str, needle: &str) -> bool {
 /// `attempt_200808231712_0001_m_000003_0` or `task_0001_m_000003_0`: after the prefix, runs
 /// of digits with `m` or `r` second to last but two.
 pub fn is_attempt(id: &str) -> bool {
-    let (numbers_before_kind, rest) = if let Some(rest) = id.strip_prefix("attempt_") {
-        (2, rest)
-    } else if let Some(rest) = id.strip_prefix("task_") {
-        (1, rest)
-    } else {
-        return false;
-    };
-    // A hand-written scan, not a split: this runs on every id-like word of every line.
-    let b = rest.as_bytes();
-    let mut at = 0;
-    (0..numbers_before_kind).all(|_| digits_then(b, &mut at, Some(b'_')))
-        && matches!(b.get(at..at + 2), Some(b"m_" | b"r_"))
-        && {
-            at += 2;
-            digits_then(b, &mut at, Some(b'_')) && digits_then(b, &mut at, None)
-        }
+    attempt_len(id.as_bytes()) == Some(id.len())
 }
 
-/// Whether `b` holds a run of digits from `at` followed by `end` (None: the end of `b`);
-/// moves `at` past both.
-fn digits_then(b: &[u8], at: &mut usize, end: Option<u8>) -> bool {
-    let from = *at;
-    while b.get(*at).is_some_and(u8::is_ascii_digit) {
-        *at += 1;
+/// The length of the attempt id `b` opens with, if it opens with one that ends its word. One
+/// hand-written scan, not a split: this runs on every id-like word of every line.
+fn attempt_len(b: &[u8]) -> Option<usize> {
+    let (numbers_before_kind, mut at) = if b.starts_with(b"attempt_") {
+        (2, "attempt_".len())
+    } else if b.starts_with(b"task_") {
+        (1, "task_".len())
+    } else {
+        return None;
+    };
+    for _ in 0..numbers_before_kind {
+        at = digits_then(b, at, b'_')?;
     }
-    let ok = *at > from && b.get(*at).copied() == end;
-    *at += 1;
-    ok
+    if !matches!(b.get(at..at + 2), Some(b"m_" | b"r_")) {
+        return None;
+    }
+    at = digits_then(b, at + 2, b'_')?;
+    let end = at + b[at..].iter().take_while(|c| c.is_ascii_digit()).count();
+    let word_goes_on = b.get(end).is_some_and(|&c| c.is_ascii_alphanumeric() || c == b'_');
+    (end > at && !word_goes_on).then_some(end)
+}
+
+/// Where a run of digits from `at` followed by `end` stops, past `end`; None where there is no
+/// such run.
+fn digits_then(b: &[u8], at: usize, end: u8) -> Option<usize> {
+    let digits = b[at.min(b.len())..].iter().take_while(|c| c.is_ascii_digit()).count();
+    (digits > 0 && b.get(at + digits) == Some(&end)).then_some(at + digits + 1)
 }
 
 /// Whether an attempt id names a map (`_m_`) rather than a reduce.
@@ -185,11 +192,14 @@ pub fn find_block(msg: &str) -> Option<&str> {
 }
 
 /// The host of an address written as `/10.251.30.6:50010`, `10.251.30.6:50010` or `/10.0.0.1`.
+/// Byte-wise: the `char` patterns of `str::trim_*_matches` cost more than the address is long.
 pub fn host_of_address(addr: &str) -> &str {
-    let addr = addr.trim_start_matches('/');
-    let addr = addr.trim_end_matches([',', ':', '.']);
-    match addr.rfind(':') {
-        Some(colon) if addr[colon + 1..].bytes().all(|b| b.is_ascii_digit()) => &addr[..colon],
+    let b = addr.as_bytes();
+    let start = b.iter().take_while(|&&c| c == b'/').count();
+    let end = start.max(b.len() - b.iter().rev().take_while(|&&c| matches!(c, b',' | b':' | b'.')).count());
+    let addr = &addr[start..end];
+    match memchr::memrchr(b':', addr.as_bytes()) {
+        Some(colon) if addr.as_bytes()[colon + 1..].iter().all(u8::is_ascii_digit) => &addr[..colon],
         _ => addr,
     }
 }
@@ -197,8 +207,7 @@ pub fn host_of_address(addr: &str) -> &str {
 /// The address token that follows `key` in a message (`src: /a:1, dest: /b:2` → `/a:1`).
 pub fn field_after<'a>(msg: &'a str, key: &str) -> Option<&'a str> {
     let pos = find(msg.as_bytes(), key.as_bytes())?;
-    let rest = &msg[pos + key.len()..];
-    let rest = rest.trim_start();
+    let rest = msg[pos + key.len()..].trim_ascii_start();
     let end = rest.bytes().position(|b| b == b' ' || b == b',').unwrap_or(rest.len());
     Some(&rest[..end]).filter(|s| !s.is_empty())
 }
@@ -240,6 +249,9 @@ mod tests {
         );
         assert!(find_attempt("task_tracker is up").is_none());
         assert!(find_attempt("attempt_x_1_m_1_0").is_none());
+        // An id-like word that goes on is not one; the next that ends its word is.
+        let (a, rest) = find_attempt("attempt_1_2_m_3_4x to attempt_1_2_m_3_5.").unwrap();
+        assert_eq!((a, rest), ("attempt_1_2_m_3_5", "."));
         assert!(!is_attempt("attempt_1_2_m_3_4_5") && !is_attempt("task_1_x_3_4") && !is_attempt("task_1_m_3"));
         assert!(is_attempt("task_1_r_3_4") && is_attempt("attempt_200808231712_0001_m_000003_0"));
         for not_one in ["task_", "task__m_3_4", "task_1_m__4", "task_1_m_3_", "task_1_mm_3_4", "attempt_1_m_3_4", "task_1_m_3_4x", "task_a_m_3_4"] {
@@ -270,6 +282,10 @@ mod tests {
         assert_eq!(host_of_address("10.251.30.85:50010:"), "10.251.30.85");
         assert_eq!(host_of_address("/10.251.90.64"), "10.251.90.64");
         assert_eq!(host_of_address("fp30.pdl.cmu.local."), "fp30.pdl.cmu.local");
+        assert_eq!(host_of_address("node7:http"), "node7:http");
+        for nothing in ["", "/", "/:", ".,:"] {
+            assert_eq!(host_of_address(nothing), "", "{nothing:?}");
+        }
         let msg = "src: /127.0.0.1:50012, dest: /127.0.0.1:53107, bytes: 10620380, op: HDFS_READ";
         assert_eq!(field_after(msg, "dest:"), Some("/127.0.0.1:53107"));
         assert_eq!(field_after(msg, "bytes:"), Some("10620380"));

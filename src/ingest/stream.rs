@@ -358,7 +358,9 @@ impl StreamReader<'_> {
                     continue;
                 }
             };
-            if text.trim().is_empty() {
+            // Most lines open with a digit: only those that do not are trimmed to see if blank.
+            let may_be_blank = text.as_bytes().first().is_none_or(|&b| b.is_ascii_whitespace() || !b.is_ascii());
+            if may_be_blank && text.trim().is_empty() {
                 counts[counted_in(offset)].lines_skipped += 1;
                 continue;
             }
