@@ -358,7 +358,8 @@ impl StreamReader<'_> {
                     continue;
                 }
             };
-            // Most lines open with a digit: only those that do not are trimmed to see if blank.
+            // Only a line opening with whitespace or a non-ASCII byte (a Unicode space) can be
+            // blank: the others, nearly all, are not trimmed to find out.
             let may_be_blank = text.as_bytes().first().is_none_or(|&b| b.is_ascii_whitespace() || !b.is_ascii());
             if may_be_blank && text.trim().is_empty() {
                 counts[counted_in(offset)].lines_skipped += 1;
