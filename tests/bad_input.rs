@@ -24,6 +24,8 @@ async fn damaged_files_are_refused_or_rejected_line_by_line() {
     mixed.push(b'\n');
     mixed.extend_from_slice(b"2008-13-01 00:00:00,000 INFO a.B: the thirteenth month\n");
     mixed.extend_from_slice(b"\n");
+    // Blank too: a vertical tab and a tab; a no-break space and an em space (Unicode spaces).
+    mixed.extend_from_slice("\x0b\t\n\u{a0}\u{2003}\n".as_bytes());
     mixed.extend_from_slice(format!("2008-08-23 17:12:40,000 INFO a.TaskTracker: Task {M} is done.\n").as_bytes());
     std::fs::write(dir.join("hadoop-u-tasktracker-h2.log"), &mixed).unwrap();
     let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
@@ -47,7 +49,7 @@ async fn damaged_files_are_refused_or_rejected_line_by_line() {
          WHERE file LIKE '%tasktracker-h2.log'",
     )
     .await;
-    assert_eq!(mixed_counts, vec![vec!["8", "3", "4", "1", "1"]]);
+    assert_eq!(mixed_counts, vec![vec!["10", "3", "4", "3", "1"]]);
     let reasons = rows(
         wh.path(),
         "SELECT line, reason, length(raw) FROM rejects WHERE file LIKE '%tasktracker-h2.log' ORDER BY line",

@@ -358,9 +358,9 @@ impl StreamReader<'_> {
                     continue;
                 }
             };
-            // Only a line opening with whitespace or a non-ASCII byte (a Unicode space) can be
-            // blank: the others, nearly all, are not trimmed to find out.
-            let may_be_blank = text.as_bytes().first().is_none_or(|&b| b.is_ascii_whitespace() || !b.is_ascii());
+            // Only a line opening with a space, a control byte or a non-ASCII byte (a Unicode
+            // space) can be blank: the others, nearly all, are not trimmed to find out.
+            let may_be_blank = text.as_bytes().first().is_none_or(|b| !b.is_ascii_graphic());
             if may_be_blank && text.trim().is_empty() {
                 counts[counted_in(offset)].lines_skipped += 1;
                 continue;
