@@ -6,11 +6,14 @@ use std::sync::LazyLock;
 
 use memchr::memmem::Finder;
 
-/// Length of the identifier made of `[A-Za-z0-9_]` characters at the start of `s`.
+/// A byte of an identifier: `[A-Za-z0-9_]`.
+fn is_word_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b == b'_'
+}
+
+/// Length of the identifier at the start of `s`.
 fn word_len(s: &[u8]) -> usize {
-    s.iter()
-        .position(|b| !(b.is_ascii_alphanumeric() || *b == b'_'))
-        .unwrap_or(s.len())
+    s.iter().position(|&b| !is_word_byte(b)).unwrap_or(s.len())
 }
 
 /// A task attempt id as written: `attempt_<jt>_<job>_<m|r>_<task>_<n>` (0.18 on) or
@@ -125,16 +128,21 @@ fn attempt_len(b: &[u8]) -> Option<usize> {
         return None;
     }
     at = digits_then(b, at + 2, b'_')?;
-    let end = at + b[at..].iter().take_while(|c| c.is_ascii_digit()).count();
-    let word_goes_on = b.get(end).is_some_and(|&c| c.is_ascii_alphanumeric() || c == b'_');
+    let end = at + digits_at(b, at);
+    let word_goes_on = b.get(end).copied().is_some_and(is_word_byte);
     (end > at && !word_goes_on).then_some(end)
 }
 
 /// Where a run of digits from `at` followed by `end` stops, past `end`; None where there is no
 /// such run.
 fn digits_then(b: &[u8], at: usize, end: u8) -> Option<usize> {
-    let digits = b[at.min(b.len())..].iter().take_while(|c| c.is_ascii_digit()).count();
+    let digits = digits_at(b, at);
     (digits > 0 && b.get(at + digits) == Some(&end)).then_some(at + digits + 1)
+}
+
+/// How many digits run from `at` (none past the end of `b`).
+fn digits_at(b: &[u8], at: usize) -> usize {
+    b.get(at..).map_or(0, |rest| rest.iter().take_while(|c| c.is_ascii_digit()).count())
 }
 
 /// Whether an attempt id names a map (`_m_`) rather than a reduce.
@@ -179,16 +187,10 @@ pub fn find_job(msg: &str) -> Option<&str> {
 pub fn find_block(msg: &str) -> Option<&str> {
     let bytes = msg.as_bytes();
     let pos = BLOCK.find(bytes)?;
-    let digits_from = pos + 4;
-    let mut end = digits_from;
-    if bytes.get(end) == Some(&b'-') {
-        end += 1;
-    }
-    let first_digit = end;
-    while end < bytes.len() && bytes[end].is_ascii_digit() {
-        end += 1;
-    }
-    (end > first_digit).then(|| &msg[pos..end])
+    let after_prefix = pos + "blk_".len();
+    let first_digit = if bytes.get(after_prefix) == Some(&b'-') { after_prefix + 1 } else { after_prefix };
+    let digits = digits_at(bytes, first_digit);
+    (digits > 0).then(|| &msg[pos..first_digit + digits])
 }
 
 /// The host of an address written as `/10.251.30.6:50010`, `10.251.30.6:50010` or `/10.0.0.1`.
