@@ -29,6 +29,8 @@ pub struct Line<'a> {
     pub offset: u64,
     /// Longer than [`MAX_LINE`]: `len` bytes, of which `bytes` is the start.
     pub overlong: Option<u64>,
+    /// Found valid UTF-8 without NUL by [`LineReader::check_ahead`], with the lines around it.
+    checked: bool,
 }
 
 /// A line as every format first sees it: text to parse, or a reason to reject it.
@@ -43,6 +45,11 @@ impl<'a> Line<'a> {
         let reject = |reason: String| Checked::Rejected { reason, raw: String::from_utf8_lossy(self.bytes).into_owned() };
         if self.overlong.is_some() {
             return reject(format!("line longer than {} KiB", MAX_LINE / 1024));
+        }
+        if self.checked {
+            // SAFETY: `check_ahead` validated a run of whole lines that holds this one, and a
+            // line is cut from it at ASCII bytes (`\n`, `\r`), which are never inside a character.
+            return Checked::Text(unsafe { std::str::from_utf8_unchecked(self.bytes) });
         }
         // simdutf8: 5% less CPU in all than std's check, which this spent 4% of parsing in.
         match simdutf8::basic::from_utf8(self.bytes) {
@@ -90,6 +97,8 @@ pub struct LineReader {
     /// The start and length of the overlong line last skipped.
     overlong_head: Vec<u8>,
     overlong_len: u64,
+    /// `buf[pos..checked_to]` is whole lines of valid UTF-8 without NUL (see `check_ahead`).
+    checked_to: usize,
 }
 
 impl LineReader {
@@ -124,6 +133,7 @@ impl LineReader {
             hashed: 0,
             overlong_head: Vec::new(),
             overlong_len: 0,
+            checked_to: 0,
         })
     }
 
@@ -166,6 +176,7 @@ impl LineReader {
             self.hashed = 0;
             self.buf.copy_within(self.pos..self.filled, 0);
             self.filled -= self.pos;
+            self.checked_to = self.checked_to.saturating_sub(self.pos);
             self.pos = 0;
         }
         if self.filled == self.buf.len() {
@@ -221,14 +232,38 @@ impl LineReader {
     }
 
     fn emit(&mut self, start: usize, end: usize, consumed: usize) -> Line<'_> {
+        if end >= self.checked_to {
+            self.check_ahead(start);
+        }
+        let checked = end < self.checked_to;
         let mut bytes = &self.buf[start..end];
         if let Some(stripped) = bytes.strip_suffix(b"\r") {
             bytes = stripped;
         }
-        let line = Line { bytes, number: self.next_number, offset: self.offset, overlong: None };
+        let line = Line { bytes, number: self.next_number, offset: self.offset, overlong: None, checked };
         self.next_number += 1;
         self.offset += consumed as u64;
         line
+    }
+
+    /// Checks the whole lines buffered from `start` (a line's start) for UTF-8 and NUL bytes at
+    /// once, up to the first fault: two calls per line cost more than their short scans
+    /// (cachegrind, 33 MB of logs: 4.5% fewer instructions in all). Lines past a fault are
+    /// checked one by one, and the run after a faulty line is checked again from its next line. Not inlined: it runs once a window, and inlined it kept `emit`,
+    /// which runs once a line, from being inlined.
+    #[inline(never)]
+    fn check_ahead(&mut self, start: usize) {
+        let Some(last_nl) = memchr::memrchr(b'\n', &self.buf[start..self.filled]) else { return };
+        let run = &self.buf[start..start + last_nl + 1];
+        // Each scan stops at its first fault, so that a file of faulty lines costs a scan per line.
+        let before_nul = &run[..memchr::memchr(0, run).unwrap_or(run.len())];
+        let clean = match simdutf8::compat::from_utf8(before_nul) {
+            Ok(_) => before_nul.len(),
+            Err(error) => error.valid_up_to(),
+        };
+        // Back to the end of the last whole line before the fault.
+        let whole_lines = memchr::memrchr(b'\n', &run[..clean]).map_or(0, |nl| nl + 1);
+        self.checked_to = start + whole_lines;
     }
 
     /// Consumes an overlong line up to its `\n`, keeping its head, so memory stays bounded.
@@ -259,6 +294,7 @@ impl LineReader {
             number: self.next_number,
             offset: self.offset,
             overlong: Some(len),
+            checked: false,
         };
         self.next_number += 1;
         self.offset += len;
@@ -404,6 +440,49 @@ mod tests {
         while reader.next_line().unwrap().is_some() {}
         assert_eq!(reader.offset(), content.len() as u64);
         assert_eq!(reader.hash(), whole(&content));
+    }
+
+    /// Lines checked a buffer at a time must get the verdicts std gives each line on its own:
+    /// faulty lines at every distance from each other and from the read windows' edges, and
+    /// two-byte characters cut by those edges.
+    #[test]
+    fn checked_a_buffer_at_a_time_as_line_by_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("mixed.log");
+        let mut content = Vec::new();
+        for i in 0..12_000u32 {
+            content.extend_from_slice(format!("{i} é ").as_bytes());
+            content.extend(std::iter::repeat_n(b'x', (i * 7919 % 251) as usize));
+            match i % 53 {
+                0 if i % 3 == 0 => content.push(0),
+                1 | 2 if i % 5 == 0 => content.push(0xff),
+                // The first byte of `é` without its second.
+                3 if i % 7 == 0 => content.push(0xc3),
+                _ => {}
+            }
+            content.extend_from_slice(if i % 11 == 0 { b"\r\n" } else { b"\n" });
+        }
+        std::fs::write(&path, &content).unwrap();
+        let mut reader = LineReader::open(&path, false, 0, Some(content.len() as u64), 1).unwrap();
+        let (mut lines, mut nul, mut invalid) = (0, 0, 0);
+        while let Some(line) = reader.next_line().unwrap() {
+            let expected = match std::str::from_utf8(line.bytes) {
+                Ok(text) if !line.bytes.contains(&0) => Ok(text.to_string()),
+                Ok(_) => Err("NUL byte in line"),
+                Err(_) => Err("invalid UTF-8"),
+            };
+            let got = match line.check() {
+                Checked::Text(text) => Ok(text.to_string()),
+                Checked::Rejected { reason, .. } => Err(if reason.starts_with("NUL") { "NUL byte in line" } else { "invalid UTF-8" }),
+            };
+            assert_eq!(got, expected, "line {}", line.number);
+            nul += usize::from(expected == Err("NUL byte in line"));
+            invalid += usize::from(expected == Err("invalid UTF-8"));
+            lines += 1;
+        }
+        // 1.6 MB, a dozen read windows. Counted apart, in Python, over i in 0..12000: 76 with
+        // a NUL (i % 159 = 0), 91 with 0xff and 33 with a cut `é`.
+        assert_eq!((lines, nul, invalid), (12_000, 76, 91 + 33));
     }
 
     #[test]
