@@ -73,10 +73,76 @@ fn is_level(word: &str) -> bool {
     matches!(word, "INFO" | "DEBUG" | "WARN" | "ERROR" | "FATAL" | "TRACE")
 }
 
+/// What one line of a file of `layout` is ([`HeadParser`] for a whole file).
 pub fn parse_head(layout: Layout, line: &str) -> Head<'_> {
-    match layout {
-        Layout::Iso8601 => parse_iso(line),
-        Layout::Loghub => parse_loghub(line),
+    HeadParser::new(layout).parse(line)
+}
+
+/// Parses the lines of one file, remembering the last date seen: a file's lines share their
+/// date for hours, and turning it into days was a tenth of parsing a line.
+pub struct HeadParser {
+    layout: Layout,
+    /// The date as written (`yyyy-MM-dd` or `yyMMdd`, zero-padded) and its days since 1970.
+    /// All zeros matches no line: a date opens with digits.
+    last_date: ([u8; 10], i64),
+}
+
+impl HeadParser {
+    pub fn new(layout: Layout) -> Self {
+        Self { layout, last_date: ([0; 10], 0) }
+    }
+
+    pub fn parse<'a>(&mut self, line: &'a str) -> Head<'a> {
+        match self.layout {
+            Layout::Iso8601 => self.parse_iso(line),
+            Layout::Loghub => self.parse_loghub(line),
+        }
+    }
+
+    /// Days since 1970 of the date written in `written`, computed by `days` when it is not the
+    /// last date seen.
+    fn days(&mut self, written: &[u8], days: impl FnOnce() -> Option<i64>) -> Option<i64> {
+        let (last, last_days) = &mut self.last_date;
+        if last[..written.len()] != *written {
+            *last_days = days()?;
+            last.fill(0);
+            last[..written.len()].copy_from_slice(written);
+        }
+        Some(*last_days)
+    }
+
+    fn parse_iso<'a>(&mut self, line: &'a str) -> Head<'a> {
+        let b = line.as_bytes();
+        // Anything that does not open with `dddd-dd-dd` is not the start of an event.
+        if b.len() < 10 || digits(b, 0, 4).is_none() || b[4] != b'-' || b[7] != b'-' {
+            return Head::Continuation;
+        }
+        let stamp = (|| {
+            if b.len() < 24 || b[10] != b' ' || b[13] != b':' || b[16] != b':' || !matches!(b[19], b',' | b'.') {
+                return None;
+            }
+            let days = self.days(&b[..10], || days_from_civil(digits(b, 0, 4)? as i32, digits(b, 5, 2)?, digits(b, 8, 2)?))?;
+            day_ms(days, digits(b, 11, 2)?, digits(b, 14, 2)?, digits(b, 17, 2)?, digits(b, 20, 3)?)
+        })();
+        let Some(local_ms) = stamp else {
+            return Head::Malformed("timestamp is not yyyy-MM-dd HH:mm:ss,SSS");
+        };
+        fields_after_stamp(local_ms, &line[23..], false)
+    }
+
+    fn parse_loghub<'a>(&mut self, line: &'a str) -> Head<'a> {
+        let b = line.as_bytes();
+        if b.len() < 13 || digits(b, 0, 6).is_none() || b[6] != b' ' || digits(b, 7, 6).is_none() {
+            return Head::Continuation;
+        }
+        let stamp = (|| {
+            let days = self.days(&b[..6], || days_from_civil(2000 + digits(b, 0, 2)? as i32, digits(b, 2, 2)?, digits(b, 4, 2)?))?;
+            day_ms(days, digits(b, 7, 2)?, digits(b, 9, 2)?, digits(b, 11, 2)?, 0)
+        })();
+        let Some(local_ms) = stamp else {
+            return Head::Malformed("timestamp is not yyMMdd HHmmss");
+        };
+        fields_after_stamp(local_ms, &line[13..], true)
     }
 }
 
@@ -85,54 +151,6 @@ fn digits(b: &[u8], from: usize, n: usize) -> Option<u32> {
     slice.iter().try_fold(0u32, |acc, &c| {
         c.is_ascii_digit().then(|| acc * 10 + u32::from(c - b'0'))
     })
-}
-
-fn parse_iso(line: &str) -> Head<'_> {
-    let b = line.as_bytes();
-    // Anything that does not open with `dddd-dd-dd` is not the start of an event.
-    if b.len() < 10 || digits(b, 0, 4).is_none() || b[4] != b'-' || b[7] != b'-' {
-        return Head::Continuation;
-    }
-    let stamp = (|| {
-        if b.len() < 24 || b[10] != b' ' || b[13] != b':' || b[16] != b':' || !matches!(b[19], b',' | b'.') {
-            return None;
-        }
-        civil_ms(
-            digits(b, 0, 4)? as i32,
-            digits(b, 5, 2)?,
-            digits(b, 8, 2)?,
-            digits(b, 11, 2)?,
-            digits(b, 14, 2)?,
-            digits(b, 17, 2)?,
-            digits(b, 20, 3)?,
-        )
-    })();
-    let Some(local_ms) = stamp else {
-        return Head::Malformed("timestamp is not yyyy-MM-dd HH:mm:ss,SSS");
-    };
-    fields_after_stamp(local_ms, &line[23..], false)
-}
-
-fn parse_loghub(line: &str) -> Head<'_> {
-    let b = line.as_bytes();
-    if b.len() < 13 || digits(b, 0, 6).is_none() || b[6] != b' ' || digits(b, 7, 6).is_none() {
-        return Head::Continuation;
-    }
-    let stamp = (|| {
-        civil_ms(
-            2000 + digits(b, 0, 2)? as i32,
-            digits(b, 2, 2)?,
-            digits(b, 4, 2)?,
-            digits(b, 7, 2)?,
-            digits(b, 9, 2)?,
-            digits(b, 11, 2)?,
-            0,
-        )
-    })();
-    let Some(local_ms) = stamp else {
-        return Head::Malformed("timestamp is not yyMMdd HHmmss");
-    };
-    fields_after_stamp(local_ms, &line[13..], true)
 }
 
 /// Level, thread and logger after the timestamp. Loghub writes the thread as a bare word before
@@ -177,13 +195,10 @@ fn fields_after_stamp(local_ms: i64, rest: &str, bare_thread_first: bool) -> Hea
     Head::Malformed("no `logger: ` before the message")
 }
 
-/// Milliseconds since 1970 of a civil date and time, or None where a field is out of range.
-/// Plain arithmetic (Hinnant's days-from-civil) rather than a date library: it runs per line.
-fn civil_ms(year: i32, month: u32, day: u32, hour: u32, min: u32, sec: u32, ms: u32) -> Option<i64> {
+/// Days since 1970 of a civil date, or None where a field is out of range. Plain arithmetic
+/// (Hinnant's days-from-civil) rather than a date library; [`HeadParser`] calls it when the date changes.
+fn days_from_civil(year: i32, month: u32, day: u32) -> Option<i64> {
     if !(1..=12).contains(&month) || day == 0 || day > days_in_month(year, month) {
-        return None;
-    }
-    if hour > 23 || min > 59 || sec > 60 {
         return None;
     }
     let y = i64::from(if month <= 2 { year - 1 } else { year });
@@ -192,7 +207,15 @@ fn civil_ms(year: i32, month: u32, day: u32, hour: u32, min: u32, sec: u32, ms: 
     let shifted_month = i64::from((month + 9) % 12);
     let day_of_year = (153 * shifted_month + 2) / 5 + i64::from(day) - 1;
     let day_of_era = year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
-    let days = era * 146_097 + day_of_era - 719_468;
+    Some(era * 146_097 + day_of_era - 719_468)
+}
+
+/// Milliseconds since 1970 of a time of day `days` after 1970-01-01, or None where a field is
+/// out of range.
+fn day_ms(days: i64, hour: u32, min: u32, sec: u32, ms: u32) -> Option<i64> {
+    if hour > 23 || min > 59 || sec > 60 {
+        return None;
+    }
     Some(((days * 24 + i64::from(hour)) * 60 + i64::from(min)) * 60_000 + i64::from(sec) * 1000 + i64::from(ms))
 }
 
@@ -303,6 +326,31 @@ mod tests {
         assert!(matches!(parse_head(Layout::Iso8601, "2008-08-23"), Head::Malformed(_)));
         assert!(matches!(parse_head(Layout::Iso8601, "2009-02-29 00:00:00,000 INFO a: b"), Head::Malformed(_)));
         assert!(matches!(parse_head(Layout::Iso8601, "2008-02-29 00:00:00,000 INFO a: b"), Head::Event(_)));
+    }
+
+    /// One parser over a file's lines: the date it remembers is reused only for the same date,
+    /// and a bad date is neither taken from nor left in it.
+    #[test]
+    fn a_file_of_lines_across_dates() {
+        let ms = |parser: &mut HeadParser, line| match parser.parse(line) {
+            Head::Event(e) => Some(e.local_ms),
+            _ => None,
+        };
+        let mut iso = HeadParser::new(Layout::Iso8601);
+        assert_eq!(ms(&mut iso, "2008-08-23 17:12:32,466 INFO a: b"), Some(SALSA_FIG3_MS));
+        // `date -u -d '2008-08-24 00:00:00' +%s` = 1219536000.
+        assert_eq!(ms(&mut iso, "2008-08-24 00:00:00,000 INFO a: b"), Some(1_219_536_000_000));
+        assert_eq!(ms(&mut iso, "2008-08-24 00:00:00,001 INFO a: b"), Some(1_219_536_000_001));
+        assert_eq!(ms(&mut iso, "2008-02-30 00:00:00,000 INFO a: b"), None);
+        assert_eq!(ms(&mut iso, "2008-08-24 24:00:00,000 INFO a: b"), None);
+        assert_eq!(ms(&mut iso, "2008-08-23 17:12:32,466 INFO a: b"), Some(SALSA_FIG3_MS));
+        assert_eq!(ms(&mut iso, "2008-08-24 00:00:00,000 INFO a: b"), Some(1_219_536_000_000));
+        let mut loghub = HeadParser::new(Layout::Loghub);
+        assert_eq!(ms(&mut loghub, "081109 203615 148 INFO a: b"), Some(1_226_262_975_000));
+        // `date -u -d '2008-11-10 00:00:01' +%s` = 1226275201.
+        assert_eq!(ms(&mut loghub, "081110 000001 148 INFO a: b"), Some(1_226_275_201_000));
+        assert_eq!(ms(&mut loghub, "081131 000001 148 INFO a: b"), None);
+        assert_eq!(ms(&mut loghub, "081110 000001 148 INFO a: b"), Some(1_226_275_201_000));
     }
 
     #[test]

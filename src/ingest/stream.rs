@@ -11,7 +11,7 @@ use chrono_tz::Tz;
 
 use super::discover::{Daemon, HostOrigin, LogFile};
 use super::ids::{find_attempt, find_block, find_job, job_number_of_attempt};
-use super::log4j::{Head, ZoneConverter, parse_head};
+use super::log4j::{Head, HeadParser, ZoneConverter};
 use super::source::{Checked, LineReader, RAW_KEPT};
 use super::states::{Machine, Mark, State, Token};
 use super::addresses::{self, AddressBook};
@@ -316,6 +316,7 @@ impl StreamReader<'_> {
                 return;
             }
         };
+        let mut heads = HeadParser::new(file.layout);
         // The file's counts, and where lines read again to reopen states are counted: nowhere
         // (an earlier run counted them).
         let mut counts = [report, FileReport::default()];
@@ -365,7 +366,7 @@ impl StreamReader<'_> {
                 counts[counted_in(offset)].lines_skipped += 1;
                 continue;
             }
-            match parse_head(file.layout, text) {
+            match heads.parse(text) {
                 Head::Event(head) => {
                     if pending.active {
                         let at = counted_in(pending.offset);
