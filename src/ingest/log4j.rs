@@ -153,25 +153,36 @@ fn digits(b: &[u8], from: usize, n: usize) -> Option<u32> {
     })
 }
 
+/// The head's short fields are split by plain loops over their few bytes: a `memchr` call or
+/// `str`'s char pattern cost more than the scan.
+fn skip_spaces(s: &str) -> &str {
+    &s[s.bytes().take_while(|&b| b == b' ').count()..]
+}
+
+fn split_at_space(s: &str) -> Option<(&str, &str)> {
+    let at = s.bytes().position(|b| b == b' ')?;
+    Some((&s[..at], &s[at + 1..]))
+}
+
 /// Level, thread and logger after the timestamp. Loghub writes the thread as a bare word before
 /// the level; the 2.x layouts write it in brackets after the level.
 fn fields_after_stamp(local_ms: i64, rest: &str, bare_thread_first: bool) -> Head<'_> {
-    let mut rest = rest.trim_start_matches(' ');
+    let mut rest = skip_spaces(rest);
     let mut thread = None;
     if bare_thread_first {
-        let Some((word, tail)) = split_at_first(rest, " ") else {
+        let Some((word, tail)) = split_at_space(rest) else {
             return Head::Malformed("no level after the thread");
         };
         thread = Some(word);
-        rest = tail.trim_start_matches(' ');
+        rest = skip_spaces(tail);
     }
-    let Some((level, tail)) = split_at_first(rest, " ") else {
+    let Some((level, tail)) = split_at_space(rest) else {
         return Head::Malformed("no level after the timestamp");
     };
     if !is_level(level) {
         return Head::Malformed("level is not one of INFO, DEBUG, WARN, ERROR, FATAL, TRACE");
     }
-    rest = tail.trim_start_matches(' ');
+    rest = skip_spaces(tail);
     if let Some(bracketed) = rest.strip_prefix('[') {
         let Some((name, after)) = split_at_first(bracketed, "] ") else {
             return Head::Malformed("thread has no closing bracket");
