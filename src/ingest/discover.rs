@@ -297,14 +297,14 @@ fn probe(path: &Path, gzip: bool) -> Result<Probe, String> {
     while lines.len() < PROBE_LINES {
         match reader.next_line() {
             Ok(Some(line)) => {
-                if let Some(at) = memchr::memchr(0, line.bytes) {
+                if let Some(at) = memchr::memchr(0, line.bytes()) {
                     return Ok(Probe { lines, nul_at: Some(line.offset + at as u64) });
                 }
                 // `from_utf8` first: its check is several times faster than the lossy decoder's,
                 // and for a folder of small attempt logs this reads most lines of every file.
-                lines.push(match std::str::from_utf8(line.bytes) {
+                lines.push(match std::str::from_utf8(line.bytes()) {
                     Ok(text) => text.to_string(),
-                    Err(_) => String::from_utf8_lossy(line.bytes).into_owned(),
+                    Err(_) => String::from_utf8_lossy(line.bytes()).into_owned(),
                 });
             }
             Ok(None) => break,

@@ -97,7 +97,7 @@ pub fn classify(path: &Path) -> Option<Result<RecordFile, Refusal>> {
     let (mut first, mut ends) = (Vec::new(), Vec::new());
     while first.len() < KEY_LINES {
         match reader.next_line() {
-            Ok(Some(line)) => first.push(String::from_utf8_lossy(line.bytes).into_owned()),
+            Ok(Some(line)) => first.push(String::from_utf8_lossy(line.bytes()).into_owned()),
             _ => break,
         }
         ends.push(reader.offset());
