@@ -157,16 +157,25 @@ pub fn job_of_attempt(attempt: &str) -> Option<String> {
 
 /// What follows `job_` in the job id of an attempt (`<jt>_<job>` or `<job>`), a slice of the
 /// attempt id: the hot path writes the job id into a buffer it reuses instead of a new string.
+/// One scan of bytes: `str`'s char searchers here cost 5% of an ingest's instructions.
 pub fn job_number_of_attempt(attempt: &str) -> Option<&str> {
-    let (prefix, rest) = attempt.split_once('_')?;
-    let numbers = match prefix {
-        "attempt" => 2,
-        "task" => 1,
-        _ => return None,
+    let (numbers, rest) = if let Some(rest) = attempt.strip_prefix("attempt_") {
+        (2, rest)
+    } else if let Some(rest) = attempt.strip_prefix("task_") {
+        (1, rest)
+    } else {
+        return None;
     };
-    let end = rest.match_indices('_').nth(numbers - 1).map_or(rest.len(), |(at, _)| at);
-    let number = &rest[..end];
-    (number.split('_').count() == numbers).then_some(number)
+    let mut underscores = 0;
+    for (at, byte) in rest.bytes().enumerate() {
+        if byte == b'_' {
+            underscores += 1;
+            if underscores == numbers {
+                return Some(&rest[..at]);
+            }
+        }
+    }
+    (underscores == numbers - 1).then_some(rest)
 }
 
 /// A job id written in a message: `job_200808231712_0001` or, before 0.18, `job_0001`.
@@ -245,6 +254,10 @@ mod tests {
         assert!(!is_map_attempt(a));
         assert_eq!(find_attempt(rest).unwrap().0, "attempt_200808231712_0001_m_000001_0");
         assert_eq!(job_of_attempt(a).as_deref(), Some("job_200808231712_0001"));
+        assert_eq!(job_number_of_attempt("task_0001_m_000003_0"), Some("0001"));
+        assert_eq!(job_number_of_attempt("attempt_200808231712_0001"), Some("200808231712_0001"));
+        assert_eq!(job_number_of_attempt("attempt_0001"), None);
+        assert_eq!(job_number_of_attempt("job_0001_m_1_0"), None);
         assert_eq!(
             find_attempt("cliID: DFSClient_attempt_200909120624_0005_m_000000_0, srvID").unwrap().0,
             "attempt_200909120624_0005_m_000000_0"

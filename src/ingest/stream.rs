@@ -154,6 +154,7 @@ impl Batcher {
     pub(super) fn rows_for(&mut self, date: i32, emit: &mut dyn FnMut(Output)) -> &mut Rows {
         let full = self.rows.as_ref().is_some_and(|r| r.date != date || r.len() >= BATCH_ROWS);
         if let Some(rows) = self.rows.take_if(|_| full) {
+            self.rows = Some(rows.empty_like(date));
             emit(Output::Rows(rows));
         }
         self.rows.get_or_insert_with(|| Rows::new(self.table, date))
