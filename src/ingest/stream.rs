@@ -515,7 +515,7 @@ impl StreamReader<'_> {
 
     /// Finished states to rows, each counted in the report of the file whose line completed it.
     fn drain_states(&mut self, emit: &mut dyn FnMut(Output)) {
-        let states = std::mem::take(&mut self.finished_states);
+        let mut states = std::mem::take(&mut self.finished_states);
         for state in &states {
             let Some(owner) = state.last_mark() else { continue };
             let planned = &self.files[owner.file];
@@ -571,6 +571,9 @@ impl StreamReader<'_> {
                 .int(state.end.as_ref().map(|m| m.line as i64))
                 .text(Some(&self.ctx.ingest_id));
         }
+        // Its room is kept for the next states, not grown again from nothing.
+        states.clear();
+        self.finished_states = states;
     }
 }
 
