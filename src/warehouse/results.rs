@@ -213,7 +213,7 @@ static COMMITS: tokio::sync::Mutex<BTreeMap<String, DeltaTable>> = tokio::sync::
 pub async fn write(warehouse: &Warehouse, name: &str, batch: RecordBatch, replace: Option<String>) -> Result<()> {
     let mut written = COMMITS.lock().await;
     let url = warehouse.table_url(name)?;
-    // A table that cannot be brought up to date (say, removed and made again) is opened anew.
+    // A table whose update fails is opened anew; one removed since is made again.
     let cached = match written.remove(url.as_str()) {
         Some(mut table) if warehouse.has_table(name) => table.update_incremental(None).await.ok().map(|()| table),
         _ => None,
