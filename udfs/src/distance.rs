@@ -83,6 +83,30 @@ fn mean_x_log2_x_lanes<const LANES: usize, const FUSED: bool>(p: &[f64], q: &[f6
     lanes.iter().sum()
 }
 
+/// `Σ (p − q)² / (p + q)` over the bins, the triangular discrimination Δ, in `LANES`
+/// independent sums. It bounds the divergence on both sides, Δ / (4 ln 2) ≤ JSD ≤ Δ / 2, for
+/// bin by bin the divergence adds `(s / 2)·(1 − h((1 + y) / 2))` with `s = p + q`,
+/// `y = (p − q) / s` and `h` the binary entropy in bits, and `1 − h((1 + y) / 2)` is
+/// `Σ_k y^2k / (2k (2k − 1) ln 2)`: at least its first term, at most `y²` (the coefficients sum
+/// to 1). A division per bin instead of a logarithm: peers are mostly near, and settled by Δ.
+#[inline(always)]
+fn triangular_lanes<const LANES: usize>(p: &[f64], q: &[f64]) -> f64 {
+    // An empty bin adds 0, not NaN.
+    let term = |a: f64, b: f64| (a - b) * (a - b) / (a + b).max(f64::MIN_POSITIVE);
+    let mut lanes = [0.0; LANES];
+    let (p_chunks, q_chunks) = (p.chunks_exact(LANES), q.chunks_exact(LANES));
+    let (p_rest, q_rest) = (p_chunks.remainder(), q_chunks.remainder());
+    for (a, b) in p_chunks.zip(q_chunks) {
+        for i in 0..LANES {
+            lanes[i] += term(a[i], b[i]);
+        }
+    }
+    for (i, (a, b)) in p_rest.iter().zip(q_rest).enumerate() {
+        lanes[i] += term(*a, *b);
+    }
+    lanes.iter().sum()
+}
+
 /// The lanes of the wide loops below: histograms padded with zero bins to a multiple of this
 /// run without a scalar remainder.
 pub const WIDE_LANES: usize = 8;
@@ -150,21 +174,49 @@ pub(crate) struct FarTest {
     /// Divergences above are far, below near; between, the square root decides.
     above: f64,
     below: f64,
+    /// Triangular discriminations below are near, above far (see [`triangular_lanes`]);
+    /// between, the divergence decides.
+    near_below: f64,
+    far_above: f64,
 }
 
 impl FarTest {
     pub(crate) fn new(threshold: f64) -> Self {
         // Every distance (≥ 0) is above a negative threshold.
         if threshold < 0.0 {
-            return Self { threshold, above: f64::NEG_INFINITY, below: f64::NEG_INFINITY };
+            return Self::deciding(threshold, f64::NEG_INFINITY, f64::NEG_INFINITY);
         }
         // 1e-9 relative is millions of roundings away from the square's; near the subnormals
         // a square loses its precision, and the square root decides every pair.
         let square = threshold * threshold;
         if square < 1e-290 {
-            return Self { threshold, above: f64::INFINITY, below: f64::NEG_INFINITY };
+            return Self::deciding(threshold, f64::INFINITY, f64::NEG_INFINITY);
         }
-        Self { threshold, above: square * (1.0 + 1e-9), below: square * (1.0 - 1e-9) }
+        Self::deciding(threshold, square * (1.0 + 1e-9), square * (1.0 - 1e-9))
+    }
+
+    fn deciding(threshold: f64, above: f64, below: f64) -> Self {
+        // Δ / 2 bounds the divergence from above and Δ / (4 ln 2) from below. The margin
+        // (far more than the roundings of either sum) leaves pairs within a hair of the
+        // threshold to the divergence, which then decides exactly as it would alone.
+        const MARGIN: f64 = 1e-12;
+        let near_below = 2.0 * (below - MARGIN);
+        let far_above = 4.0 * std::f64::consts::LN_2 * (above + MARGIN);
+        Self { threshold, above, below, near_below, far_above }
+    }
+
+    /// Whether normalised `p` and `q` (with their `Σ x·log2 x`) are far: settled by the
+    /// triangular discrimination where it can be, else by the divergence.
+    #[inline(always)]
+    fn is_far_pair<const LANES: usize, const FUSED: bool>(&self, p: &[f64], p_log_p: f64, q: &[f64], q_log_q: f64) -> bool {
+        let triangular = triangular_lanes::<LANES>(p, q);
+        if triangular < self.near_below {
+            return false;
+        }
+        if triangular > self.far_above {
+            return true;
+        }
+        self.is_far(0.5 * (p_log_p + q_log_q) - mean_x_log2_x_lanes::<LANES, FUSED>(p, q))
     }
 
     /// `divergence` as `jsd_sqrt_normalised` computes it before its clamp and square root.
@@ -178,7 +230,7 @@ impl FarTest {
 /// The all-pairs loop of `count_far_pairs` for `LANES`-wide registers: for each of the `n`
 /// distributions in `flat` (`stride` apart, a multiple of `LANES`), how many others are
 /// farther than the test's threshold. Counts are added without branches: whether a pair is
-/// far is a coin toss the branch predictor would lose.
+/// far is a coin toss the branch predictor would lose (whether Δ settles it is mostly yes).
 #[inline(always)]
 fn far_counts_lanes<const LANES: usize, const FUSED: bool>(flat: &[f64], stride: usize, entropies: &[f64], test: FarTest, far: &mut [usize]) {
     let n = entropies.len();
@@ -187,8 +239,7 @@ fn far_counts_lanes<const LANES: usize, const FUSED: bool>(flat: &[f64], stride:
         let mut far_i = 0;
         for j in i + 1..n {
             let q = &flat[j * stride..(j + 1) * stride];
-            let divergence = 0.5 * (entropies[i] + entropies[j]) - mean_x_log2_x_lanes::<LANES, FUSED>(p, q);
-            let is_far = usize::from(test.is_far(divergence));
+            let is_far = usize::from(test.is_far_pair::<LANES, FUSED>(p, entropies[i], q, entropies[j]));
             far_i += is_far;
             far[j] += is_far;
         }
@@ -263,7 +314,27 @@ fn divergence_normalised(p: &[f64], p_log_p: f64, q: &[f64], q_log_q: f64) -> f6
 /// `jsd_sqrt_normalised(..) > threshold`.
 #[inline]
 pub(crate) fn is_far_normalised(p: &[f64], p_log_p: f64, q: &[f64], q_log_q: f64, test: FarTest) -> bool {
-    test.is_far(divergence_normalised(p, p_log_p, q, q_log_q))
+    match registers() {
+        // SAFETY: `registers` saw AVX-512F and FMA.
+        #[cfg(target_arch = "x86_64")]
+        Registers::Avx512 => unsafe { is_far_avx512(p, p_log_p, q, q_log_q, test) },
+        // SAFETY: `registers` saw AVX2 and FMA.
+        #[cfg(target_arch = "x86_64")]
+        Registers::Avx2 => unsafe { is_far_avx2(p, p_log_p, q, q_log_q, test) },
+        Registers::Portable => test.is_far_pair::<4, false>(p, p_log_p, q, q_log_q),
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,fma")]
+fn is_far_avx512(p: &[f64], p_log_p: f64, q: &[f64], q_log_q: f64, test: FarTest) -> bool {
+    test.is_far_pair::<WIDE_LANES, true>(p, p_log_p, q, q_log_q)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+fn is_far_avx2(p: &[f64], p_log_p: f64, q: &[f64], q_log_q: f64, test: FarTest) -> bool {
+    test.is_far_pair::<WIDE_LANES, true>(p, p_log_p, q, q_log_q)
 }
 
 /// `jsd_sqrt` of two raw histograms, `None` when either is not a distribution.
@@ -526,6 +597,43 @@ mod tests {
             }
         }
         assert_eq!(checked, 11 * 137);
+    }
+
+    /// Δ / (4 ln 2) ≤ JSD ≤ Δ / 2 on random pairs of every sparsity and at both ends (one-hot
+    /// pairs: disjoint meets the upper bound, identical gives 0 for all three), and a pair is far
+    /// by `is_far_normalised` exactly when its computed distance is above the threshold, also at a
+    /// threshold equal to that distance or a hair on either side of it.
+    #[test]
+    fn triangular_bounds_and_pair_decisions() {
+        let mut uniform = crate::test_util::uniform(0x2545_f491_4f6c_dd1d);
+        let (mut p, mut q) = (Vec::new(), Vec::new());
+        let mut settled_by_bound = 0;
+        for case in 0..2000 {
+            let sparsity = (case % 5) as f64 / 5.0;
+            let mut draw = || {
+                let raw: Vec<f64> = (0..16).map(|_| if uniform() < sparsity { 0.0 } else { uniform() }).collect();
+                if raw.iter().all(|&x| x == 0.0) { vec![1.0; 16] } else { raw }
+            };
+            let (a, b) = (draw(), draw());
+            let (hp, hq) = (normalise(&a, &mut p).unwrap(), normalise(&b, &mut q).unwrap());
+            let triangular = triangular_lanes::<WIDE_LANES>(&p, &q);
+            let divergence = divergence_normalised(&p, hp, &q, hq);
+            let lower = triangular / (4.0 * std::f64::consts::LN_2);
+            assert!(lower <= divergence + 1e-15 && divergence <= triangular / 2.0 + 1e-15, "{a:?} {b:?}");
+            let distance = jsd_sqrt_normalised(&p, hp, &q, hq);
+            for threshold in [distance, distance.next_up(), distance.next_down(), 0.3, 0.5, 0.7] {
+                let test = FarTest::new(threshold);
+                // The kernel `jsd_sqrt_normalised` used: fused or not, the last bits may differ.
+                let far = is_far_normalised(&p, hp, &q, hq, test);
+                assert_eq!(far, distance > threshold, "{a:?} {b:?} at {threshold}");
+                settled_by_bound += usize::from(triangular < test.near_below || triangular > test.far_above);
+            }
+        }
+        // The bound settles most pairs at the fixed thresholds, none at the distance itself.
+        assert!(settled_by_bound > 3000, "{settled_by_bound}");
+        let one_hot = |i: usize| (0..16).map(|b| f64::from(u8::from(b == i))).collect::<Vec<_>>();
+        assert_eq!(triangular_lanes::<WIDE_LANES>(&one_hot(0), &one_hot(1)), 2.0);
+        assert_eq!(triangular_lanes::<WIDE_LANES>(&one_hot(3), &one_hot(3)), 0.0);
     }
 
     #[test]
