@@ -277,9 +277,9 @@ pub(crate) fn far_counts(flat: &[f64], stride: usize, entropies: &[f64], test: F
     far
 }
 
-/// Normalises `raw` into `out` (sum 1) and returns `Σ p·log2 p`; `None` when the histogram is
-/// empty, all zero, or has a negative, NaN or infinite count (no distribution to compare).
-pub fn normalise(raw: &[f64], out: &mut Vec<f64>) -> Option<f64> {
+/// The sum of `raw`'s counts, or `None` when it is no distribution: empty, all zero, or with
+/// a negative, NaN or infinite count.
+pub(crate) fn distribution_total(raw: &[f64]) -> Option<f64> {
     let mut sum = 0.0;
     for &x in raw {
         if !(0.0..f64::INFINITY).contains(&x) {
@@ -287,9 +287,13 @@ pub fn normalise(raw: &[f64], out: &mut Vec<f64>) -> Option<f64> {
         }
         sum += x;
     }
-    if !(sum > 0.0 && sum.is_finite()) {
-        return None;
-    }
+    (sum > 0.0 && sum.is_finite()).then_some(sum)
+}
+
+/// Normalises `raw` into `out` (sum 1) and returns `Σ p·log2 p`; `None` when the histogram is
+/// empty, all zero, or has a negative, NaN or infinite count (no distribution to compare).
+pub fn normalise(raw: &[f64], out: &mut Vec<f64>) -> Option<f64> {
+    let sum = distribution_total(raw)?;
     out.clear();
     out.extend(raw.iter().map(|&x| x / sum));
     Some(mean_x_log2_x(out, out))

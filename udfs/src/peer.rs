@@ -25,7 +25,9 @@ use datafusion::logical_expr::{
 use crate::args::{
     Literals, check_arity, list_row, physical_literals, require_number, require_number_list, to_f64_list,
 };
-use crate::distance::{FarTest, WIDE_LANES, far_counts, is_far_normalised, jsd_sqrt_normalised, mean_x_log2_x, normalise};
+use crate::distance::{
+    FarTest, WIDE_LANES, distribution_total, far_counts, is_far_normalised, jsd_sqrt_normalised, mean_x_log2_x,
+};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 enum Output {
@@ -67,32 +69,34 @@ impl PeerComparison {
 pub fn count_far_peers(func: &str, hists: &ArrayRef, threshold: f64) -> Result<Vec<Option<(usize, usize)>>> {
     let lists = to_f64_list(hists)?;
     let mut scratch = Vec::new();
-    let mut p = Vec::new();
     // The distributions, one after another in `flat`, each padded with zero bins to a whole
-    // number of 8-lane blocks: a zero bin adds exactly 0 to `Σ m·log2 m`, and the pair loop then
-    // runs on full vectors only (12 bins took one vector and four scalar steps).
+    // number of 8-lane blocks: a zero bin adds exactly 0 to `Σ m·log2 m`, and each row's
+    // `Σ p·log2 p` and the pair loop then run on full vectors only (12 bins took one vector and
+    // four scalar steps).
     let mut width = None;
     let mut flat = Vec::new();
     let mut valid = Vec::new();
     let mut entropies = Vec::new();
     for row in 0..lists.len() {
         let Some(h) = list_row(&lists, row, &mut scratch) else { continue };
-        let Some(plogp) = normalise(h, &mut p) else { continue };
+        let Some(total) = distribution_total(h) else { continue };
         match width {
-            None => width = Some(p.len()),
-            Some(w) if w != p.len() => {
+            None => width = Some(h.len()),
+            Some(w) if w != h.len() => {
                 let first = valid.first().copied().unwrap_or_default();
                 return Err(crate::args::exec_error(
                     func,
-                    format!("rows {first} and {row} of a partition have {w} and {} bins", p.len()),
+                    format!("rows {first} and {row} of a partition have {w} and {} bins", h.len()),
                 ));
             }
             Some(_) => {}
         }
-        flat.extend_from_slice(&p);
+        let start = flat.len();
+        flat.extend(h.iter().map(|&x| x / total));
         flat.resize(flat.len().next_multiple_of(WIDE_LANES), 0.0);
+        let p = &flat[start..];
+        entropies.push(mean_x_log2_x(p, p));
         valid.push(row);
-        entropies.push(plogp);
     }
     let stride = width.unwrap_or(0).next_multiple_of(WIDE_LANES);
     let far = count_far_pairs(&flat, stride, &entropies, threshold);
@@ -132,9 +136,10 @@ fn count_far_pairs(flat: &[f64], stride: usize, entropies: &[f64], threshold: f6
         return far_counts(flat, stride, entropies, test);
     }
     let mut pivot = vec![0.0; stride];
+    let weight = 1.0 / n as f64;
     for i in 0..n {
         for (m, x) in pivot.iter_mut().zip(dist(i)) {
-            *m += x / n as f64;
+            *m += x * weight;
         }
     }
     let pivot_entropy = mean_x_log2_x(&pivot, &pivot);
@@ -305,7 +310,7 @@ mod tests {
                     entropies.push(entropies[row - 1]);
                     continue;
                 }
-                entropies.push(normalise(&raw, &mut p).unwrap());
+                entropies.push(crate::distance::normalise(&raw, &mut p).unwrap());
                 flat.extend_from_slice(&p);
                 flat.resize(flat.len().next_multiple_of(stride), 0.0);
             }
