@@ -435,16 +435,20 @@ impl ScalarUDFImpl for JsdSqrt {
 /// spread over the bins within 4·sigma, with weights renormalised to sum 1 over the bins that
 /// exist, so the total count is kept (nothing leaks past the ends). NaN and infinite counts
 /// propagate as in arithmetic. One smoother serves a whole batch: its weights are computed
-/// once, not once a row (the exponentials and their vector were most of a 12-bin row's cost).
+/// once, not once a row (the exponentials and their vector were most of a 12-bin row's cost),
+/// and so are each bin's renormalising sums, for the width of the last histogram.
 pub(crate) struct Kde {
     sigma: f64,
     /// exp(-d²/2σ²) for d = 0, 1, …, as far as the widest histogram so far has needed.
     weights: Vec<f64>,
+    /// For each bin of a histogram `norms.len()` wide, the sum of its kernel's weights over the
+    /// bins that exist.
+    norms: Vec<f64>,
 }
 
 impl Kde {
     pub(crate) fn new(sigma: f64) -> Kde {
-        Kde { sigma, weights: Vec::new() }
+        Kde { sigma, weights: Vec::new(), norms: Vec::new() }
     }
 
     pub(crate) fn smooth(&mut self, hist: &[f64], out: &mut Vec<f64>) {
@@ -462,13 +466,16 @@ impl Kde {
             self.weights.push((-(d * d) / two_variance).exp());
         }
         let kernel = &self.weights[..=reach];
+        let window = |j: usize| (j.saturating_sub(reach), (j + reach).min(n - 1));
+        if self.norms.len() != n {
+            self.norms = (0..n).map(|j| (window(j).0..=window(j).1).map(|i| kernel[i.abs_diff(j)]).sum()).collect();
+        }
         for (j, &count) in hist.iter().enumerate() {
             if count == 0.0 {
                 continue;
             }
-            let (lo, hi) = (j.saturating_sub(reach), (j + reach).min(n - 1));
-            let norm: f64 = (lo..=hi).map(|i| kernel[i.abs_diff(j)]).sum();
-            let share = count / norm;
+            let (lo, hi) = window(j);
+            let share = count / self.norms[j];
             for i in lo..=hi {
                 out[i] += share * kernel[i.abs_diff(j)];
             }
@@ -725,6 +732,9 @@ mod tests {
         assert_eq!(out, wide);
         kde.smooth(&[1.0, 0.0, 0.0, 0.0], &mut out);
         assert!((out.iter().sum::<f64>() - 1.0).abs() < 1e-12, "edge bins keep their mass");
+        // Back to five bins after four: the sums of the kernel are those of five bins again.
+        kde.smooth(&[0.0, 0.0, 10.0, 0.0, 0.0], &mut out);
+        assert_eq!(out, wide);
         Kde::new(0.0).smooth(&[1.0, 2.0], &mut out);
         assert_eq!(out, [1.0, 2.0]);
     }
