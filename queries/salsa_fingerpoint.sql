@@ -97,12 +97,15 @@ ticked AS (
 SELECT series, peers, h['tick'] AS tick, h['mean_bin'] AS level, kde_smooth(h['hist'], $bandwidth) AS dist
 FROM ticked;
 
+-- An alarm: enough hosts at the tick, this one slower than their median, and far from most.
+-- The tests that are mostly true come first: DataFusion evaluates the right side of an AND on
+-- a copy of the rows the left side left true (12-bin lists and all) when those are few.
 CREATE TABLE salsa_peer AS
 WITH alarms AS (
     SELECT series, tick,
-           coalesce(indict(dist, $threshold_p) OVER (PARTITION BY peers, tick), false)
+           count(*) OVER (PARTITION BY peers, tick) >= $min_hosts
                AND level > median(level) OVER (PARTITION BY peers, tick)
-               AND count(*) OVER (PARTITION BY peers, tick) >= $min_hosts AS alarm
+               AND coalesce(indict(dist, $threshold_p) OVER (PARTITION BY peers, tick), false) AS alarm
     FROM salsa_distributions
 ),
 runs AS (
