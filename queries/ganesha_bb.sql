@@ -94,10 +94,12 @@ histograms AS (
                sum(CASE WHEN label = 15 THEN w ELSE 0.0 END)) AS hist
     FROM ticked GROUP BY series, peers, tick
 ),
+-- The mostly-true test first: DataFusion evaluates the right side of an AND on a copy of the
+-- rows the left side left true (histograms and all) when those are few.
 alarms AS (
     SELECT series, tick,
-           coalesce(indict(hist, $threshold) OVER (PARTITION BY peers, tick), false)
-               AND count(*) OVER (PARTITION BY peers, tick) >= $min_hosts AS alarm
+           count(*) OVER (PARTITION BY peers, tick) >= $min_hosts
+               AND coalesce(indict(hist, $threshold) OVER (PARTITION BY peers, tick), false) AS alarm
     FROM histograms
 )
 -- ewma() starts from the first value: that value's weight is taken back, so the count starts from 0.
