@@ -19,6 +19,18 @@
 -- Output: cluster, src, dst, op (read, write, write_replicated, mirror), blocks, mean_ms,
 -- max_ms, bytes.
 
+-- Statement 1: each DataNode's own addresses, as its lines name them (`addresses`). The
+-- intermediate results are tables of this run's session: DataFusion reads a table again for
+-- every mention of a WITH name, and the edges below mention the named operations four times.
+CREATE TABLE dataflow_peer_names AS
+SELECT DISTINCT cluster, host, address
+FROM addresses
+WHERE ($cluster IS NULL OR cluster = $cluster)
+  AND ($from IS NULL OR date >= CAST($from AS DATE) - INTERVAL '1 day')
+  AND ($to IS NULL OR date <= CAST($to AS DATE));
+
+-- Statement 2: the block operations of the window, their peers and mirrors named.
+CREATE TABLE dataflow_named AS
 WITH ops AS (
     SELECT cluster, host, state, peer_host, mirror_host, duration_ms, bytes
     FROM states
@@ -27,30 +39,22 @@ WITH ops AS (
       AND ($cluster IS NULL OR cluster = $cluster)
       AND ($from IS NULL OR (date >= CAST($from AS DATE) AND start_ts >= $from))
       AND ($to IS NULL OR (date <= CAST($to AS DATE) AND start_ts < $to))
-),
--- Each DataNode's own addresses, as its lines name them (`addresses`).
-peer_names AS (
-    SELECT DISTINCT cluster, host, address
-    FROM addresses
-    WHERE ($cluster IS NULL OR cluster = $cluster)
-      AND ($from IS NULL OR date >= CAST($from AS DATE) - INTERVAL '1 day')
-      AND ($to IS NULL OR date <= CAST($to AS DATE))
-),
-named AS (
-    SELECT o.cluster, o.host, o.state, coalesce(p.host, o.peer_host) AS peer,
-           coalesce(m.host, o.mirror_host) AS mirror, o.duration_ms, o.bytes
-    FROM ops o
-    LEFT JOIN peer_names p ON p.cluster = o.cluster AND p.address = o.peer_host
-    LEFT JOIN peer_names m ON m.cluster = o.cluster AND m.address = o.mirror_host
-),
-edges AS (
-    SELECT cluster, host AS src, peer AS dst, 'read' AS op, duration_ms, bytes FROM named WHERE state = 'ReadBlock'
+)
+SELECT o.cluster, o.host, o.state, coalesce(p.host, o.peer_host) AS peer,
+       coalesce(m.host, o.mirror_host) AS mirror, o.duration_ms, o.bytes
+FROM ops o
+LEFT JOIN dataflow_peer_names p ON p.cluster = o.cluster AND p.address = o.peer_host
+LEFT JOIN dataflow_peer_names m ON m.cluster = o.cluster AND m.address = o.mirror_host;
+
+-- Statement 3: the edges.
+WITH edges AS (
+    SELECT cluster, host AS src, peer AS dst, 'read' AS op, duration_ms, bytes FROM dataflow_named WHERE state = 'ReadBlock'
     UNION ALL
-    SELECT cluster, peer, host, 'write', duration_ms, bytes FROM named WHERE state = 'WriteBlock'
+    SELECT cluster, peer, host, 'write', duration_ms, bytes FROM dataflow_named WHERE state = 'WriteBlock'
     UNION ALL
-    SELECT cluster, peer, host, 'write_replicated', duration_ms, bytes FROM named WHERE state = 'WriteBlock_Replicated'
+    SELECT cluster, peer, host, 'write_replicated', duration_ms, bytes FROM dataflow_named WHERE state = 'WriteBlock_Replicated'
     UNION ALL
-    SELECT cluster, host, mirror, 'mirror', duration_ms, bytes FROM named
+    SELECT cluster, host, mirror, 'mirror', duration_ms, bytes FROM dataflow_named
     WHERE state = 'WriteBlock_Replicated' AND mirror IS NOT NULL
 )
 SELECT cluster, src, dst, op, count(*) AS blocks, round(avg(duration_ms), 1) AS mean_ms,

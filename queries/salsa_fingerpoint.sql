@@ -44,32 +44,34 @@
 -- alarms / $alarms; for data-flow, the share of outliers the host took part in), indicted,
 -- ticks (compared), alarmed (ticks with an alarm), outliers (data-flow rows: of the kind, in all).
 
--- Statement 1: the samples (a state at its end, with its duration); the intermediate results
--- are tables of this run's session, so that each is computed once.
+-- Statement 1: the states of the window, read once. The intermediate results are tables of
+-- this run's session, so that each is computed once (DataFusion reads a table again for every
+-- mention of a WITH name).
+CREATE TABLE salsa_scope AS
+SELECT cluster, state, host, peer_host, start_ts, end_ts, duration_ms, daemon
+FROM states
+WHERE ($cluster IS NULL OR cluster = $cluster)
+  AND ($from IS NULL OR (date >= CAST($from AS DATE) - 1 AND coalesce(end_ts, start_ts) >= $from))
+  AND ($to IS NULL OR (date <= CAST($to AS DATE) AND start_ts < $to))
+  AND array_has(string_to_array($states, ','), state)
+  AND host IS NOT NULL AND start_ts IS NOT NULL
+  AND daemon <> 'history';
+
+-- Statement 2: the samples (a state at its end, with its duration).
 CREATE TABLE salsa_samples AS
-WITH scope AS (
-    SELECT cluster, state, host, peer_host, start_ts, end_ts, duration_ms, daemon
-    FROM states
-    WHERE ($cluster IS NULL OR cluster = $cluster)
-      AND ($from IS NULL OR (date >= CAST($from AS DATE) - 1 AND coalesce(end_ts, start_ts) >= $from))
-      AND ($to IS NULL OR (date <= CAST($to AS DATE) AND start_ts < $to))
-      AND array_has(string_to_array($states, ','), state)
-      AND host IS NOT NULL AND start_ts IS NOT NULL
-      AND daemon <> 'history'
-),
-horizon AS (
-    SELECT cluster, date_part('epoch', max(coalesce(end_ts, start_ts))) AS last_s FROM scope GROUP BY cluster
+WITH horizon AS (
+    SELECT cluster, date_part('epoch', max(coalesce(end_ts, start_ts))) AS last_s FROM salsa_scope GROUP BY cluster
 )
 SELECT s.cluster, s.state, s.host, s.peer_host, s.daemon,
        coalesce(date_part('epoch', s.end_ts), h.last_s) AS t,
        coalesce(s.duration_ms, (h.last_s - date_part('epoch', s.start_ts)) * 1000.0) AS ms
-FROM horizon h JOIN scope s ON s.cluster = h.cluster;
+FROM horizon h JOIN salsa_scope s ON s.cluster = h.cluster;
 
 CREATE TABLE salsa_typical AS
 SELECT cluster, state, median(ms) AS median_ms, percentile_cont($threshold_h) WITHIN GROUP (ORDER BY ms) AS outlier_ms
 FROM salsa_samples GROUP BY cluster, state;
 
--- Statement 3: peer comparison, tick by tick. A series is one host's samples of one state; its
+-- Statement 4: peer comparison, tick by tick. A series is one host's samples of one state; its
 -- peers are the cluster's series of that state (integer keys keep the grouping cheap).
 CREATE TABLE salsa_series AS
 SELECT cluster, state, host,
@@ -119,7 +121,7 @@ per_series AS (
 SELECT k.cluster, k.state, k.host, p.longest, p.ticks, p.alarmed
 FROM salsa_series k JOIN per_series p ON p.series = k.series;
 
--- Statement 6: the data flow.
+-- Statement 7: the data flow.
 CREATE TABLE salsa_flow AS
 WITH outlying AS (
     SELECT s.cluster, s.state, s.host, s.peer_host
@@ -155,7 +157,7 @@ SELECT a.cluster, a.state, a.host, count(*) AS associated, max(c.total) AS total
 FROM outlier_counts c JOIN associations a ON a.cluster = c.cluster AND a.state = c.state
 GROUP BY a.cluster, a.state, a.host;
 
--- Statement 7: the verdict.
+-- Statement 8: the verdict.
 WITH flow_culprits AS (
     SELECT DISTINCT cluster, state FROM salsa_flow WHERE indicted
 )
