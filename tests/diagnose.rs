@@ -195,8 +195,9 @@ async fn edge_tables_are_saved_per_run_date() {
     assert!(provenance[0][1].contains("-controlflow-"), "{provenance:?}");
     assert!(provenance[0][2].contains(r#""cluster":"c1""#) && provenance[0][2].contains(r#""from":"2008-08-23T00:00:00"#), "{provenance:?}");
 
-    // The block-operation graph: its two statements (DataNode addresses, then edges) each run,
-    // and data/'s nine block operations (all dates) are each one edge's block, also when run twice.
+    // The block-operation graph: its three statements (DataNode addresses, the named block
+    // operations, the edges) each run, and data/'s nine block operations (all dates) are each
+    // one edge's block, also when run twice.
     for _ in 0..2 {
         let out = kahuna(wh.path(), &["diagnose", "dataflow", "--cluster", "c1"]);
         assert!(out.status.success(), "{}", text(&out.stderr));
