@@ -643,8 +643,11 @@ mod tests {
         // The bound settles most pairs at the fixed thresholds, none at the distance itself.
         assert!(settled_by_bound > 3000, "{settled_by_bound}");
         let one_hot = |i: usize| (0..16).map(|b| f64::from(u8::from(b == i))).collect::<Vec<_>>();
-        assert_eq!(triangular_lanes::<WIDE_LANES>(&one_hot(0), &one_hot(1)), 2.0);
-        assert_eq!(triangular_lanes::<WIDE_LANES>(&one_hot(3), &one_hot(3)), 0.0);
+        let (h0, h1) = (normalise(&one_hot(0), &mut p).unwrap(), normalise(&one_hot(1), &mut q).unwrap());
+        assert_eq!(divergence_normalised(&p, h0, &q, h1), 1.0);
+        assert_eq!(triangular_lanes::<WIDE_LANES>(&p, &q), 2.0);
+        assert_eq!(divergence_normalised(&p, h0, &p, h0), 0.0);
+        assert_eq!(triangular_lanes::<WIDE_LANES>(&p, &p), 0.0);
     }
 
     #[test]
