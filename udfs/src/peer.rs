@@ -75,8 +75,11 @@ pub fn count_far_peers(func: &str, hists: &ArrayRef, threshold: f64) -> Result<V
     // four scalar steps).
     let mut width = None;
     // Sized once: a partition is often a dozen rows, and growing three vectors by doubling cost
-    // a tenth of this function.
-    let mut flat = Vec::with_capacity(lists.values().len() + lists.len() * WIDE_LANES);
+    // a tenth of this function. The bins of these rows only: a window hands each partition a
+    // slice, whose `values()` is the whole column's.
+    let offsets = lists.value_offsets();
+    let bins = (offsets[lists.len()] - offsets[0]) as usize;
+    let mut flat = Vec::with_capacity(bins + lists.len() * WIDE_LANES);
     let mut valid = Vec::with_capacity(lists.len());
     let mut entropies = Vec::with_capacity(lists.len());
     for row in 0..lists.len() {
