@@ -468,7 +468,12 @@ impl Kde {
         let kernel = &self.weights[..=reach];
         let window = |j: usize| (j.saturating_sub(reach), (j + reach).min(n - 1));
         if self.norms.len() != n {
-            self.norms = (0..n).map(|j| (window(j).0..=window(j).1).map(|i| kernel[i.abs_diff(j)]).sum()).collect();
+            self.norms = (0..n)
+                .map(|j| {
+                    let (lo, hi) = window(j);
+                    (lo..=hi).map(|i| kernel[i.abs_diff(j)]).sum()
+                })
+                .collect();
         }
         for (j, &count) in hist.iter().enumerate() {
             if count == 0.0 {
