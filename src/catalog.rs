@@ -19,6 +19,7 @@ use datafusion::execution::runtime_env::RuntimeEnv;
 use datafusion::prelude::{SessionConfig, SessionContext};
 use datafusion::sql::parser::{DFParser, Statement};
 use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
+use deltalake::delta_datafusion::{DeltaScanConfig, DeltaScanNext};
 
 use crate::ingest::addresses;
 use crate::warehouse::Warehouse;
@@ -163,7 +164,11 @@ impl OpenedTables {
                 .with_runtime_env(self.runtime.clone())
                 .build(),
         )?;
-        let provider = table.table_provider().await?;
+        // Partition values plain, not dictionary-encoded: a GROUP BY or join on `cluster` then
+        // keeps DataFusion's column-wise hashing, where one dictionary column sent the whole key
+        // through the row format (kahuna_wb: 19% more instructions).
+        let config = DeltaScanConfig::new().with_wrap_partition_values(false);
+        let provider: Arc<dyn TableProvider> = Arc::new(DeltaScanNext::new(table.snapshot()?.snapshot().clone(), config)?);
         if let Ok(mut opened) = self.opened.lock() {
             opened.insert(name.to_string(), provider.clone());
         }
