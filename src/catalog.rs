@@ -8,14 +8,15 @@
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex};
 
-use anyhow::{Context, Result};
+use anyhow::{Context, Result, bail};
 use async_trait::async_trait;
 use datafusion::catalog::{MemorySchemaProvider, SchemaProvider, TableProvider};
-use datafusion::datasource::ViewTable;
+use datafusion::datasource::{ViewTable, source_as_provider};
 use datafusion::common::DataFusionError;
 use datafusion::common::config::Dialect;
 use datafusion::execution::SessionStateBuilder;
 use datafusion::execution::runtime_env::RuntimeEnv;
+use datafusion::logical_expr::LogicalPlan;
 use datafusion::prelude::{SessionConfig, SessionContext};
 use datafusion::sql::parser::{DFParser, Statement};
 use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
@@ -34,6 +35,23 @@ pub async fn session(warehouse: &Warehouse) -> Result<SessionContext> {
 /// the generic grammar whatever the session says).
 pub fn parse(sql: &str) -> Result<VecDeque<Statement>> {
     Ok(DFParser::parse_sql_with_dialect(sql, &PostgreSqlDialect {})?)
+}
+
+/// `statement` planned in `ctx`, refused when it would write a warehouse table: those are
+/// written by `kahuna ingest` (every line accounted for) and by the diagnoses' recording, never
+/// by a statement of a session, which would write around both.
+pub async fn plan(ctx: &SessionContext, statement: Statement) -> Result<LogicalPlan> {
+    let plan = ctx.state().statement_to_plan(statement).await?;
+    if let LogicalPlan::Dml(dml) = &plan
+        && source_as_provider(&dml.target).is_ok_and(|provider| provider.is::<DeltaScanNext>())
+    {
+        bail!(
+            "table {} is the warehouse's and takes no {}: copy it into a table of the session (CREATE TABLE mine AS SELECT …)",
+            dml.table_name,
+            dml.op
+        );
+    }
+    Ok(plan)
 }
 
 /// A fresh session (its own views and `CREATE TABLE`s) over tables already opened by others.

@@ -118,7 +118,7 @@ pub async fn run_in(ctx: &SessionContext, warehouse: &Warehouse, request: &Reque
     let mut last_schema = None;
     for (index, statement) in statements.into_iter().enumerate() {
         let at = || format!("{}: statement {} of {count}", query.origin, index + 1);
-        let plan = ctx.state().statement_to_plan(statement).await.with_context(at)?;
+        let plan = catalog::plan(ctx, statement).await.with_context(at)?;
         let frame = ctx.execute_logical_plan(plan).await.with_context(at)?;
         let schema = Arc::new(frame.schema().as_arrow().clone());
         let batches = frame.collect().await.with_context(at)?;

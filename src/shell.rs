@@ -25,7 +25,7 @@ pub async fn run_script(ctx: &SessionContext, sql: &str, format: Format, out: &m
     let statements = crate::catalog::parse(sql)?;
     for statement in statements {
         let started = Instant::now();
-        let plan = ctx.state().statement_to_plan(statement).await?;
+        let plan = crate::catalog::plan(ctx, statement).await?;
         let frame = ctx.execute_logical_plan(plan).await?;
         // The plan's schema, not the first batch's: an empty result may come as no batch at all,
         // and its CSV header or Parquet file still says what its columns are.

@@ -231,7 +231,7 @@ async fn partition_columns_are_plain_strings_that_prune() {
 }
 
 /// The session opens warehouse tables when a statement names them; tables a query creates
-/// for itself live beside them and can neither replace nor drop them.
+/// for itself live beside them and can neither replace, drop nor write them.
 #[tokio::test]
 async fn session_tables_live_beside_the_warehouse_tables() {
     use datafusion::arrow::util::pretty::pretty_format_batches;
@@ -279,6 +279,16 @@ async fn session_tables_live_beside_the_warehouse_tables() {
         "{shadow}"
     );
     run("DROP TABLE logs").await.unwrap_err();
+    // Nor written to: ingest accounts for every line a table holds. A session's own table is.
+    let script = |sql: &'static str| {
+        let ctx = ctx.clone();
+        async move { kahuna::shell::run_script(&ctx, sql, kahuna::shell::Format::Csv, &mut Vec::new()).await }
+    };
+    let write = script("INSERT INTO states SELECT * FROM states LIMIT 1").await.unwrap_err().to_string();
+    assert!(write.starts_with("table states is the warehouse's and takes no Insert Into"), "{write}");
+    script("INSERT INTO maps SELECT * FROM states WHERE state = 'Map' LIMIT 1").await.unwrap();
+    assert!(run("SELECT count(*) AS n FROM maps").await.unwrap().contains("| 6 |"));
+    assert!(run("SELECT count(*) AS n FROM states WHERE state = 'Map'").await.unwrap().contains("| 5 |"));
     assert!(
         run("SELECT count(*) AS n FROM logs")
             .await
