@@ -21,7 +21,7 @@ use datafusion::prelude::SessionContext;
 use crate::catalog::{self, Snapshot};
 use crate::queries::{Output, Query};
 use crate::warehouse::Warehouse;
-use crate::warehouse::results::{self, DIAGNOSES, Diagnosis, RunInfo};
+use crate::warehouse::results::{self, DIAGNOSES, Diagnosis, Replace, RunInfo};
 
 /// One run of a query: its window, cluster and parameter values.
 #[derive(Clone, Debug)]
@@ -157,13 +157,12 @@ pub async fn run_in(ctx: &SessionContext, warehouse: &Warehouse, request: &Reque
                 Record::Replace => {
                     // What an earlier run of the same query with the same parameters wrote: two
                     // scheduled jobs of one query (say Map and ReduceCopy) keep each other's rows.
-                    let predicate = format!(
-                        "query = {} AND parameters = {} AND {}",
-                        results::quote(&query.name),
-                        results::quote(&info.parameters),
-                        results::partition_predicate(request.cluster.as_deref(), request.run_date)
-                    );
-                    results::write(warehouse, DIAGNOSES, batch, Some(predicate)).await?;
+                    let replace = Replace {
+                        cluster: request.cluster.clone(),
+                        date: request.run_date,
+                        run: Some((query.name.clone(), info.parameters.clone())),
+                    };
+                    results::write(warehouse, DIAGNOSES, batch, Some(replace)).await?;
                 }
             }
         }
@@ -172,8 +171,8 @@ pub async fn run_in(ctx: &SessionContext, warehouse: &Warehouse, request: &Reque
                 bail!("{}: the last statement returned no result to save in {table}", query.origin);
             };
             let batch = results::table_batch(&last, schema, &info, &default_cluster)?;
-            let predicate = results::partition_predicate(request.cluster.as_deref(), request.run_date);
-            results::write(warehouse, table, batch, Some(predicate)).await?;
+            let replace = Replace { cluster: request.cluster.clone(), date: request.run_date, run: None };
+            results::write(warehouse, table, batch, Some(replace)).await?;
         }
         Output::Table(_) => {}
     }
