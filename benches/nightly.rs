@@ -131,7 +131,7 @@ async fn main() {
                     let snapshot = snapshot.clone();
                     tokio::spawn(async move { diagnose::run_on(&snapshot, &request, Record::Replace).await })
                 });
-            let outcomes: Vec<_> = futures::stream::iter(runs).buffered(parallel).collect().await;
+            let outcomes: Vec<_> = futures::stream::iter(runs).buffer_unordered(parallel).collect().await;
             outcomes.into_iter().for_each(|outcome| drop(outcome.expect("task").expect("query")));
         }
         side_by_side.push(started.elapsed().as_secs_f64());
