@@ -6,9 +6,10 @@
 //! is one Delta commit. A rerun *replaces* what an earlier run of the same query wrote for the
 //! same cluster and date: one commit removes the old rows' files and adds the new ones, so
 //! readers see the old partition or the new one, never both or neither. Each run writes files of
-//! its own, so a rerun commits just that (about 1 ms of work); a file shared with other runs'
-//! rows (one compacted by `kahuna optimize`), a new table or new columns go through Delta's own
-//! overwrite with a `replaceWhere` predicate, which plans the rewrite with DataFusion (10–30 ms).
+//! its own, so a rerun commits just that: 3–13 ms in a young table, the Parquet and deltalake's
+//! commit most of it. A file shared with other runs' rows (one compacted by `kahuna optimize`),
+//! a new table or new columns go through Delta's own overwrite with a `replaceWhere` predicate,
+//! which plans the rewrite with DataFusion (13–37 ms a write on the M45 day).
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
