@@ -508,6 +508,12 @@ mod tests {
         hosts.iter().map(|h| Diagnosis { cluster: cluster.into(), host: Some(h.to_string()), ..Diagnosis::default() }).collect()
     }
 
+    /// The actions of `table`'s latest commit, its JSON lines.
+    async fn last_commit(wh: &Warehouse, table: &str) -> String {
+        let version = wh.open(table).await.unwrap().unwrap().version().unwrap();
+        std::fs::read_to_string(wh.log_dir(table).join(format!("{version:020}.json"))).unwrap()
+    }
+
     #[tokio::test]
     async fn a_rerun_replaces_its_own_partition_only() {
         let dir = tempfile::tempdir().unwrap();
@@ -553,8 +559,7 @@ mod tests {
         assert_eq!(query_rows(&wh, sql).await, vec![r#"q {"k":"1"} r1 y"#, "q {} r2 c"]);
         // The rerun removed one file and added one, in a commit of its own making: not Delta's
         // DataFusion-planned operation, whose commits carry its metrics.
-        let version = wh.open(DIAGNOSES).await.unwrap().unwrap().version().unwrap();
-        let log = std::fs::read_to_string(wh.log_dir(DIAGNOSES).join(format!("{version:020}.json"))).unwrap();
+        let log = last_commit(&wh, DIAGNOSES).await;
         let count = |action: &str| log.lines().filter(|line| line.starts_with(&format!("{{\"{action}\""))).count();
         assert_eq!((count("add"), count("remove")), (1, 1), "{log}");
         assert!(!log.contains("operationMetrics"), "{log}");
@@ -669,8 +674,7 @@ mod tests {
             write(&wh, "edges", table_batch(&[result(hosts)], schema.clone(), &run(id, d1), "c1").unwrap(), replace()).await.unwrap();
         }
         assert_eq!(query_rows(&wh, "SELECT run_id, src FROM edges").await, ["r2 c"]);
-        let version = wh.open("edges").await.unwrap().unwrap().version().unwrap();
-        let log = std::fs::read_to_string(wh.log_dir("edges").join(format!("{version:020}.json"))).unwrap();
+        let log = last_commit(&wh, "edges").await;
         assert!(!log.contains("operationMetrics"), "{log}");
     }
 
@@ -700,8 +704,7 @@ mod tests {
         let (schema, batches) = result(&[("edges", 5), ("blocks", 10)]);
         write(&wh, "edges", table_batch(&batches, schema, &run("r3", d2), "c1").unwrap(), replace(d2)).await.unwrap();
         assert_eq!(query_rows(&wh, sql).await, ["r1 {} 3  2008-08-23", "r3 {} 5 10 2008-08-24"]);
-        let version = wh.open("edges").await.unwrap().unwrap().version().unwrap();
-        let log = std::fs::read_to_string(wh.log_dir("edges").join(format!("{version:020}.json"))).unwrap();
+        let log = last_commit(&wh, "edges").await;
         assert!(!log.contains("operationMetrics"), "{log}");
         // A result with a column of the run's own name is refused, not overwritten.
         let (schema, batches) = result(&[("run_id", 1)]);
