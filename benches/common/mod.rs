@@ -41,13 +41,12 @@ pub fn median(mut xs: Vec<f64>) -> f64 {
     xs[xs.len() / 2]
 }
 
-/// Ingests `input` into a fresh warehouse; the seconds it took and the run's summary.
-pub async fn timed_ingest(input: &std::path::Path, threads: usize, dry_run: bool) -> (f64, kahuna::ingest::Summary) {
-    let warehouse = tempfile::tempdir().expect("temp dir");
+/// Ingests `input` into `warehouse`; the seconds it took and the run's summary.
+pub async fn timed_ingest(input: &std::path::Path, warehouse: &std::path::Path, threads: usize, dry_run: bool) -> (f64, kahuna::ingest::Summary) {
     let options = kahuna::ingest::IngestOptions {
         paths: vec![input.to_path_buf()],
         cluster: "bench".into(),
-        warehouse: kahuna::warehouse::Warehouse::new(warehouse.path()),
+        warehouse: kahuna::warehouse::Warehouse::new(warehouse),
         zone: None,
         hints: kahuna::ingest::discover::Hints::default(),
         progress: false,

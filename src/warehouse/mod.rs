@@ -233,7 +233,7 @@ async fn unfinished_commits(name: &str, table: &DeltaTable, completed: &HashSet<
 /// Zstd at a low level, no dictionaries where they would not pay, delta-encoded times and no
 /// statistics on free text: the settings that keep encoding fast enough to follow the parser.
 /// The writer keeps one open row group per partition in memory.
-fn writer_properties(table: Option<Table>) -> WriterProperties {
+pub fn writer_properties(table: Option<Table>) -> WriterProperties {
     let mut builder = WriterProperties::builder()
         .set_compression(Compression::ZSTD(ZstdLevel::try_new(1).unwrap_or_default()))
         .set_max_row_group_row_count(Some(tables::ROW_GROUP_ROWS));
