@@ -7,9 +7,9 @@
 
 use std::sync::Arc;
 
-use datafusion::arrow::array::{Array, ArrayRef, AsArray, Float64Array, ListArray};
+use datafusion::arrow::array::{Array, ArrayRef, AsArray, Float64Array, ListArray, UInt32Array};
 use datafusion::arrow::buffer::OffsetBuffer;
-use datafusion::arrow::compute::cast;
+use datafusion::arrow::compute::{cast, take};
 use datafusion::arrow::datatypes::{DataType, Field, TimeUnit};
 use datafusion::common::{DataFusionError, Result, ScalarValue};
 use datafusion::logical_expr::{Cast, ColumnarValue, Expr, TryCast};
@@ -68,6 +68,16 @@ pub(crate) fn require_number_list(func: &str, idx: usize, name: &str, t: &DataTy
     }
 }
 
+/// A window function's list argument: checked as [`require_number_list`] does, but left in its
+/// own type. DataFusion evaluates a window function's arguments on each partition's slice of
+/// the batch, and casting a sliced list converts the child values of the whole column, once per
+/// partition: `indict` over 31 K partitions of 540 K `List<Float32>` rows took 37 s, against
+/// 0.3 s for `List<Float64>`. The evaluator converts its own slice ([`to_f64_list`]).
+pub(crate) fn require_number_list_uncast(func: &str, idx: usize, name: &str, t: &DataType) -> Result<DataType> {
+    let coerced = require_number_list(func, idx, name, t)?;
+    Ok(if t == &DataType::Null { coerced } else { t.clone() })
+}
+
 /// The type of every histogram and series: `List<Float64>` with nullable items (DataFusion's
 /// convention for list literals, so `[1.0, 2.0]` in SQL has this exact type).
 pub(crate) fn f64_list_type() -> DataType {
@@ -106,13 +116,17 @@ pub(crate) fn to_f64(array: &ArrayRef) -> Result<Float64Array> {
     Ok(cast(array, &DataType::Float64)?.as_primitive().clone())
 }
 
-/// Casts a list-of-numbers array (already coerced at planning, but states and literals can
-/// arrive in other list flavours) to `List<Float64>`.
+/// Casts a list-of-numbers array (coerced at planning, except a window function's, and states
+/// and literals can arrive in other list flavours) to `List<Float64>`.
 pub(crate) fn to_f64_list(array: &ArrayRef) -> Result<ListArray> {
     if array.data_type() == &f64_list_type() {
         return Ok(array.as_list::<i32>().clone());
     }
-    Ok(cast(array, &f64_list_type())?.as_list::<i32>().clone())
+    // A slice (a window partition's) is copied out first: a cast would convert the values of
+    // the whole array it was sliced from.
+    let rows = UInt32Array::from_iter_values(0..array.len() as u32);
+    let compact = take(array.as_ref(), &rows, None)?;
+    Ok(cast(&compact, &f64_list_type())?.as_list::<i32>().clone())
 }
 
 /// The values of row `row` of a `List<Float64>`, with NULL items read as 0 (the histogram

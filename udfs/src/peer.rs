@@ -23,7 +23,7 @@ use datafusion::logical_expr::{
 };
 
 use crate::args::{
-    Literals, check_arity, list_row, physical_literals, require_number, require_number_list, to_f64_list,
+    Literals, check_arity, list_row, physical_literals, require_number, require_number_list_uncast, to_f64_list,
 };
 use crate::distance::{
     FarTest, WIDE_LANES, distribution_total, far_counts, is_far_normalised, jsd_sqrt_normalised, mean_x_log2_x,
@@ -242,7 +242,7 @@ impl WindowUDFImpl for PeerComparison {
     fn coerce_types(&self, t: &[DataType]) -> Result<Vec<DataType>> {
         check_arity(self.name(), t, 2, 2)?;
         require_number(self.name(), 1, "threshold", &t[1])?;
-        Ok(vec![require_number_list(self.name(), 0, "hist", &t[0])?, t[1].clone()])
+        Ok(vec![require_number_list_uncast(self.name(), 0, "hist", &t[0])?, t[1].clone()])
     }
 
     /// Called while planning the physical plan, so a non-literal threshold fails early.
@@ -358,6 +358,19 @@ mod tests {
                 "2|e|true|1.0",
             ]
         );
+        // Histograms of another list type (here `List<Int64>`, and below `List<Float32>`) are
+        // not cast before the window, which would convert the whole column for each partition
+        // (`require_number_list_uncast`); each partition converts its own rows, with the same
+        // verdicts.
+        let narrow = sql.replace(
+            "FROM (VALUES",
+            "FROM (SELECT g, h, arrow_cast(hist, 'List(Float32)') AS hist FROM (VALUES",
+        ).replace("AS v(g, h, hist)", "AS v(g, h, hist))");
+        for query in [sql, narrow.as_str()] {
+            let plan = strings(&ctx, &format!("EXPLAIN {query}")).await.join("\n");
+            assert!(!plan.contains("AS List(Float64)"), "{plan}");
+        }
+        assert_eq!(strings(&ctx, &narrow).await, got);
         let err = query_err(&ctx, "SELECT indict(h, t) OVER () FROM (VALUES ([1, 2], 0.5)) AS v(h, t)").await;
         assert!(err.contains("indict: argument 2 (threshold) must be a number literal"), "{err}");
     }

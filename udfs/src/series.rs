@@ -24,7 +24,7 @@ use datafusion::logical_expr::{
 
 use crate::args::{
     Literals, arg_error, check_arity, exec_error, f64_list_type, fixed_width_list, list_scalar, logical_literals,
-    physical_literals, require_number_list, require_time, scalar_or_array, times_to_f64, to_f64, to_f64_list,
+    physical_literals, require_number_list, require_number_list_uncast, require_time, scalar_or_array, times_to_f64, to_f64, to_f64_list,
     units_per_second,
 };
 use crate::cells::{for_each_cells, merge_into, passes, take_groups};
@@ -597,7 +597,7 @@ impl WindowUDFImpl for PeerPearson {
 
     fn coerce_types(&self, t: &[DataType]) -> Result<Vec<DataType>> {
         check_arity(self.name(), t, 1, 1)?;
-        Ok(vec![require_number_list(self.name(), 0, "series", &t[0])?])
+        Ok(vec![require_number_list_uncast(self.name(), 0, "series", &t[0])?])
     }
 
     fn partition_evaluator(
@@ -814,6 +814,17 @@ mod tests {
             got[4].ends_with("|0.0") && got[5].ends_with("|0.0"),
             "{got:?}"
         );
+        // The same series as `List<Float32>` (every value exact in it): no cast to
+        // `List<Float64>` in the plan, the evaluator converts its partition's slice
+        // (`require_number_list_uncast`), and the coefficients are the same.
+        let narrow = window.replace(
+            "FROM (VALUES {values}) AS v(g, h, s)".replace("{values}", values).as_str(),
+            &format!("FROM (SELECT g, h, arrow_cast(s, 'List(Float32)') AS s FROM (VALUES {values}) AS v(g, h, s))"),
+        );
+        let plan = strings(&ctx, &format!("EXPLAIN {narrow}")).await.join("\n");
+        assert!(plan.contains("Float32") && !plan.contains("AS List(Float64)"), "{plan}");
+        let ordered = |sql: &str| format!("SELECT h, p['lowest_abs_r'], p['mean_abs_r'] FROM ({sql}) ORDER BY h");
+        assert_eq!(strings(&ctx, &ordered(&narrow)).await, strings(&ctx, &ordered(&window)).await);
         let err = query_err(
             &ctx,
             "SELECT peer_pearson(s) OVER () FROM (VALUES ([1.0, 2.0]), ([1.0, 2.0, 3.0])) AS v(s)",
