@@ -22,7 +22,7 @@ use deltalake::kernel::engine::arrow_conversion::TryIntoKernel as _;
 use deltalake::kernel::transaction::{CommitBuilder, CommitProperties};
 use delta_kernel::expressions::Scalar;
 use datafusion::arrow::array::{Array, AsArray, BooleanArray, RecordBatch};
-use datafusion::arrow::compute::filter_record_batch;
+use datafusion::arrow::compute::{filter_record_batch, interleave_record_batch};
 use datafusion::arrow::datatypes::{Int64Type, TimestampMicrosecondType};
 use deltalake::kernel::{Action, Add, CommitInfo, Remove, StructField, Transaction};
 use deltalake::parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
@@ -419,6 +419,9 @@ pub struct PartWriter {
     cluster: Scalar,
     /// The dates written to since the files were last finished.
     open_dates: Vec<i32>,
+    /// For a table with a [`Table::row_group_order`], the rows of each open date not written
+    /// yet: each row group is written grouped once it is full.
+    ungrouped: HashMap<i32, Vec<RecordBatch>>,
     adds: Vec<Add>,
 }
 
@@ -432,7 +435,14 @@ impl PartWriter {
 
     fn new(table: Table, writer: RecordBatchWriter, cluster: &str) -> PartWriter {
         let writer = writer.with_writer_properties(writer_properties(Some(table))).with_target_file_size(TARGET_FILE_BYTES);
-        PartWriter { table, writer, cluster: Scalar::String(cluster.to_string()), open_dates: Vec::new(), adds: Vec::new() }
+        PartWriter {
+            table,
+            writer,
+            cluster: Scalar::String(cluster.to_string()),
+            open_dates: Vec::new(),
+            ungrouped: HashMap::new(),
+            adds: Vec::new(),
+        }
     }
 
     pub async fn write(&mut self, mut rows: Rows) -> Result<()> {
@@ -451,6 +461,30 @@ impl PartWriter {
             }
             self.open_dates.push(date);
         }
+        if self.table.row_group_order().is_empty() {
+            return self.write_partition(batch, date).await;
+        }
+        let pending = self.ungrouped.entry(date).or_default();
+        pending.push(batch);
+        if pending.iter().map(RecordBatch::num_rows).sum::<usize>() < tables::ROW_GROUP_ROWS {
+            return Ok(());
+        }
+        // Exactly a row group, so that each of the file's row groups is grouped on its own; the
+        // rest is copied out, not sliced, so that the batches held can go.
+        let grouped = {
+            let batches = std::mem::take(pending);
+            let held: Vec<&RecordBatch> = batches.iter().collect();
+            let order = grouped_order(self.table, &held)?;
+            let (group, rest) = order.split_at(tables::ROW_GROUP_ROWS);
+            if !rest.is_empty() {
+                pending.push(interleave_record_batch(&held, rest)?);
+            }
+            interleave_record_batch(&held, group)?
+        };
+        self.write_partition(grouped, date).await
+    }
+
+    async fn write_partition(&mut self, batch: RecordBatch, date: i32) -> Result<()> {
         let partition: IndexMap<String, Scalar> = IndexMap::from([
             ("cluster".to_string(), self.cluster.clone()),
             ("date".to_string(), Scalar::Date(date)),
@@ -461,13 +495,21 @@ impl PartWriter {
             .with_context(|| format!("cannot write to table {}", self.table.name()))?;
         // Files are finished as they fill; keep their adds so memory stays flat.
         if self.writer.buffer_len() as u64 >= TARGET_FILE_BYTES {
-            self.roll().await?;
+            self.adds.extend(self.writer.flush().await?);
+            self.open_dates.retain(|date| self.ungrouped.get(date).is_some_and(|rows| !rows.is_empty()));
         }
         Ok(())
     }
 
-    /// Finishes every open file, keeping its add for the commit.
+    /// Writes the rows still held and finishes every open file, keeping its add for the commit.
     async fn roll(&mut self) -> Result<()> {
+        let mut held: Vec<(i32, Vec<RecordBatch>)> = self.ungrouped.drain().filter(|(_, rows)| !rows.is_empty()).collect();
+        held.sort_by_key(|(date, _)| *date);
+        for (date, rows) in held {
+            let rows: Vec<&RecordBatch> = rows.iter().collect();
+            let grouped = interleave_record_batch(&rows, &grouped_order(self.table, &rows)?)?;
+            self.write_partition(grouped, date).await?;
+        }
         self.adds.extend(self.writer.flush().await?);
         self.open_dates.clear();
         Ok(())
@@ -478,6 +520,56 @@ impl PartWriter {
         self.roll().await?;
         Ok(self.adds)
     }
+}
+
+/// Rows of several batches, as (batch, row) pairs (arrow's `interleave` takes them so).
+type RowsOf = Vec<(usize, usize)>;
+
+/// The rows of `batches` (of one table) as (batch, row) pairs, grouped by the table's
+/// [`Table::row_group_order`] in ascending order of its values (NULL first) and otherwise in
+/// the order they came. There are few distinct groups (kinds of state), so each row's is found
+/// by comparing it with the last row's, then with the groups seen.
+fn grouped_order(table: Table, batches: &[&RecordBatch]) -> Result<RowsOf> {
+    let columns = batches
+        .iter()
+        .map(|batch| {
+            (table.row_group_order().iter())
+                .map(|&name| {
+                    batch
+                        .column_by_name(name)
+                        .and_then(|column| column.as_string_opt::<i32>())
+                        .with_context(|| format!("table {} has no text column {name} to order its rows by", table.name()))
+                })
+                .collect::<Result<Vec<_>>>()
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let value = |batch: usize, column: usize, row: usize| {
+        let column = columns[batch][column];
+        column.is_valid(row).then(|| column.value(row))
+    };
+    let is_key_of = |key: &[Option<&str>], batch: usize, row: usize| {
+        key.iter().enumerate().all(|(column, v)| value(batch, column, row) == *v)
+    };
+    // Each group's key (a value per column) and its rows.
+    let mut groups: Vec<(Vec<Option<&str>>, RowsOf)> = Vec::new();
+    let mut last = 0;
+    for (batch, rows) in batches.iter().enumerate() {
+        for row in 0..rows.num_rows() {
+            if !groups.get(last).is_some_and(|(key, _)| is_key_of(key, batch, row)) {
+                last = match groups.iter().position(|(key, _)| is_key_of(key, batch, row)) {
+                    Some(at) => at,
+                    None => {
+                        let key = (0..columns[batch].len()).map(|column| value(batch, column, row)).collect();
+                        groups.push((key, Vec::new()));
+                        groups.len() - 1
+                    }
+                };
+            }
+            groups[last].1.push((batch, row));
+        }
+    }
+    groups.sort_by(|a, b| a.0.cmp(&b.0));
+    Ok(groups.into_iter().flat_map(|(_, rows)| rows).collect())
 }
 
 #[cfg(test)]
@@ -508,6 +600,70 @@ mod tests {
             adds.iter().map(|add| add.partition_values.get("date").cloned().flatten()).collect();
         assert_eq!(dates.len(), 5, "{dates:?}");
         assert_eq!(dates.iter().filter(|d| d.as_deref() == Some("1970-01-02")).count(), 2, "{dates:?}");
+        Ok(())
+    }
+
+    /// `states` rows are written grouped by state, then daemon, each row group on its own and,
+    /// within a group, in the order they came. Day 1 has a full row group and 20 rows more, day
+    /// 2 a few rows held until the writer finishes; kinds cycle row by row.
+    #[tokio::test]
+    async fn states_are_written_grouped_by_kind() -> Result<()> {
+        let kinds = [("ReadBlock", "datanode"), ("Map", "tasktracker"), ("WriteBlock", "datanode"), ("Map", "history")];
+        let dir = tempfile::tempdir()?;
+        let warehouse = Warehouse::new(dir.path());
+        let appender = TableAppender::open(&warehouse, Table::States, "c1").await?;
+        let mut writer = appender.part_writer()?;
+        let day_1 = tables::ROW_GROUP_ROWS + 20;
+        for (date, count) in [(1, day_1), (2, 6)] {
+            // Batches of 5,000 rows, as the ingest's come in pieces.
+            for first in (0..count).step_by(5_000) {
+                let mut rows = Rows::new(Table::States, date);
+                for line in first..count.min(first + 5_000) {
+                    let (state, daemon) = kinds[line % kinds.len()];
+                    let line = Some(line as i64);
+                    rows.row()
+                        .text(Some("h1")).text(Some(daemon)).text(Some(state))
+                        .text(None).text(None).text(None).text(None).text(None).text(None)
+                        .ms(Some(0)).ms(None).float(None).int(None).text(None)
+                        .text(Some("log")).text(Some("f.log")).int(line).int(None).text(Some("i1"));
+                }
+                writer.write(rows).await?;
+            }
+        }
+        let adds = writer.finish().await?;
+        // Per date, each row group's (state, daemon, start line) in file order.
+        type Keys = Vec<(String, String, i64)>;
+        let mut groups_by_date: BTreeMap<String, Vec<Keys>> = BTreeMap::new();
+        for add in &adds {
+            let date = add.partition_values.get("date").cloned().flatten().unwrap_or_default();
+            let file = std::fs::File::open(dir.path().join("states").join(&add.path))?;
+            let builder = ParquetRecordBatchReaderBuilder::try_new(file)?;
+            for group in 0..builder.metadata().num_row_groups() {
+                let file = std::fs::File::open(dir.path().join("states").join(&add.path))?;
+                let reader = ParquetRecordBatchReaderBuilder::try_new(file)?.with_row_groups(vec![group]).build()?;
+                let mut rows = Vec::new();
+                for batch in reader {
+                    let batch = batch?;
+                    let text = |name: &str| batch.column_by_name(name).and_then(|c| c.as_string_opt::<i32>().cloned());
+                    let (states, daemons) = (text("state").context("state")?, text("daemon").context("daemon")?);
+                    let lines = batch.column_by_name("start_line").context("start_line")?.as_primitive::<Int64Type>().clone();
+                    for row in 0..batch.num_rows() {
+                        rows.push((states.value(row).to_string(), daemons.value(row).to_string(), lines.value(row)));
+                    }
+                }
+                groups_by_date.entry(date.clone()).or_default().push(rows);
+            }
+        }
+        let sizes: Vec<(&str, Vec<usize>)> =
+            groups_by_date.iter().map(|(date, groups)| (date.as_str(), groups.iter().map(Vec::len).collect())).collect();
+        assert_eq!(sizes, [("1970-01-02", vec![tables::ROW_GROUP_ROWS, 20]), ("1970-01-03", vec![6])]);
+        for groups in groups_by_date.values() {
+            for rows in groups {
+                assert!(rows.windows(2).all(|pair| pair[0] < pair[1]), "a row group out of order: {rows:?}");
+            }
+        }
+        // The first row group's first kind in order is Map from the history, lines 3, 7, …
+        assert_eq!(groups_by_date["1970-01-02"][0][..2], [("Map".into(), "history".into(), 3), ("Map".into(), "history".into(), 7)]);
         Ok(())
     }
 

@@ -256,6 +256,16 @@ impl Table {
         }
     }
 
+    /// Text columns each row group is grouped by, in this order: queries read a few kinds of
+    /// state at a time (SALSA's three, the copies alone, …), and with each kind's rows together
+    /// the page index skips the others' pages.
+    pub fn row_group_order(self) -> &'static [&'static str] {
+        match self {
+            Table::States => &["state", "daemon"],
+            _ => &[],
+        }
+    }
+
     /// Columns whose min/max statistics would skip nothing and cost a comparison of every value
     /// as it is written: free text, and the figures of `sar_records`, all kinds of units mixed.
     pub fn columns_without_statistics(self) -> &'static [&'static str] {
