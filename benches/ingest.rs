@@ -39,11 +39,16 @@ fn tables_read_back(warehouse: &Path) -> Vec<(Table, Vec<RecordBatch>)> {
         .into_iter()
         .map(|table| {
             let mut batches = Vec::new();
-            for entry in walkdir::WalkDir::new(warehouse.join(table.name())) {
+            // Data files only: a checkpoint in `_delta_log` is Parquet too.
+            let files = walkdir::WalkDir::new(warehouse.join(table.name())).into_iter().filter_entry(|e| e.file_name() != "_delta_log");
+            for entry in files {
                 let path = entry.expect("walk the warehouse").into_path();
                 if path.extension().is_some_and(|e| e == "parquet") {
                     let file = File::open(&path).expect("open a Parquet file");
-                    let reader = ParquetRecordBatchReaderBuilder::try_new(file).and_then(|b| b.build()).expect("read Parquet");
+                    // Batches as large as the ingest's.
+                    let reader = ParquetRecordBatchReaderBuilder::try_new(file)
+                        .and_then(|b| b.with_batch_size(32 * 1024).build())
+                        .expect("read Parquet");
                     batches.extend(reader.map(|batch| batch.expect("decode Parquet")));
                 }
             }

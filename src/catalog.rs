@@ -63,10 +63,11 @@ pub fn session_over(snapshot: &Snapshot) -> Result<SessionContext> {
     // list, so `SELECT host, cluster FROM …` ended at the comma (CLUSTER opens Hive's
     // `CLUSTER BY`), and every warehouse table has a `cluster` column. [`parse`] uses it too.
     config.options_mut().sql_parser.dialect = Dialect::PostgreSQL;
-    // A partition's rows up to this size are sorted in one piece rather than batch by batch
-    // and then merged, which copies every row twice (12-bin lists and all): SALSA's peer
-    // statement, ~35 MB a partition, 0.30 → 0.25 s. DataFusion's 1 MB default guards memory-
-    // limited runs that spill; ours are not limited, and this costs at most a copy of 128 MB.
+    // A sort's input up to this size (per partition of the plan) is concatenated and sorted in
+    // one piece rather than batch by batch and then merged: SALSA's peer statement sorts ~35 MB
+    // a partition (12-bin lists and all), 0.30 → 0.25 s. DataFusion's 1 MB default guards
+    // memory-limited runs that spill; ours are not limited, and this holds at most one more
+    // copy of 128 MB per partition being sorted.
     config.options_mut().execution.sort_in_place_threshold_bytes = SORT_IN_PLACE_BYTES;
     // The snapshot's runtime: its Delta tables registered their object stores there.
     let state = SessionStateBuilder::new()

@@ -22,8 +22,8 @@ use deltalake::kernel::engine::arrow_conversion::TryIntoKernel as _;
 use deltalake::kernel::transaction::{CommitBuilder, CommitProperties};
 use delta_kernel::expressions::Scalar;
 use datafusion::arrow::array::{Array, AsArray, BooleanArray, RecordBatch};
-use datafusion::arrow::compute::{filter_record_batch, interleave_record_batch};
-use datafusion::arrow::datatypes::{Int64Type, TimestampMicrosecondType};
+use datafusion::arrow::compute::{BatchCoalescer, filter_record_batch, interleave_record_batch};
+use datafusion::arrow::datatypes::{Int64Type, SchemaRef, TimestampMicrosecondType};
 use deltalake::kernel::{Action, Add, CommitInfo, Remove, StructField, Transaction};
 use deltalake::parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use deltalake::parquet::basic::{Compression, Encoding, ZstdLevel};
@@ -50,8 +50,9 @@ const TARGET_FILE_BYTES: u64 = 128 << 20;
 const CHECKPOINT_INTERVAL: &str = "10";
 
 /// Partitions (dates) a part writer keeps open: each holds its file and row group in memory
-/// until finished, so a reader going through many days (a month of daily captures, a year of
-/// rotated logs) would otherwise hold every day it has seen since the last roll.
+/// until finished (or, for `states`, rows held to be grouped), so a reader going through many
+/// days (a month of daily captures, a year of rotated logs) would otherwise hold every day it
+/// has seen since the last roll.
 const MAX_OPEN_DATES: usize = 3;
 
 #[derive(Clone, Debug)]
@@ -232,7 +233,8 @@ async fn unfinished_commits(name: &str, table: &DeltaTable, completed: &HashSet<
 
 /// Zstd at a low level, no dictionaries where they would not pay, delta-encoded times and no
 /// statistics on free text: the settings that keep encoding fast enough to follow the parser.
-/// The writer keeps one open row group per partition in memory.
+/// The writer keeps one open row group per partition in memory (and a part writer of `states`
+/// up to a row group of rows per open date, to group them).
 pub fn writer_properties(table: Option<Table>) -> WriterProperties {
     let mut builder = WriterProperties::builder()
         .set_compression(Compression::ZSTD(ZstdLevel::try_new(1).unwrap_or_default()))
@@ -421,7 +423,7 @@ pub struct PartWriter {
     open_dates: Vec<i32>,
     /// For a table with a [`Table::row_group_order`], the rows of each open date not written
     /// yet: each row group is written grouped once it is full.
-    ungrouped: HashMap<i32, Vec<RecordBatch>>,
+    ungrouped: HashMap<i32, HeldRows>,
     adds: Vec<Add>,
 }
 
@@ -464,24 +466,26 @@ impl PartWriter {
         if self.table.row_group_order().is_empty() {
             return self.write_partition(batch, date).await;
         }
-        let pending = self.ungrouped.entry(date).or_default();
-        pending.push(batch);
-        if pending.iter().map(RecordBatch::num_rows).sum::<usize>() < tables::ROW_GROUP_ROWS {
-            return Ok(());
+        let schema = batch.schema();
+        self.ungrouped.entry(date).or_insert_with(|| HeldRows::new(schema)).push(batch)?;
+        loop {
+            let Some(held) = self.ungrouped.get_mut(&date).filter(|held| held.rows >= tables::ROW_GROUP_ROWS) else {
+                return Ok(());
+            };
+            // Exactly a row group, so that each of the file's row groups is grouped on its own;
+            // the rest is copied out, not sliced, so that the batches held can go.
+            let grouped = {
+                let batches = held.take()?;
+                let batches: Vec<&RecordBatch> = batches.iter().collect();
+                let order = grouped_order(self.table, &batches)?;
+                let (group, rest) = order.split_at(tables::ROW_GROUP_ROWS);
+                if !rest.is_empty() {
+                    held.push(interleave_record_batch(&batches, rest)?)?;
+                }
+                interleave_record_batch(&batches, group)?
+            };
+            self.write_partition(grouped, date).await?;
         }
-        // Exactly a row group, so that each of the file's row groups is grouped on its own; the
-        // rest is copied out, not sliced, so that the batches held can go.
-        let grouped = {
-            let batches = std::mem::take(pending);
-            let held: Vec<&RecordBatch> = batches.iter().collect();
-            let order = grouped_order(self.table, &held)?;
-            let (group, rest) = order.split_at(tables::ROW_GROUP_ROWS);
-            if !rest.is_empty() {
-                pending.push(interleave_record_batch(&held, rest)?);
-            }
-            interleave_record_batch(&held, group)?
-        };
-        self.write_partition(grouped, date).await
     }
 
     async fn write_partition(&mut self, batch: RecordBatch, date: i32) -> Result<()> {
@@ -496,18 +500,19 @@ impl PartWriter {
         // Files are finished as they fill; keep their adds so memory stays flat.
         if self.writer.buffer_len() as u64 >= TARGET_FILE_BYTES {
             self.adds.extend(self.writer.flush().await?);
-            self.open_dates.retain(|date| self.ungrouped.get(date).is_some_and(|rows| !rows.is_empty()));
+            self.open_dates.retain(|date| self.ungrouped.get(date).is_some_and(|held| held.rows > 0));
         }
         Ok(())
     }
 
     /// Writes the rows still held and finishes every open file, keeping its add for the commit.
     async fn roll(&mut self) -> Result<()> {
-        let mut held: Vec<(i32, Vec<RecordBatch>)> = self.ungrouped.drain().filter(|(_, rows)| !rows.is_empty()).collect();
+        let mut held: Vec<(i32, HeldRows)> = self.ungrouped.drain().filter(|(_, held)| held.rows > 0).collect();
         held.sort_by_key(|(date, _)| *date);
-        for (date, rows) in held {
-            let rows: Vec<&RecordBatch> = rows.iter().collect();
-            let grouped = interleave_record_batch(&rows, &grouped_order(self.table, &rows)?)?;
+        for (date, mut rows) in held {
+            let batches = rows.take()?;
+            let batches: Vec<&RecordBatch> = batches.iter().collect();
+            let grouped = interleave_record_batch(&batches, &grouped_order(self.table, &batches)?)?;
             self.write_partition(grouped, date).await?;
         }
         self.adds.extend(self.writer.flush().await?);
@@ -519,6 +524,36 @@ impl PartWriter {
     pub async fn finish(mut self) -> Result<Vec<Add>> {
         self.roll().await?;
         Ok(self.adds)
+    }
+}
+
+/// Rows of one date held to be grouped. Small batches (a job history file's few states) are
+/// copied together as they come: a batch keeps its builders' spare room, and thousands of them
+/// held would cost that room thousands of times. Large ones are held as they are.
+struct HeldRows {
+    batches: BatchCoalescer,
+    rows: usize,
+}
+
+/// The batches small ones are copied into.
+const HELD_BATCH_ROWS: usize = 8 * 1024;
+
+impl HeldRows {
+    fn new(schema: SchemaRef) -> HeldRows {
+        let batches = BatchCoalescer::new(schema, HELD_BATCH_ROWS).with_biggest_coalesce_batch_size(Some(HELD_BATCH_ROWS / 2));
+        HeldRows { batches, rows: 0 }
+    }
+
+    fn push(&mut self, batch: RecordBatch) -> Result<()> {
+        self.rows += batch.num_rows();
+        Ok(self.batches.push_batch(batch)?)
+    }
+
+    /// Every row held, which are then no longer held.
+    fn take(&mut self) -> Result<Vec<RecordBatch>> {
+        self.batches.finish_buffered_batch()?;
+        self.rows = 0;
+        Ok(std::iter::from_fn(|| self.batches.next_completed_batch()).collect())
     }
 }
 
@@ -604,8 +639,10 @@ mod tests {
     }
 
     /// `states` rows are written grouped by state, then daemon, each row group on its own and,
-    /// within a group, in the order they came. Day 1 has a full row group and 20 rows more, day
-    /// 2 a few rows held until the writer finishes; kinds cycle row by row.
+    /// within a group, in the order they came; none lost, none twice. Kinds cycle row by row.
+    /// Day 1 has a full row group and 20 rows more, which are held; days 2 and 3 a few rows,
+    /// held too, until day 4 makes the writer write all three dates before it opens a fourth;
+    /// day 4's are written when it finishes.
     #[tokio::test]
     async fn states_are_written_grouped_by_kind() -> Result<()> {
         let kinds = [("ReadBlock", "datanode"), ("Map", "tasktracker"), ("WriteBlock", "datanode"), ("Map", "history")];
@@ -614,11 +651,16 @@ mod tests {
         let appender = TableAppender::open(&warehouse, Table::States, "c1").await?;
         let mut writer = appender.part_writer()?;
         let day_1 = tables::ROW_GROUP_ROWS + 20;
-        for (date, count) in [(1, day_1), (2, 6)] {
-            // Batches of 5,000 rows, as the ingest's come in pieces.
-            for first in (0..count).step_by(5_000) {
+        let counts = [(1, day_1), (2, 6), (3, 5), (4, 7)];
+        for (date, count) in counts {
+            // Day 1 in batches of 5,000 rows and 3 (a job history file's few states, copied
+            // together while held), the others in one batch each.
+            let mut sizes = [5_000, 3].into_iter().cycle();
+            let mut first = 0;
+            while first < count {
                 let mut rows = Rows::new(Table::States, date);
-                for line in first..count.min(first + 5_000) {
+                let end = count.min(first + sizes.next().unwrap_or(1));
+                for line in std::mem::replace(&mut first, end)..end {
                     let (state, daemon) = kinds[line % kinds.len()];
                     let line = Some(line as i64);
                     rows.row()
@@ -656,11 +698,22 @@ mod tests {
         }
         let sizes: Vec<(&str, Vec<usize>)> =
             groups_by_date.iter().map(|(date, groups)| (date.as_str(), groups.iter().map(Vec::len).collect())).collect();
-        assert_eq!(sizes, [("1970-01-02", vec![tables::ROW_GROUP_ROWS, 20]), ("1970-01-03", vec![6])]);
-        for groups in groups_by_date.values() {
+        assert_eq!(
+            sizes,
+            [
+                ("1970-01-02", vec![tables::ROW_GROUP_ROWS, 20]),
+                ("1970-01-03", vec![6]),
+                ("1970-01-04", vec![5]),
+                ("1970-01-05", vec![7])
+            ]
+        );
+        for ((_, count), groups) in counts.iter().zip(groups_by_date.values()) {
             for rows in groups {
                 assert!(rows.windows(2).all(|pair| pair[0] < pair[1]), "a row group out of order: {rows:?}");
             }
+            let mut lines: Vec<i64> = groups.iter().flatten().map(|(_, _, line)| *line).collect();
+            lines.sort_unstable();
+            assert!(lines.iter().copied().eq(0..*count as i64), "rows lost or written twice");
         }
         // The first row group's first kind in order is Map from the history, lines 3, 7, …
         assert_eq!(groups_by_date["1970-01-02"][0][..2], [("Map".into(), "history".into(), 3), ("Map".into(), "history".into(), 7)]);

@@ -7,9 +7,9 @@
 
 use std::sync::Arc;
 
-use datafusion::arrow::array::{Array, ArrayRef, AsArray, Float64Array, ListArray, UInt32Array};
+use datafusion::arrow::array::{Array, ArrayRef, AsArray, Float64Array, GenericListArray, ListArray, OffsetSizeTrait};
 use datafusion::arrow::buffer::OffsetBuffer;
-use datafusion::arrow::compute::{cast, take};
+use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::{DataType, Field, TimeUnit};
 use datafusion::common::{DataFusionError, Result, ScalarValue};
 use datafusion::logical_expr::{Cast, ColumnarValue, Expr, TryCast};
@@ -122,11 +122,29 @@ pub(crate) fn to_f64_list(array: &ArrayRef) -> Result<ListArray> {
     if array.data_type() == &f64_list_type() {
         return Ok(array.as_list::<i32>().clone());
     }
-    // A slice (a window partition's) is copied out first: a cast would convert the values of
-    // the whole array it was sliced from.
-    let rows = UInt32Array::from_iter_values(0..array.len() as u32);
-    let compact = take(array.as_ref(), &rows, None)?;
-    Ok(cast(&compact, &f64_list_type())?.as_list::<i32>().clone())
+    // A slice (a window partition's) is rebased on its own values first: a cast would convert
+    // the values of the whole array it was sliced from.
+    let own: ArrayRef = match array.data_type() {
+        DataType::List(_) => Arc::new(on_own_values(array.as_list::<i32>())?),
+        DataType::LargeList(_) => Arc::new(on_own_values(array.as_list::<i64>())?),
+        // A fixed-size list's slice slices its values.
+        _ => array.clone(),
+    };
+    Ok(cast(&own, &f64_list_type())?.as_list::<i32>().clone())
+}
+
+/// `list` over just the values its rows use, with no copy: the values sliced and the offsets
+/// moved to start at 0.
+fn on_own_values<O: OffsetSizeTrait>(list: &GenericListArray<O>) -> Result<GenericListArray<O>> {
+    let offsets = list.offsets();
+    let (first, last) = (offsets[0], offsets[offsets.len() - 1]);
+    if first.as_usize() == 0 && last.as_usize() == list.values().len() {
+        return Ok(list.clone());
+    }
+    let (DataType::List(field) | DataType::LargeList(field)) = list.data_type() else { return Ok(list.clone()) };
+    let values = list.values().slice(first.as_usize(), (last - first).as_usize());
+    let offsets = OffsetBuffer::new(offsets.iter().map(|&o| o - first).collect());
+    Ok(GenericListArray::try_new(field.clone(), offsets, values, list.nulls().cloned())?)
 }
 
 /// The values of row `row` of a `List<Float64>`, with NULL items read as 0 (the histogram
@@ -325,6 +343,33 @@ impl Literals<'_> {
 mod tests {
     use super::*;
     use datafusion::logical_expr::lit;
+
+    /// A slice of another list type (a window partition's rows) is converted on its own values
+    /// only: rows 1–2 of [[1, 2], [3], [4, 5, 6], [7]] as `List<Float32>` and `LargeList<Int64>`.
+    #[test]
+    fn a_sliced_list_converts_its_own_values() {
+        use datafusion::arrow::array::{Float32Array, Int64Array, LargeListArray};
+        let offsets = [0, 2, 3, 6, 7];
+        let narrow = ListArray::new(
+            Arc::new(Field::new_list_field(DataType::Float32, true)),
+            OffsetBuffer::new(offsets.map(|o| o as i32).to_vec().into()),
+            Arc::new(Float32Array::from(vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0])),
+            None,
+        );
+        let large = LargeListArray::new(
+            Arc::new(Field::new_list_field(DataType::Int64, true)),
+            OffsetBuffer::new(offsets.map(|o| o as i64).to_vec().into()),
+            Arc::new(Int64Array::from(vec![1, 2, 3, 4, 5, 6, 7])),
+            None,
+        );
+        for list in [Arc::new(narrow) as ArrayRef, Arc::new(large)] {
+            let converted = to_f64_list(&list.slice(1, 2)).unwrap();
+            assert_eq!(converted.values().len(), 4, "{:?}", list.data_type());
+            let rows: Vec<Vec<f64>> =
+                (0..2).map(|row| list_row(&converted, row, &mut Vec::new()).unwrap().to_vec()).collect();
+            assert_eq!(rows, [vec![3.0], vec![4.0, 5.0, 6.0]]);
+        }
+    }
 
     #[test]
     fn literal_checks_name_function_and_argument() {
