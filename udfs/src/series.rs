@@ -24,8 +24,8 @@ use datafusion::logical_expr::{
 
 use crate::args::{
     Literals, arg_error, check_arity, exec_error, f64_list_type, fixed_width_list, list_scalar, logical_literals,
-    physical_literals, require_number_list, require_number_list_uncast, require_time, scalar_or_array, times_to_f64, to_f64, to_f64_list,
-    units_per_second,
+    physical_literals, require_number_list, require_number_list_uncast, require_time, scalar_or_array, times_to_f64,
+    to_f64, to_f64_list, units_per_second,
 };
 use crate::cells::{for_each_cells, merge_into, passes, take_groups};
 
