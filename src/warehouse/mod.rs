@@ -472,18 +472,8 @@ impl PartWriter {
             let Some(held) = self.ungrouped.get_mut(&date).filter(|held| held.rows >= tables::ROW_GROUP_ROWS) else {
                 return Ok(());
             };
-            // Exactly a row group, so that each of the file's row groups is grouped on its own;
-            // the rest is copied out, not sliced, so that the batches held can go.
-            let grouped = {
-                let batches = held.take()?;
-                let batches: Vec<&RecordBatch> = batches.iter().collect();
-                let order = grouped_order(self.table, &batches)?;
-                let (group, rest) = order.split_at(tables::ROW_GROUP_ROWS);
-                if !rest.is_empty() {
-                    held.push(interleave_record_batch(&batches, rest)?)?;
-                }
-                interleave_record_batch(&batches, group)?
-            };
+            // Exactly a row group, so that each of the file's row groups is grouped on its own.
+            let grouped = held.take_grouped(self.table, Some(tables::ROW_GROUP_ROWS))?;
             self.write_partition(grouped, date).await?;
         }
     }
@@ -510,9 +500,7 @@ impl PartWriter {
         let mut held: Vec<(i32, HeldRows)> = self.ungrouped.drain().filter(|(_, held)| held.rows > 0).collect();
         held.sort_by_key(|(date, _)| *date);
         for (date, mut rows) in held {
-            let batches = rows.take()?;
-            let batches: Vec<&RecordBatch> = batches.iter().collect();
-            let grouped = interleave_record_batch(&batches, &grouped_order(self.table, &batches)?)?;
+            let grouped = rows.take_grouped(self.table, None)?;
             self.write_partition(grouped, date).await?;
         }
         self.adds.extend(self.writer.flush().await?);
@@ -549,11 +537,20 @@ impl HeldRows {
         Ok(self.batches.push_batch(batch)?)
     }
 
-    /// Every row held, which are then no longer held.
-    fn take(&mut self) -> Result<Vec<RecordBatch>> {
+    /// The first `limit` rows held (all when None) in `table`'s row group order, no longer
+    /// held. Rows past the limit stay, copied out rather than sliced, so that the batches held
+    /// until now can go.
+    fn take_grouped(&mut self, table: Table, limit: Option<usize>) -> Result<RecordBatch> {
         self.batches.finish_buffered_batch()?;
         self.rows = 0;
-        Ok(std::iter::from_fn(|| self.batches.next_completed_batch()).collect())
+        let batches: Vec<RecordBatch> = std::iter::from_fn(|| self.batches.next_completed_batch()).collect();
+        let batches: Vec<&RecordBatch> = batches.iter().collect();
+        let order = grouped_order(table, &batches)?;
+        let (taken, rest) = order.split_at(limit.unwrap_or(order.len()).min(order.len()));
+        if !rest.is_empty() {
+            self.push(interleave_record_batch(&batches, rest)?)?;
+        }
+        Ok(interleave_record_batch(&batches, taken)?)
     }
 }
 
