@@ -94,13 +94,15 @@ histograms AS (
                sum(CASE WHEN label = 15 THEN w ELSE 0.0 END)) AS hist
     FROM ticked GROUP BY series, peers, tick
 ),
--- The mostly-true test first: DataFusion evaluates the right side of an AND on a copy of the
--- rows the left side left true (histograms and all) when those are few.
+-- An alarm: enough hosts at the tick, and this one far from more than half of them (a peer
+-- score above 0.5), one GROUP BY per tick as in salsa_fingerpoint.
+compared AS (
+    SELECT tick, count(*) AS hosts, unnest(peer_scores(series, hist, $threshold)) AS peer
+    FROM histograms GROUP BY peers, tick
+),
 alarms AS (
-    SELECT series, tick,
-           count(*) OVER (PARTITION BY peers, tick) >= $min_hosts
-               AND coalesce(indict(hist, $threshold) OVER (PARTITION BY peers, tick), false) AS alarm
-    FROM histograms
+    SELECT peer['member'] AS series, tick, hosts >= $min_hosts AND coalesce(peer['score'] > 0.5, false) AS alarm
+    FROM compared
 )
 -- ewma() starts from the first value: that value's weight is taken back, so the count starts from 0.
 SELECT series, tick, alarm,

@@ -99,16 +99,20 @@ ticked AS (
 SELECT series, peers, h['tick'] AS tick, h['mean_bin'] AS level, kde_smooth(h['hist'], $bandwidth) AS dist
 FROM ticked;
 
--- An alarm: enough hosts at the tick, this one slower than their median, and far from most.
--- The tests that are mostly true come first: DataFusion evaluates the right side of an AND on
--- a copy of the rows the left side left true (12-bin lists and all) when those are few.
+-- An alarm: enough hosts at the tick, this one slower than their median, and far from more
+-- than half of them (a peer score above 0.5). One GROUP BY per tick: `peer_scores` hands back
+-- each member with its score, where windows over the ticks would sort the distributions.
 CREATE TABLE salsa_peer AS
-WITH alarms AS (
-    SELECT series, tick,
-           count(*) OVER (PARTITION BY peers, tick) >= $min_hosts
-               AND level > median(level) OVER (PARTITION BY peers, tick)
-               AND coalesce(indict(dist, $threshold_p) OVER (PARTITION BY peers, tick), false) AS alarm
-    FROM salsa_distributions
+WITH compared AS (
+    SELECT tick, count(*) AS hosts, median(level) AS peer_level,
+           unnest(peer_scores(named_struct('series', series, 'level', level), dist, $threshold_p)) AS peer
+    FROM salsa_distributions GROUP BY peers, tick
+),
+alarms AS (
+    SELECT peer['member']['series'] AS series, tick,
+           hosts >= $min_hosts AND peer['member']['level'] > peer_level
+               AND coalesce(peer['score'] > 0.5, false) AS alarm
+    FROM compared
 ),
 runs AS (
     SELECT series, alarm, consecutive(alarm) OVER (PARTITION BY series ORDER BY tick) AS run

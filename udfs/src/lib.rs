@@ -42,7 +42,7 @@ pub fn scalar_functions() -> Vec<ScalarUDF> {
 }
 
 /// The aggregate functions: `state_histogram`, `label_histogram`, `decayed_histogram`,
-/// `tick_histograms`, `concurrency_series`, `gmm_fit`.
+/// `tick_histograms`, `concurrency_series`, `gmm_fit`, `peer_scores`.
 pub fn aggregate_functions() -> Vec<AggregateUDF> {
     vec![
         AggregateUDF::new_from_impl(histogram::BinnedHistogram::state_histogram()),
@@ -51,6 +51,7 @@ pub fn aggregate_functions() -> Vec<AggregateUDF> {
         AggregateUDF::new_from_impl(ticks::TickHistograms::default()),
         AggregateUDF::new_from_impl(series::ConcurrencySeries::default()),
         AggregateUDF::new_from_impl(gmm::GmmFit::default()),
+        AggregateUDF::new_from_impl(peer::PeerScores::default()),
     ]
 }
 
@@ -210,7 +211,7 @@ mod tests {
         names.sort();
         names.dedup();
         assert_eq!(names.len(), count, "duplicate function names: {names:?}");
-        assert_eq!(count, 15);
+        assert_eq!(count, 16);
     }
 
     #[tokio::test]

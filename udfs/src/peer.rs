@@ -1,5 +1,6 @@
-//! Peer comparison window functions: `indict(hist, threshold)` and `peer_score(hist,
-//! threshold)` over `PARTITION BY` the peer group (e.g. a job's nodes at one time step).
+//! Peer comparison: the window functions `indict(hist, threshold)` and `peer_score(hist,
+//! threshold)` over `PARTITION BY` the peer group (e.g. a job's nodes at one time step), and
+//! the aggregate `peer_scores(member, hist, threshold)` over `GROUP BY` it.
 //!
 //! The evaluator sees the whole partition once (like `lead`/`lag`): it normalises every
 //! histogram once, computes each pair's `jsd_sqrt` at most once (most pairs are settled by the
@@ -9,22 +10,35 @@
 //!
 //! Peers of a row are the other rows of the partition whose histogram is a distribution (not
 //! NULL, empty, all zero, or with negative/NaN/infinite counts, see `jsd_sqrt`). Such rows get
-//! NULL and are nobody's peer. A row with no peers gets NULL.
+//! NULL and are nobody's peer. A row with no peers gets NULL. The aggregate keeps its groups'
+//! rows and counts the same way when it is evaluated.
 
+use std::mem::size_of;
 use std::sync::{Arc, LazyLock};
 
-use datafusion::arrow::array::{Array, ArrayRef, BooleanArray, Float64Array};
-use datafusion::arrow::datatypes::{DataType, Field, FieldRef};
-use datafusion::common::Result;
-use datafusion::logical_expr::function::{PartitionEvaluatorArgs, WindowUDFFieldArgs};
+use datafusion::arrow::array::{
+    Array, ArrayRef, AsArray, BooleanArray, Float64Array, Float64Builder, ListArray, ListBuilder, StructArray,
+    new_empty_array,
+};
+use datafusion::arrow::buffer::OffsetBuffer;
+use datafusion::arrow::compute::interleave;
+use datafusion::arrow::datatypes::{DataType, Field, FieldRef, Fields};
+use datafusion::common::{Result, ScalarValue};
+use datafusion::logical_expr::expr::AggregateFunctionParams;
+use datafusion::logical_expr::function::{AccumulatorArgs, PartitionEvaluatorArgs, StateFieldsArgs, WindowUDFFieldArgs};
+use datafusion::logical_expr::utils::format_state_name;
 use datafusion::logical_expr::{
-    Documentation, PartitionEvaluator, Signature, Volatility, WindowUDFImpl,
+    Accumulator, AggregateUDFImpl, Documentation, EmitTo, GroupsAccumulator, PartitionEvaluator, Signature, Volatility,
+    WindowUDFImpl, aggregate_doc_sections::DOC_SECTION_GENERAL, udaf_default_schema_name,
     window_doc_sections::DOC_SECTION_ANALYTICAL,
 };
+use datafusion::physical_expr::PhysicalExpr;
 
 use crate::args::{
-    Literals, check_arity, list_row, physical_literals, require_number, require_number_list_uncast, to_f64_list,
+    Literals, check_arity, exec_error, f64_list_type, list_row, logical_literals, physical_literals, require_number,
+    require_number_list, require_number_list_uncast, to_f64_list,
 };
+use crate::cells::passes;
 use crate::distance::{
     FarTest, WIDE_LANES, distribution_total, far_counts, is_far_normalised, jsd_sqrt_normalised, mean_x_log2_x,
 };
@@ -69,42 +83,28 @@ impl PeerComparison {
 pub fn count_far_peers(func: &str, hists: &ArrayRef, threshold: f64) -> Result<Vec<Option<(usize, usize)>>> {
     let lists = to_f64_list(hists)?;
     let mut scratch = Vec::new();
-    // The distributions, one after another in `flat`, each padded with zero bins to a whole
-    // number of 8-lane blocks: a zero bin adds exactly 0 to `Σ m·log2 m`, and each row's
-    // `Σ p·log2 p` and the pair loop then run on full vectors only (12 bins took one vector and
-    // four scalar steps).
-    let mut width = None;
     // Sized once: a partition is often a dozen rows, and growing three vectors by doubling cost
     // a tenth of this function. The bins of these rows only: a window hands each partition a
     // slice, whose `values()` is the whole column's.
     let offsets = lists.value_offsets();
     let bins = (offsets[lists.len()] - offsets[0]) as usize;
-    let mut flat = Vec::with_capacity(bins + lists.len() * WIDE_LANES);
+    let mut dists = Distributions::with_capacity(bins, lists.len());
     let mut valid = Vec::with_capacity(lists.len());
-    let mut entropies = Vec::with_capacity(lists.len());
     for row in 0..lists.len() {
         let Some(h) = list_row(&lists, row, &mut scratch) else { continue };
-        let Some(total) = distribution_total(h) else { continue };
-        match width {
-            None => width = Some(h.len()),
-            Some(w) if w != h.len() => {
+        match dists.push_raw(h) {
+            Ok(true) => valid.push(row),
+            Ok(false) => {}
+            Err(width) => {
                 let first = valid.first().copied().unwrap_or_default();
-                return Err(crate::args::exec_error(
+                return Err(exec_error(
                     func,
-                    format!("rows {first} and {row} of a partition have {w} and {} bins", h.len()),
+                    format!("rows {first} and {row} of a partition have {width} and {} bins", h.len()),
                 ));
             }
-            Some(_) => {}
         }
-        let start = flat.len();
-        flat.extend(h.iter().map(|&x| x / total));
-        flat.resize(flat.len().next_multiple_of(WIDE_LANES), 0.0);
-        let p = &flat[start..];
-        entropies.push(mean_x_log2_x(p, p));
-        valid.push(row);
     }
-    let stride = width.unwrap_or(0).next_multiple_of(WIDE_LANES);
-    let far = count_far_pairs(&flat, stride, &entropies, threshold);
+    let far = dists.far_counts(threshold);
     let peers = valid.len().saturating_sub(1);
     let mut counts = vec![None; lists.len()];
     if peers > 0 {
@@ -113,6 +113,74 @@ pub fn count_far_peers(func: &str, hists: &ArrayRef, threshold: f64) -> Result<V
         }
     }
     Ok(counts)
+}
+
+/// A peer group's distributions, normalised, one after another in `flat`, each padded with
+/// zero bins to a whole number of 8-lane blocks: a zero bin adds exactly 0 to `Σ m·log2 m`,
+/// and each row's `Σ p·log2 p` and the pair loop then run on full vectors only (12 bins took
+/// one vector and four scalar steps).
+#[derive(Debug, Default)]
+struct Distributions {
+    flat: Vec<f64>,
+    entropies: Vec<f64>,
+    /// The bins of every distribution, set by the first.
+    width: Option<usize>,
+}
+
+impl Distributions {
+    fn with_capacity(bins: usize, rows: usize) -> Self {
+        Self {
+            flat: Vec::with_capacity(bins + rows * WIDE_LANES),
+            entropies: Vec::with_capacity(rows),
+            width: None,
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.entropies.len()
+    }
+
+    fn clear(&mut self) {
+        self.flat.clear();
+        self.entropies.clear();
+        self.width = None;
+    }
+
+    /// Adds `raw` normalised, and returns whether it was a distribution (see
+    /// [`distribution_total`]); `Err` with the others' width when its width differs.
+    fn push_raw(&mut self, raw: &[f64]) -> std::result::Result<bool, usize> {
+        let Some(total) = distribution_total(raw) else { return Ok(false) };
+        self.push_with(raw.len(), raw.iter().map(|&x| x / total))?;
+        Ok(true)
+    }
+
+    /// Adds a distribution normalised already.
+    fn push_normalised(&mut self, p: &[f64]) -> std::result::Result<(), usize> {
+        self.push_with(p.len(), p.iter().copied())
+    }
+
+    fn push_with(&mut self, width: usize, p: impl Iterator<Item = f64>) -> std::result::Result<(), usize> {
+        match self.width {
+            None => self.width = Some(width),
+            Some(w) if w != width => return Err(w),
+            Some(_) => {}
+        }
+        let start = self.flat.len();
+        self.flat.extend(p);
+        self.flat.resize(self.flat.len().next_multiple_of(WIDE_LANES), 0.0);
+        let p = &self.flat[start..];
+        self.entropies.push(mean_x_log2_x(p, p));
+        Ok(())
+    }
+
+    fn stride(&self) -> usize {
+        self.width.unwrap_or(0).next_multiple_of(WIDE_LANES)
+    }
+
+    /// For each distribution, how many of the others are farther than `threshold`.
+    fn far_counts(&self, threshold: f64) -> Vec<usize> {
+        count_far_pairs(&self.flat, self.stride(), &self.entropies, threshold)
+    }
 }
 
 /// Margin kept from the threshold when the triangle inequality decides a pair: computed
@@ -269,11 +337,418 @@ impl WindowUDFImpl for PeerComparison {
     }
 }
 
+const PEER_SCORES: &str = "peer_scores";
+
+/// `peer_scores(member, hist, threshold)`: `peer_score` as an aggregate, for a GROUP BY of the
+/// peer group. Where every peer group is small (a cluster's hosts at one tick), a window
+/// partitioned by it repartitions, sorts and concatenates the histograms and evaluates each
+/// partition on its own; a hash aggregate copies each histogram once into its group.
+#[derive(Debug, PartialEq, Eq, Hash)]
+pub struct PeerScores {
+    signature: Signature,
+}
+
+impl Default for PeerScores {
+    fn default() -> Self {
+        Self { signature: Signature::user_defined(Volatility::Immutable) }
+    }
+}
+
+/// The result's items: each member with its score.
+fn score_fields(member: &DataType) -> Fields {
+    Fields::from(vec![Field::new("member", member.clone(), true), Field::new("score", DataType::Float64, true)])
+}
+
+fn score_item(member: &DataType) -> FieldRef {
+    Arc::new(Field::new_list_field(DataType::Struct(score_fields(member)), true))
+}
+
+fn threshold_of(exprs: &[Arc<dyn PhysicalExpr>]) -> Result<f64> {
+    Literals { func: PEER_SCORES, lits: &physical_literals(exprs) }.number(2, "threshold", "a number literal", |_| true)
+}
+
+/// Every row of every group, in arrival order, kept until the end: a row's score depends on
+/// all of its peers. One set of buffers for all the groups: growing a few small vectors for each
+/// of 60 K groups cost more than the comparisons.
+#[derive(Debug)]
+struct PeerScoresGroups {
+    threshold: f64,
+    member_type: DataType,
+    /// The member columns of the batches seen, which the rows point into.
+    member_arrays: Vec<ArrayRef>,
+    member_bytes: usize,
+    groups: usize,
+    /// Each row's group, its member as (array, row) in `member_arrays`, and where its
+    /// distribution, normalised, ends in `values` (it starts where the row before's ends; empty
+    /// when its histogram is no distribution).
+    group_of: Vec<usize>,
+    members: Vec<(usize, usize)>,
+    value_ends: Vec<usize>,
+    values: Vec<f64>,
+}
+
+/// The rows of the groups being emitted, by group: group `g`'s are `order[starts[g]..starts[g + 1]]`.
+struct ByGroup {
+    starts: Vec<usize>,
+    order: Vec<usize>,
+}
+
+impl ByGroup {
+    fn lengths(&self) -> OffsetBuffer<i32> {
+        OffsetBuffer::from_lengths(self.starts.windows(2).map(|w| w[1] - w[0]))
+    }
+}
+
+impl PeerScoresGroups {
+    fn new(threshold: f64, member_type: DataType) -> Self {
+        Self {
+            threshold,
+            member_type,
+            member_arrays: Vec::new(),
+            member_bytes: 0,
+            groups: 0,
+            group_of: Vec::new(),
+            members: Vec::new(),
+            value_ends: Vec::new(),
+            values: Vec::new(),
+        }
+    }
+
+    fn keep_members(&mut self, members: &ArrayRef) -> usize {
+        self.member_bytes += members.get_array_memory_size();
+        self.member_arrays.push(members.clone());
+        self.member_arrays.len() - 1
+    }
+
+    fn push(&mut self, group: usize, member: (usize, usize), dist: impl Iterator<Item = f64>) {
+        self.group_of.push(group);
+        self.members.push(member);
+        self.values.extend(dist);
+        self.value_ends.push(self.values.len());
+    }
+
+    /// Row `row`'s distribution, empty when none.
+    fn dist(&self, row: usize) -> &[f64] {
+        let start = if row == 0 { 0 } else { self.value_ends[row - 1] };
+        &self.values[start..self.value_ends[row]]
+    }
+
+    fn add_rows(
+        &mut self,
+        values: &[ArrayRef],
+        group_indices: &[usize],
+        opt_filter: Option<&BooleanArray>,
+        total: usize,
+    ) -> Result<()> {
+        self.groups = self.groups.max(total);
+        let hists = to_f64_list(&values[1])?;
+        let array = self.keep_members(&values[0]);
+        let mut scratch = Vec::new();
+        for (row, &g) in group_indices.iter().enumerate() {
+            if !passes(opt_filter, row) {
+                continue;
+            }
+            let hist = list_row(&hists, row, &mut scratch).unwrap_or_default();
+            let dist = distribution_total(hist).map(|total| hist.iter().map(move |&x| x / total));
+            self.push(g, (array, row), dist.into_iter().flatten());
+        }
+        Ok(())
+    }
+
+    /// Adds partial states: each row a group's members and their distributions, normalised
+    /// (NULL where none), as [`Self::state_of`] writes them.
+    fn merge_rows(&mut self, states: &[ArrayRef], group_indices: &[usize], total: usize) -> Result<()> {
+        self.groups = self.groups.max(total);
+        let (Some(members), Some(dists)) = (states[0].as_list_opt::<i32>(), states[1].as_list_opt::<i32>()) else {
+            return Err(exec_error(PEER_SCORES, "partial state is not two lists"));
+        };
+        let inner = to_f64_list(dists.values())?;
+        let array = self.keep_members(members.values());
+        let mut scratch = Vec::new();
+        for (row, &g) in group_indices.iter().enumerate() {
+            let rows = members.value_offsets()[row] as usize..members.value_offsets()[row + 1] as usize;
+            if dists.value_length(row) as usize != rows.len() || dists.value_offsets()[row] as usize != rows.start {
+                return Err(exec_error(PEER_SCORES, "partial state has mismatched lengths"));
+            }
+            for member in rows {
+                let dist = list_row(&inner, member, &mut scratch).unwrap_or_default();
+                self.push(g, (array, member), dist.iter().copied());
+            }
+        }
+        Ok(())
+    }
+
+    /// The rows of groups `0..n` by group (a counting sort: arrival order within a group).
+    fn by_group(&self, n: usize) -> ByGroup {
+        let mut starts = vec![0; n + 1];
+        for &g in self.group_of.iter().filter(|&&g| g < n) {
+            starts[g + 1] += 1;
+        }
+        for g in 0..n {
+            starts[g + 1] += starts[g];
+        }
+        let mut next = starts.clone();
+        let mut order = vec![0; starts[n]];
+        for (row, &g) in self.group_of.iter().enumerate().filter(|&(_, &g)| g < n) {
+            order[next[g]] = row;
+            next[g] += 1;
+        }
+        ByGroup { starts, order }
+    }
+
+    /// Forgets groups `0..n` and their rows; the groups after become `0..`.
+    fn drop_groups(&mut self, n: usize) {
+        if n >= self.groups {
+            *self = Self::new(self.threshold, self.member_type.clone());
+            return;
+        }
+        let mut kept = Self::new(self.threshold, self.member_type.clone());
+        kept.groups = self.groups - n;
+        for row in (0..self.group_of.len()).filter(|&row| self.group_of[row] >= n) {
+            kept.push(self.group_of[row] - n, self.members[row], self.dist(row).iter().copied());
+        }
+        kept.member_arrays = std::mem::take(&mut self.member_arrays);
+        kept.member_bytes = self.member_bytes;
+        *self = kept;
+    }
+
+    fn emitted(&self, emit_to: EmitTo) -> usize {
+        match emit_to {
+            EmitTo::All => self.groups,
+            EmitTo::First(n) => n.min(self.groups),
+        }
+    }
+
+    /// The members of the rows `order`.
+    fn members_of(&self, order: &[usize]) -> Result<ArrayRef> {
+        if order.is_empty() {
+            return Ok(new_empty_array(&self.member_type));
+        }
+        let rows: Vec<(usize, usize)> = order.iter().map(|&row| self.members[row]).collect();
+        let arrays: Vec<&dyn Array> = self.member_arrays.iter().map(|a| a.as_ref()).collect();
+        Ok(interleave(&arrays, &rows)?)
+    }
+
+    fn scores_of(&self, by_group: &ByGroup) -> Result<ArrayRef> {
+        let mut scores = Float64Builder::with_capacity(by_group.order.len());
+        let mut dists = Distributions::default();
+        let mut dist_of = Vec::new();
+        for rows in by_group.starts.windows(2).map(|w| &by_group.order[w[0]..w[1]]) {
+            dists.clear();
+            dist_of.clear();
+            for &row in rows {
+                let dist = self.dist(row);
+                let counted = !dist.is_empty();
+                if counted {
+                    dists.push_normalised(dist).map_err(|had| {
+                        exec_error(PEER_SCORES, format!("a group has histograms of {had} and {} bins", dist.len()))
+                    })?;
+                }
+                dist_of.push(counted.then(|| dists.len() - 1));
+            }
+            let far = dists.far_counts(self.threshold);
+            let peers = dists.len().saturating_sub(1);
+            for &dist in &dist_of {
+                scores.append_option(dist.filter(|_| peers > 0).map(|d| far[d] as f64 / peers as f64));
+            }
+        }
+        let items = StructArray::try_new(
+            score_fields(&self.member_type),
+            vec![self.members_of(&by_group.order)?, Arc::new(scores.finish())],
+            None,
+        )?;
+        Ok(Arc::new(ListArray::try_new(score_item(&self.member_type), by_group.lengths(), Arc::new(items), None)?))
+    }
+
+    fn state_of(&self, by_group: &ByGroup) -> Result<Vec<ArrayRef>> {
+        let members = ListArray::try_new(
+            Arc::new(Field::new_list_field(self.member_type.clone(), true)),
+            by_group.lengths(),
+            self.members_of(&by_group.order)?,
+            None,
+        )?;
+        let mut dists = ListBuilder::new(Float64Builder::new());
+        for &row in &by_group.order {
+            let dist = self.dist(row);
+            dists.values().append_slice(dist);
+            dists.append(!dist.is_empty());
+        }
+        let dists = ListArray::try_new(
+            Arc::new(Field::new_list_field(f64_list_type(), true)),
+            by_group.lengths(),
+            Arc::new(dists.finish()),
+            None,
+        )?;
+        Ok(vec![Arc::new(members), Arc::new(dists)])
+    }
+}
+
+impl GroupsAccumulator for PeerScoresGroups {
+    fn update_batch(
+        &mut self,
+        values: &[ArrayRef],
+        group_indices: &[usize],
+        opt_filter: Option<&BooleanArray>,
+        total_num_groups: usize,
+    ) -> Result<()> {
+        self.add_rows(values, group_indices, opt_filter, total_num_groups)
+    }
+
+    fn evaluate(&mut self, emit_to: EmitTo) -> Result<ArrayRef> {
+        let n = self.emitted(emit_to);
+        let scores = self.scores_of(&self.by_group(n))?;
+        self.drop_groups(n);
+        Ok(scores)
+    }
+
+    fn state(&mut self, emit_to: EmitTo) -> Result<Vec<ArrayRef>> {
+        let n = self.emitted(emit_to);
+        let state = self.state_of(&self.by_group(n))?;
+        self.drop_groups(n);
+        Ok(state)
+    }
+
+    fn merge_batch(&mut self, values: &[ArrayRef], group_indices: &[usize], total_num_groups: usize) -> Result<()> {
+        self.merge_rows(values, group_indices, total_num_groups)
+    }
+
+    /// Each row as a group of its own (DataFusion skips partial aggregation when groups are
+    /// nearly as many as rows).
+    fn convert_to_state(&self, values: &[ArrayRef], opt_filter: Option<&BooleanArray>) -> Result<Vec<ArrayRef>> {
+        let mut rows = Self::new(self.threshold, self.member_type.clone());
+        let own: Vec<usize> = (0..values[0].len()).collect();
+        rows.add_rows(values, &own, opt_filter, own.len())?;
+        rows.state_of(&rows.by_group(own.len()))
+    }
+
+    fn size(&self) -> usize {
+        size_of::<Self>()
+            + self.member_bytes
+            + self.group_of.capacity() * size_of::<usize>()
+            + self.members.capacity() * size_of::<(usize, usize)>()
+            + self.value_ends.capacity() * size_of::<usize>()
+            + self.values.capacity() * size_of::<f64>()
+    }
+}
+
+/// One group, for windows and aggregates without GROUP BY.
+#[derive(Debug)]
+struct PeerScoresAccumulator(PeerScoresGroups);
+
+impl Accumulator for PeerScoresAccumulator {
+    fn update_batch(&mut self, values: &[ArrayRef]) -> Result<()> {
+        self.0.add_rows(values, &vec![0; values[0].len()], None, 1)
+    }
+
+    fn evaluate(&mut self) -> Result<ScalarValue> {
+        ScalarValue::try_from_array(&self.0.scores_of(&self.0.by_group(1))?, 0)
+    }
+
+    fn state(&mut self) -> Result<Vec<ScalarValue>> {
+        self.0.state_of(&self.0.by_group(1))?.iter().map(|a| ScalarValue::try_from_array(a, 0)).collect()
+    }
+
+    fn merge_batch(&mut self, states: &[ArrayRef]) -> Result<()> {
+        self.0.merge_rows(states, &vec![0; states[0].len()], 1)
+    }
+
+    fn size(&self) -> usize {
+        GroupsAccumulator::size(&self.0)
+    }
+}
+
+static PEER_SCORES_DOC: LazyLock<Documentation> = LazyLock::new(|| {
+    Documentation::builder(
+        DOC_SECTION_GENERAL,
+        "Each row of the group with its peer score: the share (0 to 1) of the group's other rows \
+         whose histogram is farther (jsd_sqrt) than threshold, as peer_score computes over a window \
+         partition; a score above 0.5 is indict. Returns a list of {member, score}, member as given, \
+         in no particular order; unnest it to join the scores back. NULL rules as for peer_score: \
+         a row whose histogram is NULL, empty or all zero scores NULL and is nobody's peer. The \
+         aggregate to use where the peer groups are many and small: a GROUP BY copies each \
+         histogram once, where a window sorts them.",
+        "peer_scores(member, hist, threshold)",
+    )
+    .with_sql_example(
+        "SELECT job_id, p['member'] AS host, p['score'] AS score FROM (SELECT job_id, \
+         unnest(peer_scores(host, hist, 0.3)) AS p FROM node_histograms GROUP BY job_id)",
+    )
+    .with_argument("member", "Any column: what identifies the row in the result (a struct carries several).")
+    .with_argument("hist", "List of numbers (a histogram), same bins for the whole group.")
+    .with_argument("threshold", "Number literal: the distance above which two rows differ.")
+    .build()
+});
+
+impl AggregateUDFImpl for PeerScores {
+    fn name(&self) -> &str {
+        PEER_SCORES
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn coerce_types(&self, t: &[DataType]) -> Result<Vec<DataType>> {
+        check_arity(PEER_SCORES, t, 3, 3)?;
+        require_number(PEER_SCORES, 2, "threshold", &t[2])?;
+        Ok(vec![t[0].clone(), require_number_list(PEER_SCORES, 1, "hist", &t[1])?, t[2].clone()])
+    }
+
+    fn return_type(&self, t: &[DataType]) -> Result<DataType> {
+        Ok(DataType::List(score_item(&t[0])))
+    }
+
+    fn schema_name(&self, params: &AggregateFunctionParams) -> Result<String> {
+        Literals { func: PEER_SCORES, lits: &logical_literals(&params.args) }.number(
+            2,
+            "threshold",
+            "a number literal",
+            |_| true,
+        )?;
+        udaf_default_schema_name(self, params)
+    }
+
+    fn accumulator(&self, args: AccumulatorArgs) -> Result<Box<dyn Accumulator>> {
+        let member_type = args.expr_fields[0].data_type().clone();
+        Ok(Box::new(PeerScoresAccumulator(PeerScoresGroups::new(threshold_of(args.exprs)?, member_type))))
+    }
+
+    fn state_fields(&self, args: StateFieldsArgs) -> Result<Vec<FieldRef>> {
+        let member_type = args.input_fields[0].data_type().clone();
+        Ok(vec![
+            Arc::new(Field::new(
+                format_state_name(args.name, "members"),
+                DataType::List(Arc::new(Field::new_list_field(member_type, true))),
+                true,
+            )),
+            Arc::new(Field::new(
+                format_state_name(args.name, "dists"),
+                DataType::List(Arc::new(Field::new_list_field(f64_list_type(), true))),
+                true,
+            )),
+        ])
+    }
+
+    fn groups_accumulator_supported(&self, _: AccumulatorArgs) -> bool {
+        true
+    }
+
+    fn create_groups_accumulator(&self, args: AccumulatorArgs) -> Result<Box<dyn GroupsAccumulator>> {
+        let member_type = args.expr_fields[0].data_type().clone();
+        Ok(Box::new(PeerScoresGroups::new(threshold_of(args.exprs)?, member_type)))
+    }
+
+    fn documentation(&self) -> Option<&Documentation> {
+        Some(&PEER_SCORES_DOC)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::args::fixed_width_list;
-    use crate::test_util::{ctx, query_err, strings};
+    use crate::test_util::{ctx, ctx_skipping_partial_aggregation, query_err, strings};
+    use datafusion::arrow::util::display::{ArrayFormatter, FormatOptions};
 
     #[test]
     fn odd_node_out_is_indicted() {
@@ -373,5 +848,103 @@ mod tests {
         assert_eq!(strings(&ctx, &narrow).await, got);
         let err = query_err(&ctx, "SELECT indict(h, t) OVER () FROM (VALUES ([1, 2], 0.5)) AS v(h, t)").await;
         assert!(err.contains("indict: argument 2 (threshold) must be a number literal"), "{err}");
+    }
+
+    /// The rows of `peer_scores_sql`'s groups: group 1 as in `sql` above; in group 2 a pair
+    /// that differs, a NULL and an all-zero histogram (no distributions: NULL scores, nobody's
+    /// peers); group 3 a lone row (no peers). Enough rows of group 1 repeated (`x` 0 to 39,
+    /// each a copy of a, b or c) that small batches split every group across partitions.
+    const PEER_ROWS: &str = "SELECT g, h || CAST(x AS VARCHAR) AS h, hist FROM (VALUES \
+        (1, 'a', [5, 5, 0]), (1, 'b', [6, 4, 0]), (1, 'c', [0, 0, 9]), \
+        (2, 'd', [1, 0, 0]), (2, 'e', [0, 1, 0]), (2, 'f', NULL), (2, 'z', [0, 0, 0]), (3, 'l', [2, 1, 0])) \
+        AS v(g, h, hist) CROSS JOIN (SELECT unnest(range(CAST(40 AS BIGINT))) AS x) AS r \
+        WHERE g = 1 OR x = 0";
+
+    #[tokio::test]
+    async fn peer_scores_score_each_member_as_the_window_does() {
+        let grouped = format!(
+            "SELECT g, p['member'] AS h, p['score'] AS s FROM (SELECT g, unnest(peer_scores(h, hist, 0.5)) AS p \
+             FROM ({PEER_ROWS}) GROUP BY g) ORDER BY h"
+        );
+        let windowed =
+            format!("SELECT g, h, peer_score(hist, 0.5) OVER (PARTITION BY g) AS s FROM ({PEER_ROWS}) ORDER BY h");
+        let expected = strings(&ctx(1), &windowed).await;
+        // Group 1: 40 copies each of a, b, c. a and b are within 0.5 of each other, c farther
+        // from both: a's far peers are the 40 c's of 119 peers, c's the 80 a's and b's.
+        let a_score = format!("1|a0|{}", 40.0 / 119.0);
+        let c_score = format!("1|c0|{}", 80.0 / 119.0);
+        assert!(expected.contains(&a_score) && expected.contains(&c_score), "{expected:?}");
+        for tail in ["2|d0|1.0", "2|e0|1.0", "2|f0|NULL", "2|z0|NULL", "3|l0|NULL"] {
+            assert!(expected.iter().any(|r| r == tail), "{tail} in {expected:?}");
+        }
+        assert_eq!(expected.len(), 125);
+        // One partition, four (partial and final aggregation, groups split across batches), and
+        // partial aggregation skipped (each row a state of its own).
+        for ctx in [ctx(1), ctx(4), ctx_skipping_partial_aggregation(4)] {
+            assert_eq!(strings(&ctx, &grouped).await, expected);
+        }
+        // Without GROUP BY, one group of all the rows; a struct member carries several values.
+        let whole = format!(
+            "SELECT p['member']['h'] AS h, p['member']['g'] AS g, p['score'] AS s FROM \
+             (SELECT unnest(peer_scores(named_struct('h', h, 'g', g), hist, 0.5)) AS p FROM ({PEER_ROWS}) WHERE g = 2) \
+             ORDER BY h"
+        );
+        assert_eq!(strings(&ctx(2), &whole).await, ["d0|2|1.0", "e0|2|1.0", "f0|2|NULL", "z0|2|NULL"]);
+    }
+
+    #[tokio::test]
+    async fn peer_scores_refuse_what_they_cannot_compare() {
+        let ctx = ctx(2);
+        let err =
+            query_err(&ctx, "SELECT peer_scores(h, hist, t) FROM (VALUES ('a', [1, 2], 0.5)) AS v(h, hist, t)").await;
+        assert!(err.contains("peer_scores: argument 3 (threshold) must be a number literal"), "{err}");
+        let err = query_err(&ctx, "SELECT peer_scores(h, h, 0.5) FROM (VALUES ('a')) AS v(h)").await;
+        assert!(err.contains("peer_scores: argument 2 (hist) must be a list of numbers"), "{err}");
+        let err = query_err(
+            &ctx,
+            "SELECT g, peer_scores(h, hist, 0.5) FROM (VALUES (1, 'a', [1, 2]), (1, 'b', [1, 2, 3])) AS v(g, h, hist) \
+             GROUP BY g",
+        )
+        .await;
+        assert!(err.contains("peer_scores: a group has histograms of 2 and 3 bins"), "{err}");
+    }
+
+    /// Emitting the first groups keeps the others, renumbered, with their rows; a partial
+    /// state merged into another accumulator scores as the rows themselves do.
+    #[test]
+    fn peer_scores_emit_in_parts_and_merge() {
+        let members: ArrayRef = Arc::new(datafusion::arrow::array::Int64Array::from(vec![10, 11, 20, 21, 22, 30]));
+        let hists: ArrayRef = Arc::new(fixed_width_list(
+            vec![1.0, 0.0, 0.0, 1.0, 1.0, 0.0, 1.0, 0.0, 0.0, 1.0, 0.0, 0.0],
+            2,
+            6,
+        ));
+        let groups = [0, 0, 1, 1, 1, 2];
+        let scores = |array: ArrayRef| -> Vec<String> {
+            let options = FormatOptions::default().with_null("NULL");
+            let formatter = ArrayFormatter::try_new(array.as_ref(), &options).unwrap();
+            (0..array.len()).map(|row| formatter.value(row).to_string()).collect()
+        };
+        let mut parts = PeerScoresGroups::new(0.5, DataType::Int64);
+        parts.update_batch(&[members.clone(), hists.clone()], &groups, None, 3).unwrap();
+        let first = scores(parts.evaluate(EmitTo::First(1)).unwrap());
+        let rest = scores(parts.evaluate(EmitTo::All).unwrap());
+        // Group 1: 20 and 21 are the same and 22 differs from both (distance 1), so 22 is far
+        // from both of its peers and 20 and 21 from one of two; 30, all zero, has no score.
+        assert_eq!(first, ["[{member: 10, score: 1.0}, {member: 11, score: 1.0}]"]);
+        assert_eq!(
+            rest,
+            [
+                "[{member: 20, score: 0.5}, {member: 21, score: 0.5}, {member: 22, score: 1.0}]",
+                "[{member: 30, score: NULL}]"
+            ]
+        );
+        let mut partial = PeerScoresGroups::new(0.5, DataType::Int64);
+        partial.update_batch(&[members, hists], &groups, None, 3).unwrap();
+        let state = partial.state(EmitTo::All).unwrap();
+        let mut merged = PeerScoresGroups::new(0.5, DataType::Int64);
+        merged.merge_batch(&state, &[2, 0, 1], 3).unwrap();
+        let merged_scores = scores(merged.evaluate(EmitTo::All).unwrap());
+        assert_eq!(merged_scores, [rest[0].as_str(), rest[1].as_str(), first[0].as_str()]);
     }
 }
