@@ -154,11 +154,6 @@ impl Distributions {
         Ok(true)
     }
 
-    /// Adds a distribution normalised already.
-    fn push_normalised(&mut self, p: &[f64]) -> std::result::Result<(), usize> {
-        self.push_with(p.len(), p.iter().copied())
-    }
-
     fn push_with(&mut self, width: usize, p: impl Iterator<Item = f64>) -> std::result::Result<(), usize> {
         match self.width {
             None => self.width = Some(width),
@@ -368,23 +363,20 @@ fn threshold_of(exprs: &[Arc<dyn PhysicalExpr>]) -> Result<f64> {
 }
 
 /// Every row of every group, in arrival order, kept until the end: a row's score depends on
-/// all of its peers. One set of buffers for all the groups: growing a few small vectors for each
-/// of 60 K groups cost more than the comparisons.
+/// all of its peers. A row is kept as where it is in its batch (or partial state), whose arrays
+/// are kept: nothing is copied until the groups are emitted. (Copying each histogram into a
+/// buffer as it came took a tenth of SALSA's peer statement, most of it the buffer's growth.)
 #[derive(Debug)]
 struct PeerScoresGroups {
     threshold: f64,
     member_type: DataType,
-    /// The member columns of the batches seen, which the rows point into.
-    member_arrays: Vec<ArrayRef>,
-    member_bytes: usize,
+    /// The members and histograms of each batch or partial state seen, side by side.
+    inputs: Vec<(ArrayRef, ListArray)>,
+    input_bytes: usize,
     groups: usize,
-    /// Each row's group, its member as (array, row) in `member_arrays`, and where its
-    /// distribution, normalised, ends in `values` (it starts where the row before's ends; empty
-    /// when its histogram is no distribution).
+    /// Each row's group, and its place (input, row) in `inputs`.
     group_of: Vec<usize>,
-    members: Vec<(usize, usize)>,
-    value_ends: Vec<usize>,
-    values: Vec<f64>,
+    rows: Vec<(usize, usize)>,
 }
 
 /// The rows of the groups being emitted, by group: group `g`'s are `order[starts[g]..starts[g + 1]]`.
@@ -397,6 +389,10 @@ impl ByGroup {
     fn lengths(&self) -> OffsetBuffer<i32> {
         OffsetBuffer::from_lengths(self.starts.windows(2).map(|w| w[1] - w[0]))
     }
+
+    fn groups(&self) -> impl Iterator<Item = &[usize]> {
+        self.starts.windows(2).map(|w| &self.order[w[0]..w[1]])
+    }
 }
 
 impl PeerScoresGroups {
@@ -404,33 +400,18 @@ impl PeerScoresGroups {
         Self {
             threshold,
             member_type,
-            member_arrays: Vec::new(),
-            member_bytes: 0,
+            inputs: Vec::new(),
+            input_bytes: 0,
             groups: 0,
             group_of: Vec::new(),
-            members: Vec::new(),
-            value_ends: Vec::new(),
-            values: Vec::new(),
+            rows: Vec::new(),
         }
     }
 
-    fn keep_members(&mut self, members: &ArrayRef) -> usize {
-        self.member_bytes += members.get_array_memory_size();
-        self.member_arrays.push(members.clone());
-        self.member_arrays.len() - 1
-    }
-
-    fn push(&mut self, group: usize, member: (usize, usize), dist: impl Iterator<Item = f64>) {
-        self.group_of.push(group);
-        self.members.push(member);
-        self.values.extend(dist);
-        self.value_ends.push(self.values.len());
-    }
-
-    /// Row `row`'s distribution, empty when none.
-    fn dist(&self, row: usize) -> &[f64] {
-        let start = if row == 0 { 0 } else { self.value_ends[row - 1] };
-        &self.values[start..self.value_ends[row]]
+    fn keep(&mut self, members: ArrayRef, hists: ListArray) -> usize {
+        self.input_bytes += members.get_array_memory_size() + hists.get_array_memory_size();
+        self.inputs.push((members, hists));
+        self.inputs.len() - 1
     }
 
     fn add_rows(
@@ -441,38 +422,32 @@ impl PeerScoresGroups {
         total: usize,
     ) -> Result<()> {
         self.groups = self.groups.max(total);
-        let hists = to_f64_list(&values[1])?;
-        let array = self.keep_members(&values[0]);
-        let mut scratch = Vec::new();
+        let input = self.keep(values[0].clone(), to_f64_list(&values[1])?);
         for (row, &g) in group_indices.iter().enumerate() {
-            if !passes(opt_filter, row) {
-                continue;
+            if passes(opt_filter, row) {
+                self.group_of.push(g);
+                self.rows.push((input, row));
             }
-            let hist = list_row(&hists, row, &mut scratch).unwrap_or_default();
-            let dist = distribution_total(hist).map(|total| hist.iter().map(move |&x| x / total));
-            self.push(g, (array, row), dist.into_iter().flatten());
         }
         Ok(())
     }
 
-    /// Adds partial states: each row a group's members and their distributions, normalised
-    /// (NULL where none), as [`Self::state_of`] writes them.
+    /// Adds partial states: each row a group's members and their histograms, as
+    /// [`Self::state_of`] writes them.
     fn merge_rows(&mut self, states: &[ArrayRef], group_indices: &[usize], total: usize) -> Result<()> {
         self.groups = self.groups.max(total);
-        let (Some(members), Some(dists)) = (states[0].as_list_opt::<i32>(), states[1].as_list_opt::<i32>()) else {
+        let (Some(members), Some(hists)) = (states[0].as_list_opt::<i32>(), states[1].as_list_opt::<i32>()) else {
             return Err(exec_error(PEER_SCORES, "partial state is not two lists"));
         };
-        let inner = to_f64_list(dists.values())?;
-        let array = self.keep_members(members.values());
-        let mut scratch = Vec::new();
+        // A member and its histogram are at the same place in the two lists' values.
+        if members.value_offsets() != hists.value_offsets() {
+            return Err(exec_error(PEER_SCORES, "partial state has mismatched lengths"));
+        }
+        let input = self.keep(members.values().clone(), to_f64_list(hists.values())?);
         for (row, &g) in group_indices.iter().enumerate() {
-            let rows = members.value_offsets()[row] as usize..members.value_offsets()[row + 1] as usize;
-            if dists.value_length(row) as usize != rows.len() || dists.value_offsets()[row] as usize != rows.start {
-                return Err(exec_error(PEER_SCORES, "partial state has mismatched lengths"));
-            }
-            for member in rows {
-                let dist = list_row(&inner, member, &mut scratch).unwrap_or_default();
-                self.push(g, (array, member), dist.iter().copied());
+            for member in members.value_offsets()[row] as usize..members.value_offsets()[row + 1] as usize {
+                self.group_of.push(g);
+                self.rows.push((input, member));
             }
         }
         Ok(())
@@ -502,14 +477,10 @@ impl PeerScoresGroups {
             *self = Self::new(self.threshold, self.member_type.clone());
             return;
         }
-        let mut kept = Self::new(self.threshold, self.member_type.clone());
-        kept.groups = self.groups - n;
-        for row in (0..self.group_of.len()).filter(|&row| self.group_of[row] >= n) {
-            kept.push(self.group_of[row] - n, self.members[row], self.dist(row).iter().copied());
-        }
-        kept.member_arrays = std::mem::take(&mut self.member_arrays);
-        kept.member_bytes = self.member_bytes;
-        *self = kept;
+        let kept: Vec<usize> = (0..self.rows.len()).filter(|&row| self.group_of[row] >= n).collect();
+        self.rows = kept.iter().map(|&row| self.rows[row]).collect();
+        self.group_of = kept.iter().map(|&row| self.group_of[row] - n).collect();
+        self.groups -= n;
     }
 
     fn emitted(&self, emit_to: EmitTo) -> usize {
@@ -524,26 +495,30 @@ impl PeerScoresGroups {
         if order.is_empty() {
             return Ok(new_empty_array(&self.member_type));
         }
-        let rows: Vec<(usize, usize)> = order.iter().map(|&row| self.members[row]).collect();
-        let arrays: Vec<&dyn Array> = self.member_arrays.iter().map(|a| a.as_ref()).collect();
+        let rows: Vec<(usize, usize)> = order.iter().map(|&row| self.rows[row]).collect();
+        let arrays: Vec<&dyn Array> = self.inputs.iter().map(|(members, _)| members.as_ref()).collect();
         Ok(interleave(&arrays, &rows)?)
+    }
+
+    /// The histogram of row `row`, `None` when NULL.
+    fn hist<'a>(&'a self, row: usize, scratch: &'a mut Vec<f64>) -> Option<&'a [f64]> {
+        let (input, at) = self.rows[row];
+        list_row(&self.inputs[input].1, at, scratch)
     }
 
     fn scores_of(&self, by_group: &ByGroup) -> Result<ArrayRef> {
         let mut scores = Float64Builder::with_capacity(by_group.order.len());
         let mut dists = Distributions::default();
         let mut dist_of = Vec::new();
-        for rows in by_group.starts.windows(2).map(|w| &by_group.order[w[0]..w[1]]) {
+        let mut scratch = Vec::new();
+        for rows in by_group.groups() {
             dists.clear();
             dist_of.clear();
             for &row in rows {
-                let dist = self.dist(row);
-                let counted = !dist.is_empty();
-                if counted {
-                    dists.push_normalised(dist).map_err(|had| {
-                        exec_error(PEER_SCORES, format!("a group has histograms of {had} and {} bins", dist.len()))
-                    })?;
-                }
+                let hist = self.hist(row, &mut scratch).unwrap_or_default();
+                let counted = dists.push_raw(hist).map_err(|had| {
+                    exec_error(PEER_SCORES, format!("a group has histograms of {had} and {} bins", hist.len()))
+                })?;
                 dist_of.push(counted.then(|| dists.len() - 1));
             }
             let far = dists.far_counts(self.threshold);
@@ -567,19 +542,20 @@ impl PeerScoresGroups {
             self.members_of(&by_group.order)?,
             None,
         )?;
-        let mut dists = ListBuilder::new(Float64Builder::new());
+        let mut hists = ListBuilder::new(Float64Builder::new());
+        let mut scratch = Vec::new();
         for &row in &by_group.order {
-            let dist = self.dist(row);
-            dists.values().append_slice(dist);
-            dists.append(!dist.is_empty());
+            let hist = self.hist(row, &mut scratch);
+            hists.values().append_slice(hist.unwrap_or_default());
+            hists.append(hist.is_some());
         }
-        let dists = ListArray::try_new(
+        let hists = ListArray::try_new(
             Arc::new(Field::new_list_field(f64_list_type(), true)),
             by_group.lengths(),
-            Arc::new(dists.finish()),
+            Arc::new(hists.finish()),
             None,
         )?;
-        Ok(vec![Arc::new(members), Arc::new(dists)])
+        Ok(vec![Arc::new(members), Arc::new(hists)])
     }
 }
 
@@ -623,11 +599,9 @@ impl GroupsAccumulator for PeerScoresGroups {
 
     fn size(&self) -> usize {
         size_of::<Self>()
-            + self.member_bytes
+            + self.input_bytes
             + self.group_of.capacity() * size_of::<usize>()
-            + self.members.capacity() * size_of::<(usize, usize)>()
-            + self.value_ends.capacity() * size_of::<usize>()
-            + self.values.capacity() * size_of::<f64>()
+            + self.rows.capacity() * size_of::<(usize, usize)>()
     }
 }
 
