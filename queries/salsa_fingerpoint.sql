@@ -114,13 +114,11 @@ alarms AS (
                AND coalesce(peer['score'] > 0.5, false) AS alarm
     FROM compared
 ),
-runs AS (
-    SELECT series, alarm, consecutive(alarm) OVER (PARTITION BY series ORDER BY tick) AS run
-    FROM alarms
-),
+-- A series' longest run of consecutive alarms, tick after tick.
 per_series AS (
-    SELECT series, max(run) AS longest, count(*) AS ticks, sum(CASE WHEN alarm THEN 1 ELSE 0 END) AS alarmed
-    FROM runs GROUP BY series
+    SELECT series, longest_run(alarm, tick) AS longest, count(*) AS ticks,
+           sum(CASE WHEN alarm THEN 1 ELSE 0 END) AS alarmed
+    FROM alarms GROUP BY series
 )
 SELECT k.cluster, k.state, k.host, p.longest, p.ticks, p.alarmed
 FROM salsa_series k JOIN per_series p ON p.series = k.series;

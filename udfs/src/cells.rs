@@ -1,8 +1,10 @@
-//! The state of a groups accumulator whose every group holds the same number of `f64` cells
-//! (a histogram's bins, a series' steps): all groups in one flat buffer, `width` cells a
-//! group, so that GROUP BY over a million groups allocates once, not once per group.
+//! The state of groups accumulators in flat buffers, so that GROUP BY over a million groups
+//! allocates once, not once per group: groups that each hold the same number of `f64` cells (a
+//! histogram's bins, a series' steps), `width` cells a group; and groups that keep their rows
+//! until the end, each row tagged with its group ([`ByGroup`]).
 
 use datafusion::arrow::array::{Array, ArrayRef, BooleanArray};
+use datafusion::arrow::buffer::OffsetBuffer;
 use datafusion::common::Result;
 use datafusion::logical_expr::EmitTo;
 
@@ -57,4 +59,46 @@ pub(crate) fn emit_to_groups(emit_to: EmitTo, groups: usize) -> usize {
 /// Whether a row passes the aggregate's FILTER clause.
 pub(crate) fn passes(filter: Option<&BooleanArray>, row: usize) -> bool {
     filter.is_none_or(|f| f.is_valid(row) && f.value(row))
+}
+
+/// The rows of the groups being emitted, by group: group `g`'s are `order[starts[g]..starts[g + 1]]`,
+/// in arrival order.
+pub(crate) struct ByGroup {
+    pub starts: Vec<usize>,
+    pub order: Vec<usize>,
+}
+
+impl ByGroup {
+    /// The rows of groups `0..n`, given each row's group (a counting sort).
+    pub fn of(group_of: &[usize], n: usize) -> Self {
+        let mut starts = vec![0; n + 1];
+        for &g in group_of.iter().filter(|&&g| g < n) {
+            starts[g + 1] += 1;
+        }
+        for g in 0..n {
+            starts[g + 1] += starts[g];
+        }
+        let mut next = starts.clone();
+        let mut order = vec![0; starts[n]];
+        for (row, &g) in group_of.iter().enumerate().filter(|&(_, &g)| g < n) {
+            order[next[g]] = row;
+            next[g] += 1;
+        }
+        Self { starts, order }
+    }
+
+    /// The rows of the groups from `n` on, which stay when the first `n` are emitted.
+    pub fn rows_after(group_of: &[usize], n: usize) -> Vec<usize> {
+        (0..group_of.len()).filter(|&row| group_of[row] >= n).collect()
+    }
+
+    /// The groups' sizes, as list offsets.
+    pub fn lengths(&self) -> OffsetBuffer<i32> {
+        OffsetBuffer::from_lengths(self.starts.windows(2).map(|w| w[1] - w[0]))
+    }
+
+    /// Each group's rows.
+    pub fn groups(&self) -> impl Iterator<Item = &[usize]> {
+        self.starts.windows(2).map(|w| &self.order[w[0]..w[1]])
+    }
 }

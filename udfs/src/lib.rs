@@ -42,7 +42,7 @@ pub fn scalar_functions() -> Vec<ScalarUDF> {
 }
 
 /// The aggregate functions: `state_histogram`, `label_histogram`, `decayed_histogram`,
-/// `tick_histograms`, `concurrency_series`, `gmm_fit`, `peer_scores`.
+/// `tick_histograms`, `concurrency_series`, `gmm_fit`, `peer_scores`, `longest_run`.
 pub fn aggregate_functions() -> Vec<AggregateUDF> {
     vec![
         AggregateUDF::new_from_impl(histogram::BinnedHistogram::state_histogram()),
@@ -52,6 +52,7 @@ pub fn aggregate_functions() -> Vec<AggregateUDF> {
         AggregateUDF::new_from_impl(series::ConcurrencySeries::default()),
         AggregateUDF::new_from_impl(gmm::GmmFit::default()),
         AggregateUDF::new_from_impl(peer::PeerScores::default()),
+        AggregateUDF::new_from_impl(alarm::LongestRun::default()),
     ]
 }
 
@@ -211,7 +212,7 @@ mod tests {
         names.sort();
         names.dedup();
         assert_eq!(names.len(), count, "duplicate function names: {names:?}");
-        assert_eq!(count, 16);
+        assert_eq!(count, 17);
     }
 
     #[tokio::test]
