@@ -287,9 +287,7 @@ impl RunGroups {
     fn emit<T>(&mut self, emit_to: EmitTo, f: impl FnOnce(&Self, &ByGroup) -> T) -> T {
         let n = emit_to_groups(emit_to, self.groups).min(self.groups);
         let emitted = f(self, &ByGroup::of(&self.group_of, n));
-        let kept = ByGroup::rows_after(&self.group_of, n);
-        self.rows = kept.iter().map(|&row| self.rows[row]).collect();
-        self.group_of = kept.iter().map(|&row| self.group_of[row] - n).collect();
+        ByGroup::forget_first(&mut self.group_of, &mut self.rows, n);
         self.groups -= n;
         emitted
     }

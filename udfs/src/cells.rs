@@ -87,9 +87,12 @@ impl ByGroup {
         Self { starts, order }
     }
 
-    /// The rows of the groups from `n` on, which stay when the first `n` are emitted.
-    pub fn rows_after(group_of: &[usize], n: usize) -> Vec<usize> {
-        (0..group_of.len()).filter(|&row| group_of[row] >= n).collect()
+    /// Forgets the rows of groups `0..n` (emitted): the rows of the groups after stay, in
+    /// order, their groups renumbered from 0.
+    pub fn forget_first<T: Copy>(group_of: &mut Vec<usize>, rows: &mut Vec<T>, n: usize) {
+        let kept: Vec<usize> = (0..group_of.len()).filter(|&row| group_of[row] >= n).collect();
+        *rows = kept.iter().map(|&row| rows[row]).collect();
+        *group_of = kept.iter().map(|&row| group_of[row] - n).collect();
     }
 
     /// The groups' sizes, as list offsets.

@@ -37,7 +37,7 @@ use crate::args::{
     Literals, check_arity, exec_error, f64_list_type, list_row, logical_literals, physical_literals, require_number,
     require_number_list, require_number_list_uncast, to_f64_list,
 };
-use crate::cells::{ByGroup, passes};
+use crate::cells::{ByGroup, emit_to_groups, passes};
 use crate::distance::{
     FarTest, WIDE_LANES, distribution_total, far_counts, is_far_normalised, jsd_sqrt_normalised, mean_x_log2_x,
 };
@@ -436,23 +436,18 @@ impl PeerScoresGroups {
         Ok(())
     }
 
-    /// Forgets groups `0..n` and their rows; the groups after become `0..`.
-    fn drop_groups(&mut self, n: usize) {
-        if n >= self.groups {
+    /// `f` of the groups `emit_to` names, which are then forgotten (with the batches, once
+    /// every group is); the groups after become `0..`.
+    fn emit<T>(&mut self, emit_to: EmitTo, f: impl FnOnce(&Self, &ByGroup) -> Result<T>) -> Result<T> {
+        let n = emit_to_groups(emit_to, self.groups).min(self.groups);
+        let emitted = f(self, &ByGroup::of(&self.group_of, n))?;
+        if n == self.groups {
             *self = Self::new(self.threshold, self.member_type.clone());
-            return;
+        } else {
+            ByGroup::forget_first(&mut self.group_of, &mut self.rows, n);
+            self.groups -= n;
         }
-        let kept = ByGroup::rows_after(&self.group_of, n);
-        self.rows = kept.iter().map(|&row| self.rows[row]).collect();
-        self.group_of = kept.iter().map(|&row| self.group_of[row] - n).collect();
-        self.groups -= n;
-    }
-
-    fn emitted(&self, emit_to: EmitTo) -> usize {
-        match emit_to {
-            EmitTo::All => self.groups,
-            EmitTo::First(n) => n.min(self.groups),
-        }
+        Ok(emitted)
     }
 
     /// The members of the rows `order`.
@@ -544,17 +539,11 @@ impl GroupsAccumulator for PeerScoresGroups {
     }
 
     fn evaluate(&mut self, emit_to: EmitTo) -> Result<ArrayRef> {
-        let n = self.emitted(emit_to);
-        let scores = self.scores_of(&ByGroup::of(&self.group_of, n))?;
-        self.drop_groups(n);
-        Ok(scores)
+        self.emit(emit_to, Self::scores_of)
     }
 
     fn state(&mut self, emit_to: EmitTo) -> Result<Vec<ArrayRef>> {
-        let n = self.emitted(emit_to);
-        let state = self.state_of(&ByGroup::of(&self.group_of, n))?;
-        self.drop_groups(n);
-        Ok(state)
+        self.emit(emit_to, Self::state_of)
     }
 
     fn merge_batch(&mut self, values: &[ArrayRef], group_indices: &[usize], total_num_groups: usize) -> Result<()> {
