@@ -409,7 +409,11 @@ impl AggregateUDFImpl for LongestRun {
     fn state_fields(&self, args: StateFieldsArgs) -> Result<Vec<FieldRef>> {
         Ok(vec![
             Arc::new(Field::new(format_state_name(args.name, "ords"), DataType::List(list_item(DataType::Float64)), true)),
-            Arc::new(Field::new(format_state_name(args.name, "flags"), DataType::List(list_item(DataType::Boolean)), true)),
+            Arc::new(Field::new(
+                format_state_name(args.name, "flags"),
+                DataType::List(list_item(DataType::Boolean)),
+                true,
+            )),
         ])
     }
 
@@ -483,8 +487,8 @@ mod tests {
         // y: at t = 1 a false comes before the true, which joins t = 2's: 2.
         // z: the true has no ord and is skipped: 0.
         let data = "(VALUES ('x', 3, true), ('x', 1, true), ('x', 2, false), ('x', 4, true), ('x', 5, NULL), \
-                    ('x', 6, true), ('y', 1, true), ('y', 1, false), ('y', 2, true), ('z', NULL, true), ('z', 1, false)) \
-                    AS v(h, t, a)";
+                    ('x', 6, true), ('y', 1, true), ('y', 1, false), ('y', 2, true), ('z', NULL, true), \
+                    ('z', 1, false)) AS v(h, t, a)";
         let sql = format!("SELECT h, longest_run(a, t) FROM {data} GROUP BY h ORDER BY h");
         for ctx in [ctx(1), ctx(4), ctx_skipping_partial_aggregation(4)] {
             assert_eq!(strings(&ctx, &sql).await, ["x|2", "y|2", "z|0"]);
@@ -525,8 +529,8 @@ mod tests {
         let windowed = strings(
             &ctx(1),
             &format!(
-                "SELECT g, max(run) FROM (SELECT g, consecutive(a) OVER (PARTITION BY g ORDER BY t) AS run FROM {data}) \
-                 GROUP BY g ORDER BY g"
+                "SELECT g, max(run) FROM \
+                 (SELECT g, consecutive(a) OVER (PARTITION BY g ORDER BY t) AS run FROM {data}) GROUP BY g ORDER BY g"
             ),
         )
         .await;
@@ -546,7 +550,8 @@ mod tests {
         let flags: ArrayRef = Arc::new(BooleanArray::from(vec![true, true, true, false, true, true]));
         let ords: ArrayRef = Arc::new(Int64Array::from(vec![1, 2, 1, 2, 3, 1]));
         let groups = [0, 0, 1, 1, 1, 2];
-        let longest = |array: ArrayRef| array.as_primitive::<datafusion::arrow::datatypes::Int64Type>().values().to_vec();
+        let longest =
+            |array: ArrayRef| array.as_primitive::<datafusion::arrow::datatypes::Int64Type>().values().to_vec();
         let mut parts = RunGroups::default();
         parts.update_batch(&[flags.clone(), ords.clone()], &groups, None, 3).unwrap();
         assert_eq!(longest(parts.evaluate(EmitTo::First(1)).unwrap()), [2]);
