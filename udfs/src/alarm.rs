@@ -408,7 +408,11 @@ impl AggregateUDFImpl for LongestRun {
 
     fn state_fields(&self, args: StateFieldsArgs) -> Result<Vec<FieldRef>> {
         Ok(vec![
-            Arc::new(Field::new(format_state_name(args.name, "ords"), DataType::List(list_item(DataType::Float64)), true)),
+            Arc::new(Field::new(
+                format_state_name(args.name, "ords"),
+                DataType::List(list_item(DataType::Float64)),
+                true,
+            )),
             Arc::new(Field::new(
                 format_state_name(args.name, "flags"),
                 DataType::List(list_item(DataType::Boolean)),
