@@ -114,7 +114,7 @@ alarms AS (
                AND coalesce(peer['score'] > 0.5, false) AS alarm
     FROM compared
 ),
--- A series' longest run of consecutive alarms, tick after tick.
+-- $alarms consecutive alarms indict: each series' longest run of them, in tick order.
 per_series AS (
     SELECT series, longest_run(alarm, tick) AS longest, count(*) AS ticks,
            sum(CASE WHEN alarm THEN 1 ELSE 0 END) AS alarmed

@@ -17,7 +17,7 @@ use datafusion::logical_expr::{
 };
 
 use crate::args::{
-    Literals, arg_error, check_arity, exec_error, is_number, physical_literals, require_number, require_time,
+    Literals, arg_error, check_arity, exec_error, is_number, list_item, physical_literals, require_number, require_time,
     times_to_f64, to_f64,
 };
 use crate::cells::{ByGroup, emit_to_groups, passes};
@@ -205,10 +205,6 @@ impl Default for LongestRun {
     }
 }
 
-fn list_item(t: DataType) -> FieldRef {
-    Arc::new(Field::new_list_field(t, true))
-}
-
 /// Every row of every group, kept until the end: (ord, flag), a NULL flag kept as false.
 #[derive(Debug, Default)]
 struct RunGroups {
@@ -218,14 +214,16 @@ struct RunGroups {
 }
 
 impl RunGroups {
-    /// Adds `flags` in the order of `ords`, a row at a time to group `group_of(row)`; rows whose
+    /// Adds the rows `rows` yields, each (row of `flags` and `ords`, its group); rows whose
     /// ord is NULL or NaN have no place in the order and are skipped.
-    fn add(&mut self, flags: &ArrayRef, ords: &ArrayRef, group_of: impl Fn(usize) -> Option<usize>) -> Result<()> {
+    fn add(&mut self, flags: &ArrayRef, ords: &ArrayRef, rows: impl Iterator<Item = (usize, usize)>) -> Result<()> {
         let flags = flags.as_boolean_opt().ok_or_else(|| exec_error(LONGEST_RUN, "flag must be a boolean"))?;
         let ords = times_to_f64(ords)?;
-        for row in 0..flags.len() {
+        if flags.len() != ords.len() {
+            return Err(exec_error(LONGEST_RUN, "flags and ords of different lengths"));
+        }
+        for (row, g) in rows {
             let ord = ords.value(row);
-            let Some(g) = group_of(row) else { continue };
             if ords.is_null(row) || ord.is_nan() {
                 continue;
             }
@@ -274,13 +272,12 @@ impl RunGroups {
         if ords.value_offsets() != flags.value_offsets() {
             return Err(exec_error(LONGEST_RUN, "partial state has mismatched lengths"));
         }
-        // The values of the rows each state row holds, tagged with its group.
-        let mut group_of = vec![None; ords.values().len()];
-        for (row, &g) in group_indices.iter().enumerate() {
-            let range = ords.value_offsets()[row] as usize..ords.value_offsets()[row + 1] as usize;
-            group_of[range].fill(Some(g));
-        }
-        self.add(flags.values(), ords.values(), |value| group_of[value])
+        // Only the values the state's rows hold: a state is often a slice of a larger one.
+        let offsets = ords.value_offsets();
+        let rows = group_indices.iter().enumerate().flat_map(|(row, &g)| {
+            (offsets[row] as usize..offsets[row + 1] as usize).map(move |value| (value, g))
+        });
+        self.add(flags.values(), ords.values(), rows)
     }
 
     /// `f` of the groups `emit_to` names, which are then forgotten; the groups after become `0..`.
@@ -308,7 +305,8 @@ impl GroupsAccumulator for RunGroups {
         total_num_groups: usize,
     ) -> Result<()> {
         self.groups = self.groups.max(total_num_groups);
-        self.add(&values[0], &values[1], |row| passes(opt_filter, row).then(|| group_indices[row]))
+        let rows = group_indices.iter().enumerate().filter(|&(row, _)| passes(opt_filter, row));
+        self.add(&values[0], &values[1], rows.map(|(row, &g)| (row, g)))
     }
 
     fn evaluate(&mut self, emit_to: EmitTo) -> Result<ArrayRef> {
@@ -328,7 +326,8 @@ impl GroupsAccumulator for RunGroups {
     fn convert_to_state(&self, values: &[ArrayRef], opt_filter: Option<&BooleanArray>) -> Result<Vec<ArrayRef>> {
         let mut rows = Self::default();
         rows.groups = values[0].len();
-        rows.add(&values[0], &values[1], |row| passes(opt_filter, row).then_some(row))?;
+        let passing = (0..values[0].len()).filter(|&row| passes(opt_filter, row));
+        rows.add(&values[0], &values[1], passing.map(|row| (row, row)))?;
         Ok(rows.state_of(&ByGroup::of(&rows.group_of, rows.groups)))
     }
 
@@ -344,7 +343,7 @@ struct RunAccumulator(RunGroups);
 impl Accumulator for RunAccumulator {
     fn update_batch(&mut self, values: &[ArrayRef]) -> Result<()> {
         self.0.groups = 1;
-        self.0.add(&values[0], &values[1], |_| Some(0))
+        self.0.add(&values[0], &values[1], (0..values[0].len()).map(|row| (row, 0)))
     }
 
     fn evaluate(&mut self) -> Result<ScalarValue> {
@@ -370,8 +369,9 @@ static LONGEST_RUN_DOC: LazyLock<Documentation> = LazyLock::new(|| {
         "The length of the group's longest run of true flags in the order of ord: what \
          max(consecutive(flag) OVER (PARTITION BY group ORDER BY ord)) gives, without sorting the \
          whole table (SALSA indicts a node after 20 consecutive alarms). A NULL flag ends a run like \
-         false; rows whose ord is NULL or NaN are skipped; at equal ords a false comes first. 0 when \
-         no flag is true.",
+         false; rows whose ord is NULL or NaN are skipped; at equal ords a false comes first. ords \
+         are compared as doubles (timestamps in seconds, to about a microsecond). 0 when no flag is \
+         true.",
         "longest_run(flag, ord)",
     )
     .with_sql_example("SELECT host, longest_run(alarm, tick) AS longest FROM alarms GROUP BY host")
@@ -551,20 +551,26 @@ mod tests {
     /// another accumulator gives what the rows themselves do.
     #[test]
     fn longest_run_emits_in_parts_and_merges() {
-        let flags: ArrayRef = Arc::new(BooleanArray::from(vec![true, true, true, false, true, true]));
-        let ords: ArrayRef = Arc::new(Int64Array::from(vec![1, 2, 1, 2, 3, 1]));
-        let groups = [0, 0, 1, 1, 1, 2];
+        // Runs of 2, 1 (true, false, true) and 3, out of order within a group.
+        let flags: ArrayRef = Arc::new(BooleanArray::from(vec![true, true, true, false, true, true, true, true]));
+        let ords: ArrayRef = Arc::new(Int64Array::from(vec![2, 1, 1, 2, 3, 3, 1, 2]));
+        let groups = [0, 0, 1, 1, 1, 2, 2, 2];
         let longest =
             |array: ArrayRef| array.as_primitive::<datafusion::arrow::datatypes::Int64Type>().values().to_vec();
         let mut parts = RunGroups::default();
         parts.update_batch(&[flags.clone(), ords.clone()], &groups, None, 3).unwrap();
         assert_eq!(longest(parts.evaluate(EmitTo::First(1)).unwrap()), [2]);
-        assert_eq!(longest(parts.evaluate(EmitTo::All).unwrap()), [1, 1]);
+        assert_eq!(longest(parts.evaluate(EmitTo::All).unwrap()), [1, 3]);
         let mut partial = RunGroups::default();
         partial.update_batch(&[flags, ords], &groups, None, 3).unwrap();
         let state = partial.state(EmitTo::All).unwrap();
         let mut merged = RunGroups::default();
         merged.merge_batch(&state, &[2, 0, 1], 3).unwrap();
-        assert_eq!(longest(merged.evaluate(EmitTo::All).unwrap()), [1, 1, 2]);
+        assert_eq!(longest(merged.evaluate(EmitTo::All).unwrap()), [1, 3, 2]);
+        // A state sliced to its last group.
+        let sliced: Vec<ArrayRef> = state.iter().map(|s| s.slice(2, 1)).collect();
+        let mut one = RunGroups::default();
+        one.merge_batch(&sliced, &[0], 1).unwrap();
+        assert_eq!(longest(one.evaluate(EmitTo::All).unwrap()), [3]);
     }
 }

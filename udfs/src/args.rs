@@ -10,7 +10,7 @@ use std::sync::Arc;
 use datafusion::arrow::array::{Array, ArrayRef, AsArray, Float64Array, GenericListArray, ListArray, OffsetSizeTrait};
 use datafusion::arrow::buffer::OffsetBuffer;
 use datafusion::arrow::compute::cast;
-use datafusion::arrow::datatypes::{DataType, Field, TimeUnit};
+use datafusion::arrow::datatypes::{DataType, Field, FieldRef, TimeUnit};
 use datafusion::common::{DataFusionError, Result, ScalarValue};
 use datafusion::logical_expr::{Cast, ColumnarValue, Expr, TryCast};
 use datafusion::physical_expr::PhysicalExpr;
@@ -78,10 +78,15 @@ pub(crate) fn require_number_list_uncast(func: &str, idx: usize, name: &str, t: 
     Ok(if t == &DataType::Null { coerced } else { t.clone() })
 }
 
+/// A list's item field of type `t`, nullable (DataFusion's convention).
+pub(crate) fn list_item(t: DataType) -> FieldRef {
+    Arc::new(Field::new_list_field(t, true))
+}
+
 /// The type of every histogram and series: `List<Float64>` with nullable items (DataFusion's
 /// convention for list literals, so `[1.0, 2.0]` in SQL has this exact type).
 pub(crate) fn f64_list_type() -> DataType {
-    DataType::List(Arc::new(Field::new_list_field(DataType::Float64, true)))
+    DataType::List(list_item(DataType::Float64))
 }
 
 /// Builds a `List<Float64>` array of `rows` lists of `width` values each from a flat buffer.

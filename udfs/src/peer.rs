@@ -34,8 +34,8 @@ use datafusion::logical_expr::{
 use datafusion::physical_expr::PhysicalExpr;
 
 use crate::args::{
-    Literals, check_arity, exec_error, f64_list_type, list_row, logical_literals, physical_literals, require_number,
-    require_number_list, require_number_list_uncast, to_f64_list,
+    Literals, check_arity, exec_error, f64_list_type, list_item, list_row, logical_literals, physical_literals,
+    require_number, require_number_list, require_number_list_uncast, to_f64_list,
 };
 use crate::cells::{ByGroup, emit_to_groups, passes};
 use crate::distance::{
@@ -149,22 +149,17 @@ impl Distributions {
     /// [`distribution_total`]); `Err` with the others' width when its width differs.
     fn push_raw(&mut self, raw: &[f64]) -> std::result::Result<bool, usize> {
         let Some(total) = distribution_total(raw) else { return Ok(false) };
-        self.push_with(raw.len(), raw.iter().map(|&x| x / total))?;
-        Ok(true)
-    }
-
-    fn push_with(&mut self, width: usize, p: impl Iterator<Item = f64>) -> std::result::Result<(), usize> {
         match self.width {
-            None => self.width = Some(width),
-            Some(w) if w != width => return Err(w),
+            None => self.width = Some(raw.len()),
+            Some(w) if w != raw.len() => return Err(w),
             Some(_) => {}
         }
         let start = self.flat.len();
-        self.flat.extend(p);
+        self.flat.extend(raw.iter().map(|&x| x / total));
         self.flat.resize(self.flat.len().next_multiple_of(WIDE_LANES), 0.0);
         let p = &self.flat[start..];
         self.entropies.push(mean_x_log2_x(p, p));
-        Ok(())
+        Ok(true)
     }
 
     fn stride(&self) -> usize {
@@ -336,7 +331,8 @@ const PEER_SCORES: &str = "peer_scores";
 /// `peer_scores(member, hist, threshold)`: `peer_score` as an aggregate, for a GROUP BY of the
 /// peer group. Where every peer group is small (a cluster's hosts at one tick), a window
 /// partitioned by it repartitions, sorts and concatenates the histograms and evaluates each
-/// partition on its own; a hash aggregate copies each histogram once into its group.
+/// partition on its own; the aggregate points at each row where it came and scores each group
+/// when it is emitted.
 #[derive(Debug, PartialEq, Eq, Hash)]
 pub struct PeerScores {
     signature: Signature,
@@ -354,7 +350,7 @@ fn score_fields(member: &DataType) -> Fields {
 }
 
 fn score_item(member: &DataType) -> FieldRef {
-    Arc::new(Field::new_list_field(DataType::Struct(score_fields(member)), true))
+    list_item(DataType::Struct(score_fields(member)))
 }
 
 fn threshold_of(exprs: &[Arc<dyn PhysicalExpr>]) -> Result<f64> {
@@ -378,6 +374,11 @@ struct PeerScoresGroups {
     rows: Vec<(usize, usize)>,
 }
 
+/// The memory a batch's arrays hold (all of their buffers, even where they are a slice).
+fn input_size((members, hists): &(ArrayRef, ListArray)) -> usize {
+    members.get_array_memory_size() + hists.get_array_memory_size()
+}
+
 impl PeerScoresGroups {
     fn new(threshold: f64, member_type: DataType) -> Self {
         Self {
@@ -392,8 +393,9 @@ impl PeerScoresGroups {
     }
 
     fn keep(&mut self, members: ArrayRef, hists: ListArray) -> usize {
-        self.input_bytes += members.get_array_memory_size() + hists.get_array_memory_size();
-        self.inputs.push((members, hists));
+        let input = (members, hists);
+        self.input_bytes += input_size(&input);
+        self.inputs.push(input);
         self.inputs.len() - 1
     }
 
@@ -405,12 +407,14 @@ impl PeerScoresGroups {
         total: usize,
     ) -> Result<()> {
         self.groups = self.groups.max(total);
+        let rows: Vec<usize> = (0..group_indices.len()).filter(|&row| passes(opt_filter, row)).collect();
+        if rows.is_empty() {
+            return Ok(());
+        }
         let input = self.keep(values[0].clone(), to_f64_list(&values[1])?);
-        for (row, &g) in group_indices.iter().enumerate() {
-            if passes(opt_filter, row) {
-                self.group_of.push(g);
-                self.rows.push((input, row));
-            }
+        for row in rows {
+            self.group_of.push(group_indices[row]);
+            self.rows.push((input, row));
         }
         Ok(())
     }
@@ -426,27 +430,36 @@ impl PeerScoresGroups {
         if members.value_offsets() != hists.value_offsets() {
             return Err(exec_error(PEER_SCORES, "partial state has mismatched lengths"));
         }
-        let input = self.keep(members.values().clone(), to_f64_list(hists.values())?);
+        // Only the values the state's rows hold: a state is often a slice of a larger one.
+        let offsets = members.value_offsets();
+        let (first, last) = (offsets[0] as usize, offsets[offsets.len() - 1] as usize);
+        let input = self.keep(
+            members.values().slice(first, last - first),
+            to_f64_list(&hists.values().slice(first, last - first))?,
+        );
         for (row, &g) in group_indices.iter().enumerate() {
-            for member in members.value_offsets()[row] as usize..members.value_offsets()[row + 1] as usize {
+            for member in offsets[row] as usize..offsets[row + 1] as usize {
                 self.group_of.push(g);
-                self.rows.push((input, member));
+                self.rows.push((input, member - first));
             }
         }
         Ok(())
     }
 
-    /// `f` of the groups `emit_to` names, which are then forgotten (with the batches, once
-    /// every group is); the groups after become `0..`.
+    /// `f` of the groups `emit_to` names, which are then forgotten with the batches no row
+    /// left points into; the groups after become `0..`.
     fn emit<T>(&mut self, emit_to: EmitTo, f: impl FnOnce(&Self, &ByGroup) -> Result<T>) -> Result<T> {
         let n = emit_to_groups(emit_to, self.groups).min(self.groups);
         let emitted = f(self, &ByGroup::of(&self.group_of, n))?;
-        if n == self.groups {
-            *self = Self::new(self.threshold, self.member_type.clone());
-        } else {
-            ByGroup::forget_first(&mut self.group_of, &mut self.rows, n);
-            self.groups -= n;
+        ByGroup::forget_first(&mut self.group_of, &mut self.rows, n);
+        self.groups -= n;
+        let mut used = vec![false; self.inputs.len()];
+        self.rows.iter().for_each(|&(input, _)| used[input] = true);
+        for (input, _) in self.inputs.iter_mut().zip(used).filter(|(_, used)| !used) {
+            // Emptied in place: the rows left keep their inputs' positions.
+            *input = (new_empty_array(&self.member_type), ListArray::new_null(list_item(DataType::Float64), 0));
         }
+        self.input_bytes = self.inputs.iter().map(input_size).sum();
         Ok(emitted)
     }
 
@@ -503,7 +516,7 @@ impl PeerScoresGroups {
 
     fn state_of(&self, by_group: &ByGroup) -> Result<Vec<ArrayRef>> {
         let members = ListArray::try_new(
-            Arc::new(Field::new_list_field(self.member_type.clone(), true)),
+            list_item(self.member_type.clone()),
             by_group.lengths(),
             self.members_of(&by_group.order)?,
             None,
@@ -518,7 +531,7 @@ impl PeerScoresGroups {
             hists.append(hist.is_some());
         }
         let hists = ListArray::try_new(
-            Arc::new(Field::new_list_field(f64_list_type(), true)),
+            list_item(f64_list_type()),
             by_group.lengths(),
             Arc::new(hists.finish()),
             None,
@@ -601,8 +614,9 @@ static PEER_SCORES_DOC: LazyLock<Documentation> = LazyLock::new(|| {
          partition; a score above 0.5 is indict. Returns a list of {member, score}, member as given, \
          in no particular order; unnest it to join the scores back. NULL rules as for peer_score: \
          a row whose histogram is NULL, empty or all zero scores NULL and is nobody's peer. The \
-         aggregate to use where the peer groups are many and small: a GROUP BY copies each \
-         histogram once, where a window sorts them.",
+         function to use where the peer groups are many and small: a window partitioned by the \
+         group sorts every histogram; the aggregate keeps each row where it came until its group \
+         is scored.",
         "peer_scores(member, hist, threshold)",
     )
     .with_sql_example(
@@ -654,12 +668,12 @@ impl AggregateUDFImpl for PeerScores {
         Ok(vec![
             Arc::new(Field::new(
                 format_state_name(args.name, "members"),
-                DataType::List(Arc::new(Field::new_list_field(member_type, true))),
+                DataType::List(list_item(member_type)),
                 true,
             )),
             Arc::new(Field::new(
                 format_state_name(args.name, "dists"),
-                DataType::List(Arc::new(Field::new_list_field(f64_list_type(), true))),
+                DataType::List(list_item(f64_list_type())),
                 true,
             )),
         ])
@@ -786,10 +800,10 @@ mod tests {
         assert!(err.contains("indict: argument 2 (threshold) must be a number literal"), "{err}");
     }
 
-    /// The rows of `peer_scores_sql`'s groups: group 1 as in `sql` above; in group 2 a pair
+    /// The rows of the `peer_scores` tests' groups: group 1 as in `sql` above; in group 2 a pair
     /// that differs, a NULL and an all-zero histogram (no distributions: NULL scores, nobody's
-    /// peers); group 3 a lone row (no peers). Enough rows of group 1 repeated (`x` 0 to 39,
-    /// each a copy of a, b or c) that small batches split every group across partitions.
+    /// peers); group 3 a lone row (no peers). Group 1's rows repeated (`x` 0 to 39, each a copy
+    /// of a, b or c), so that small batches split it across partitions.
     const PEER_ROWS: &str = "SELECT g, h || CAST(x AS VARCHAR) AS h, hist FROM (VALUES \
         (1, 'a', [5, 5, 0]), (1, 'b', [6, 4, 0]), (1, 'c', [0, 0, 9]), \
         (2, 'd', [1, 0, 0]), (2, 'e', [0, 1, 0]), (2, 'f', NULL), (2, 'z', [0, 0, 0]), (3, 'l', [2, 1, 0])) \
@@ -876,11 +890,33 @@ mod tests {
             ]
         );
         let mut partial = PeerScoresGroups::new(0.5, DataType::Int64);
-        partial.update_batch(&[members, hists], &groups, None, 3).unwrap();
+        partial.update_batch(&[members.clone(), hists.clone()], &groups, None, 3).unwrap();
         let state = partial.state(EmitTo::All).unwrap();
         let mut merged = PeerScoresGroups::new(0.5, DataType::Int64);
         merged.merge_batch(&state, &[2, 0, 1], 3).unwrap();
         let merged_scores = scores(merged.evaluate(EmitTo::All).unwrap());
         assert_eq!(merged_scores, [rest[0].as_str(), rest[1].as_str(), first[0].as_str()]);
+        // A state sliced to its last two groups, merged where a group already has rows:
+        // group 1's members join 10 and 11 (20 and 21 are 10's copies, 22 is 11's).
+        let sliced: Vec<ArrayRef> = state.iter().map(|s| s.slice(1, 2)).collect();
+        let mut joined = PeerScoresGroups::new(0.5, DataType::Int64);
+        joined.update_batch(&[members.slice(0, 2), hists.slice(0, 2)], &[0, 0], None, 1).unwrap();
+        joined.merge_batch(&sliced, &[0, 1], 2).unwrap();
+        assert_eq!(
+            scores(joined.evaluate(EmitTo::All).unwrap()),
+            [
+                "[{member: 10, score: 0.5}, {member: 11, score: 0.75}, {member: 20, score: 0.5}, \
+                 {member: 21, score: 0.5}, {member: 22, score: 0.75}]",
+                "[{member: 30, score: NULL}]"
+            ]
+        );
+        // Emitting a group lets go of the batches only it pointed into.
+        let mut two_batches = PeerScoresGroups::new(0.5, DataType::Int64);
+        two_batches.update_batch(&[members.slice(0, 2), hists.slice(0, 2)], &[0, 0], None, 1).unwrap();
+        two_batches.update_batch(&[members.slice(2, 4), hists.slice(2, 4)], &[1, 1, 1, 2], None, 3).unwrap();
+        let before = GroupsAccumulator::size(&two_batches);
+        two_batches.evaluate(EmitTo::First(1)).unwrap();
+        assert!(GroupsAccumulator::size(&two_batches) < before);
+        assert_eq!(scores(two_batches.evaluate(EmitTo::All).unwrap()), rest);
     }
 }
