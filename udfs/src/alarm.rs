@@ -20,7 +20,15 @@ use crate::args::{
     Literals, arg_error, check_arity, exec_error, is_number, list_item, physical_literals, require_number, require_time,
     times_to_f64, to_f64,
 };
-use crate::cells::{ByGroup, emit_to_groups, passes};
+use crate::cells::{ByGroup, emit_to_groups, paired_lists, passes, values_with_groups};
+
+/// The first argument of `consecutive` and `longest_run`: a boolean (or NULL).
+fn require_flag(func: &str, t: &DataType) -> Result<()> {
+    match t {
+        DataType::Boolean | DataType::Null => Ok(()),
+        other => Err(arg_error(func, 0, "flag", format!("must be a boolean, got {other}"))),
+    }
+}
 
 /// `consecutive(flag)`.
 #[derive(Debug, PartialEq, Eq, Hash)]
@@ -82,10 +90,8 @@ impl WindowUDFImpl for Consecutive {
 
     fn coerce_types(&self, t: &[DataType]) -> Result<Vec<DataType>> {
         check_arity(self.name(), t, 1, 1)?;
-        match t[0] {
-            DataType::Boolean | DataType::Null => Ok(vec![DataType::Boolean]),
-            ref other => Err(arg_error(self.name(), 0, "flag", format!("must be a boolean, got {other}"))),
-        }
+        require_flag(self.name(), &t[0])?;
+        Ok(vec![DataType::Boolean])
     }
 
     fn partition_evaluator(&self, _: PartitionEvaluatorArgs) -> Result<Box<dyn PartitionEvaluator>> {
@@ -266,18 +272,8 @@ impl RunGroups {
 
     fn merge(&mut self, states: &[ArrayRef], group_indices: &[usize], total: usize) -> Result<()> {
         self.groups = self.groups.max(total);
-        let (Some(ords), Some(flags)) = (states[0].as_list_opt::<i32>(), states[1].as_list_opt::<i32>()) else {
-            return Err(exec_error(LONGEST_RUN, "partial state is not two lists"));
-        };
-        if ords.value_offsets() != flags.value_offsets() {
-            return Err(exec_error(LONGEST_RUN, "partial state has mismatched lengths"));
-        }
-        // Only the values the state's rows hold: a state is often a slice of a larger one.
-        let offsets = ords.value_offsets();
-        let rows = group_indices.iter().enumerate().flat_map(|(row, &g)| {
-            (offsets[row] as usize..offsets[row + 1] as usize).map(move |value| (value, g))
-        });
-        self.add(flags.values(), ords.values(), rows)
+        let (ords, flags) = paired_lists(LONGEST_RUN, states)?;
+        self.add(flags.values(), ords.values(), values_with_groups(ords.value_offsets(), group_indices))
     }
 
     /// `f` of the groups `emit_to` names, which are then forgotten; the groups after become `0..`.
@@ -391,9 +387,7 @@ impl AggregateUDFImpl for LongestRun {
 
     fn coerce_types(&self, t: &[DataType]) -> Result<Vec<DataType>> {
         check_arity(LONGEST_RUN, t, 2, 2)?;
-        if !matches!(t[0], DataType::Boolean | DataType::Null) {
-            return Err(arg_error(LONGEST_RUN, 0, "flag", format!("must be a boolean, got {}", t[0])));
-        }
+        require_flag(LONGEST_RUN, &t[0])?;
         require_time(LONGEST_RUN, 1, "ord", &t[1])?;
         Ok(vec![DataType::Boolean, t[1].clone()])
     }
@@ -538,7 +532,7 @@ mod tests {
             ),
         )
         .await;
-        // Not only trivial groups: runs from 3 to 12 long.
+        // Not only trivial groups: runs of different lengths, each at least 3 long.
         let longest: Vec<u32> = windowed.iter().map(|r| r.split('|').nth(1).unwrap().parse().unwrap()).collect();
         assert!(longest.iter().min() < longest.iter().max() && longest.iter().all(|&l| l >= 3), "{longest:?}");
         let grouped = format!("SELECT g, longest_run(a, t) FROM {data} GROUP BY g ORDER BY g");

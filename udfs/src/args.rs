@@ -140,7 +140,7 @@ pub(crate) fn to_f64_list(array: &ArrayRef) -> Result<ListArray> {
 
 /// `list` over just the values its rows use, with no copy: the values sliced and the offsets
 /// moved to start at 0.
-fn on_own_values<O: OffsetSizeTrait>(list: &GenericListArray<O>) -> Result<GenericListArray<O>> {
+pub(crate) fn on_own_values<O: OffsetSizeTrait>(list: &GenericListArray<O>) -> Result<GenericListArray<O>> {
     let offsets = list.offsets();
     let (first, last) = (offsets[0], offsets[offsets.len() - 1]);
     if first.as_usize() == 0 && last.as_usize() == list.values().len() {

@@ -3,7 +3,7 @@
 //! histogram's bins, a series' steps), `width` cells a group; and groups that keep their rows
 //! until the end, each row tagged with its group ([`ByGroup`]).
 
-use datafusion::arrow::array::{Array, ArrayRef, BooleanArray};
+use datafusion::arrow::array::{Array, ArrayRef, AsArray, BooleanArray, ListArray};
 use datafusion::arrow::buffer::OffsetBuffer;
 use datafusion::common::Result;
 use datafusion::logical_expr::EmitTo;
@@ -59,6 +59,30 @@ pub(crate) fn emit_to_groups(emit_to: EmitTo, groups: usize) -> usize {
 /// Whether a row passes the aggregate's FILTER clause.
 pub(crate) fn passes(filter: Option<&BooleanArray>, row: usize) -> bool {
     filter.is_none_or(|f| f.is_valid(row) && f.value(row))
+}
+
+/// The two columns of a partial state whose rows each hold a group's values as two lists side
+/// by side (values and their flags, members and their histograms), checked to be that.
+pub(crate) fn paired_lists<'a>(func: &str, states: &'a [ArrayRef]) -> Result<(&'a ListArray, &'a ListArray)> {
+    let (Some(a), Some(b)) = (states[0].as_list_opt::<i32>(), states[1].as_list_opt::<i32>()) else {
+        return Err(exec_error(func, "partial state is not two lists"));
+    };
+    if a.value_offsets() != b.value_offsets() {
+        return Err(exec_error(func, "partial state has mismatched lengths"));
+    }
+    Ok((a, b))
+}
+
+/// Each value such a state's rows hold (an index into its lists' values), with the group its
+/// row goes to; only those of its rows, for a state is often a slice of a larger one.
+pub(crate) fn values_with_groups<'a>(
+    offsets: &'a [i32],
+    group_indices: &'a [usize],
+) -> impl Iterator<Item = (usize, usize)> + 'a {
+    group_indices
+        .iter()
+        .enumerate()
+        .flat_map(|(row, &g)| (offsets[row] as usize..offsets[row + 1] as usize).map(move |value| (value, g)))
 }
 
 /// The rows of the groups being emitted, by group: group `g`'s are `order[starts[g]..starts[g + 1]]`,

@@ -17,7 +17,7 @@ use std::mem::size_of;
 use std::sync::{Arc, LazyLock};
 
 use datafusion::arrow::array::{
-    Array, ArrayRef, AsArray, BooleanArray, Float64Array, Float64Builder, ListArray, ListBuilder, StructArray,
+    Array, ArrayRef, BooleanArray, Float64Array, Float64Builder, ListArray, ListBuilder, StructArray,
     new_empty_array,
 };
 use datafusion::arrow::compute::interleave;
@@ -34,10 +34,10 @@ use datafusion::logical_expr::{
 use datafusion::physical_expr::PhysicalExpr;
 
 use crate::args::{
-    Literals, check_arity, exec_error, f64_list_type, list_item, list_row, logical_literals, physical_literals,
-    require_number, require_number_list, require_number_list_uncast, to_f64_list,
+    Literals, check_arity, exec_error, f64_list_type, list_item, list_row, logical_literals, on_own_values,
+    physical_literals, require_number, require_number_list, require_number_list_uncast, to_f64_list,
 };
-use crate::cells::{ByGroup, emit_to_groups, passes};
+use crate::cells::{ByGroup, emit_to_groups, paired_lists, passes, values_with_groups};
 use crate::distance::{
     FarTest, WIDE_LANES, distribution_total, far_counts, is_far_normalised, jsd_sqrt_normalised, mean_x_log2_x,
 };
@@ -423,25 +423,13 @@ impl PeerScoresGroups {
     /// [`Self::state_of`] writes them.
     fn merge_rows(&mut self, states: &[ArrayRef], group_indices: &[usize], total: usize) -> Result<()> {
         self.groups = self.groups.max(total);
-        let (Some(members), Some(hists)) = (states[0].as_list_opt::<i32>(), states[1].as_list_opt::<i32>()) else {
-            return Err(exec_error(PEER_SCORES, "partial state is not two lists"));
-        };
-        // A member and its histogram are at the same place in the two lists' values.
-        if members.value_offsets() != hists.value_offsets() {
-            return Err(exec_error(PEER_SCORES, "partial state has mismatched lengths"));
-        }
-        // Only the values the state's rows hold: a state is often a slice of a larger one.
-        let offsets = members.value_offsets();
-        let (first, last) = (offsets[0] as usize, offsets[offsets.len() - 1] as usize);
-        let input = self.keep(
-            members.values().slice(first, last - first),
-            to_f64_list(&hists.values().slice(first, last - first))?,
-        );
-        for (row, &g) in group_indices.iter().enumerate() {
-            for member in offsets[row] as usize..offsets[row + 1] as usize {
-                self.group_of.push(g);
-                self.rows.push((input, member - first));
-            }
+        let (members, hists) = paired_lists(PEER_SCORES, states)?;
+        // Kept on the values their rows hold only: a state is often a slice of a larger one.
+        let (members, hists) = (on_own_values(members)?, on_own_values(hists)?);
+        let input = self.keep(members.values().clone(), to_f64_list(hists.values())?);
+        for (member, g) in values_with_groups(members.value_offsets(), group_indices) {
+            self.group_of.push(g);
+            self.rows.push((input, member));
         }
         Ok(())
     }
