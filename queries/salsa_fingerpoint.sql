@@ -79,12 +79,16 @@ SELECT cluster, state, host,
        dense_rank() OVER (ORDER BY cluster, state) AS peers
 FROM (SELECT DISTINCT cluster, state, host FROM salsa_samples) AS d;
 
--- Each series' distributions, tick by tick: its samples of the last $memory_ticks ticks in
--- twelve log-spaced bins of the duration over the median, from $lo to $hi, each weighing
--- exp(-lambda·Δt / (alpha·Δt + 1)), Δt its age at the tick; `level`, the mean bin, says which
--- side of its peers a host is on. A table of its own: after the unnest DataFusion 55 takes
--- `series` for a unique key (apache/datafusion#24787) and could drop `tick` from an ordering.
-CREATE TABLE salsa_distributions AS
+-- Each series' distributions, tick by tick, compared with its peers': its samples of the last
+-- $memory_ticks ticks in twelve log-spaced bins of the duration over the median, from $lo to
+-- $hi, each weighing exp(-lambda·Δt / (alpha·Δt + 1)), Δt its age at the tick, smoothed by a
+-- Gaussian kernel; `level`, the mean bin, says which side of its peers a host is on.
+-- `tick_peer_scores` does it in one aggregate per peer group: each series' score at a tick is
+-- the share of the tick's other series farther than $threshold_p, and `hosts` and
+-- `peer_level` are the tick's series and the median of their levels. (`tick_histograms`,
+-- `kde_smooth` and `peer_scores` give the same numbers in three steps, but hand every series'
+-- histogram at every tick from one GROUP BY to the next.)
+CREATE TABLE salsa_peer AS
 WITH labelled AS (
     SELECT k.series, k.peers, s.t,
            CAST(least(greatest(floor(ln(greatest(s.ms / greatest(m.median_ms, 0.001), 1e-9) / $lo) / ln($hi / $lo) * 12), 0), 11) AS BIGINT) AS bin
@@ -92,26 +96,15 @@ WITH labelled AS (
     JOIN salsa_series k ON k.cluster = m.cluster AND k.state = m.state
     JOIN salsa_samples s ON s.cluster = k.cluster AND s.state = k.state AND s.host = k.host
 ),
-ticked AS (
-    SELECT series, peers, unnest(tick_histograms(bin, 12, t, $step_seconds, $memory_ticks, $lambda, $alpha)) AS h
-    FROM labelled GROUP BY series, peers
-)
-SELECT series, peers, h['tick'] AS tick, h['mean_bin'] AS level, kde_smooth(h['hist'], $bandwidth) AS dist
-FROM ticked;
-
--- An alarm: enough hosts at the tick, this one slower than their median, and far from more
--- than half of them (a peer score above 0.5). One GROUP BY per tick: `peer_scores` hands back
--- each member with its score, where windows over the ticks would sort the distributions.
-CREATE TABLE salsa_peer AS
-WITH compared AS (
-    SELECT tick, count(*) AS hosts, median(level) AS peer_level,
-           unnest(peer_scores(named_struct('series', series, 'level', level), dist, $threshold_p)) AS peer
-    FROM salsa_distributions GROUP BY peers, tick
+compared AS (
+    SELECT unnest(tick_peer_scores(series, bin, 12, t, $step_seconds, $memory_ticks, $lambda, $alpha, $bandwidth, $threshold_p)) AS p
+    FROM labelled GROUP BY peers
 ),
+-- An alarm: enough hosts at the tick, this one slower than their median, and far from more
+-- than half of them (a peer score above 0.5).
 alarms AS (
-    SELECT peer['member']['series'] AS series, tick,
-           hosts >= $min_hosts AND peer['member']['level'] > peer_level
-               AND coalesce(peer['score'] > 0.5, false) AS alarm
+    SELECT p['member'] AS series, p['tick'] AS tick,
+           p['hosts'] >= $min_hosts AND p['level'] > p['peer_level'] AND coalesce(p['score'] > 0.5, false) AS alarm
     FROM compared
 ),
 -- $alarms consecutive alarms indict: each series' longest run of them, in tick order.
@@ -123,8 +116,9 @@ per_series AS (
 SELECT k.cluster, k.state, k.host, p.longest, p.ticks, p.alarmed
 FROM salsa_series k JOIN per_series p ON p.series = k.series;
 
--- Statement 7: the data flow.
-CREATE TABLE salsa_flow AS
+-- Statement 7: the data flow: the outliers, each with the host at its other end. A table,
+-- since the counts below read it twice (DataFusion would plan it anew at each mention).
+CREATE TABLE salsa_outliers AS
 WITH outlying AS (
     SELECT s.cluster, s.state, s.host, s.peer_host
     FROM salsa_typical m JOIN salsa_samples s ON s.cluster = m.cluster AND s.state = m.state
@@ -139,27 +133,27 @@ peer_names AS (
       AND ($from IS NULL OR date >= CAST($from AS DATE) - 1)
       AND ($to IS NULL OR date <= CAST($to AS DATE))
       AND cluster IN (SELECT DISTINCT cluster FROM outlying)
-),
-outliers AS (
-    SELECT o.cluster, o.state, o.host, coalesce(a.host, o.peer_host) AS peer
-    FROM outlying o LEFT JOIN peer_names a ON a.cluster = o.cluster AND a.address = o.peer_host
-),
+)
+SELECT o.cluster, o.state, o.host, coalesce(a.host, o.peer_host) AS peer
+FROM outlying o LEFT JOIN peer_names a ON a.cluster = o.cluster AND a.address = o.peer_host;
+
 -- Each outlier joins the host that logged it and its peer, each once: a block read locally
 -- joins its host once, not twice.
-associations AS (
-    SELECT cluster, state, host FROM outliers
+CREATE TABLE salsa_flow AS
+WITH associations AS (
+    SELECT cluster, state, host FROM salsa_outliers
     UNION ALL
-    SELECT cluster, state, peer AS host FROM outliers WHERE peer IS NOT NULL AND peer <> host
+    SELECT cluster, state, peer AS host FROM salsa_outliers WHERE peer IS NOT NULL AND peer <> host
 ),
 outlier_counts AS (
-    SELECT cluster, state, count(*) AS total FROM outliers GROUP BY cluster, state
+    SELECT cluster, state, count(*) AS total FROM salsa_outliers GROUP BY cluster, state
 )
 SELECT a.cluster, a.state, a.host, count(*) AS associated, max(c.total) AS total,
        count(*) >= 0.5 * max(c.total) AND max(c.total) >= $min_outliers AS indicted
 FROM outlier_counts c JOIN associations a ON a.cluster = c.cluster AND a.state = c.state
 GROUP BY a.cluster, a.state, a.host;
 
--- Statement 8: the verdict.
+-- Statement 9: the verdict.
 WITH flow_culprits AS (
     SELECT DISTINCT cluster, state FROM salsa_flow WHERE indicted
 )

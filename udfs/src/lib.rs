@@ -19,6 +19,7 @@ mod gmm;
 mod histogram;
 mod peer;
 mod series;
+mod tick_peers;
 mod ticks;
 
 use datafusion::logical_expr::{AggregateUDF, ScalarUDF, WindowUDF};
@@ -42,13 +43,15 @@ pub fn scalar_functions() -> Vec<ScalarUDF> {
 }
 
 /// The aggregate functions: `state_histogram`, `label_histogram`, `decayed_histogram`,
-/// `tick_histograms`, `concurrency_series`, `gmm_fit`, `peer_scores`, `longest_run`.
+/// `tick_histograms`, `tick_peer_scores`, `concurrency_series`, `gmm_fit`, `peer_scores`,
+/// `longest_run`.
 pub fn aggregate_functions() -> Vec<AggregateUDF> {
     vec![
         AggregateUDF::new_from_impl(histogram::BinnedHistogram::state_histogram()),
         AggregateUDF::new_from_impl(histogram::BinnedHistogram::label_histogram()),
         AggregateUDF::new_from_impl(histogram::DecayedHistogram::default()),
         AggregateUDF::new_from_impl(ticks::TickHistograms::default()),
+        AggregateUDF::new_from_impl(tick_peers::TickPeerScores::default()),
         AggregateUDF::new_from_impl(series::ConcurrencySeries::default()),
         AggregateUDF::new_from_impl(gmm::GmmFit::default()),
         AggregateUDF::new_from_impl(peer::PeerScores::default()),
@@ -212,7 +215,7 @@ mod tests {
         names.sort();
         names.dedup();
         assert_eq!(names.len(), count, "duplicate function names: {names:?}");
-        assert_eq!(count, 17);
+        assert_eq!(count, 18);
     }
 
     #[tokio::test]

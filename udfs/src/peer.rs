@@ -119,7 +119,7 @@ pub fn count_far_peers(func: &str, hists: &ArrayRef, threshold: f64) -> Result<V
 /// and each row's `Σ p·log2 p` and the pair loop then run on full vectors only (12 bins took
 /// one vector and four scalar steps).
 #[derive(Debug, Default)]
-struct Distributions {
+pub(crate) struct Distributions {
     flat: Vec<f64>,
     entropies: Vec<f64>,
     /// The bins of every distribution, set by the first.
@@ -135,11 +135,11 @@ impl Distributions {
         }
     }
 
-    fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.entropies.len()
     }
 
-    fn clear(&mut self) {
+    pub(crate) fn clear(&mut self) {
         self.flat.clear();
         self.entropies.clear();
         self.width = None;
@@ -147,7 +147,7 @@ impl Distributions {
 
     /// Adds `raw` normalised, and returns whether it was a distribution (see
     /// [`distribution_total`]); `Err` with the others' width when its width differs.
-    fn push_raw(&mut self, raw: &[f64]) -> std::result::Result<bool, usize> {
+    pub(crate) fn push_raw(&mut self, raw: &[f64]) -> std::result::Result<bool, usize> {
         let Some(total) = distribution_total(raw) else { return Ok(false) };
         match self.width {
             None => self.width = Some(raw.len()),
@@ -167,7 +167,7 @@ impl Distributions {
     }
 
     /// For each distribution, how many of the others are farther than `threshold`.
-    fn far_counts(&self, threshold: f64) -> Vec<usize> {
+    pub(crate) fn far_counts(&self, threshold: f64) -> Vec<usize> {
         count_far_pairs(&self.flat, self.stride(), &self.entropies, threshold)
     }
 }

@@ -50,30 +50,44 @@ impl Default for TickHistograms {
     }
 }
 
+/// The tick arguments: `bin` at some position (`at`), then `bins`, `ts`, `step`, `memory`,
+/// `lambda` and `alpha` after it, as `tick_histograms` and `tick_peer_scores` take them.
 #[derive(Debug, Clone, Copy)]
-struct TickParams {
-    bins: usize,
+pub(crate) struct TickParams {
+    func: &'static str,
+    pub(crate) bins: usize,
     step: f64,
     memory: i64,
     decay: Decay,
 }
 
 impl TickParams {
-    fn parse(lits: &[Option<ScalarValue>]) -> Result<Self> {
-        let l = Literals { func: FUNC, lits };
+    pub(crate) fn parse(func: &'static str, lits: &[Option<ScalarValue>], at: usize) -> Result<Self> {
+        let l = Literals { func, lits };
         Ok(Self {
-            bins: l.positive_int(1, "bins", MAX_BINS)?,
-            step: l.number(3, "step", "a positive number literal", |x| x > 0.0)?,
-            memory: l.positive_int(4, "memory", MAX_MEMORY)? as i64,
-            decay: Decay::parse(&l, 5)?,
+            func,
+            bins: l.positive_int(at + 1, "bins", MAX_BINS)?,
+            step: l.number(at + 3, "step", "a positive number literal", |x| x > 0.0)?,
+            memory: l.positive_int(at + 4, "memory", MAX_MEMORY)? as i64,
+            decay: Decay::parse(&l, at + 5)?,
         })
+    }
+
+    /// Checks the types of the arguments from `bin` at `at` to `lambda` (and `alpha`, if given).
+    pub(crate) fn check_types(func: &str, t: &[DataType], at: usize) -> Result<()> {
+        require_integer(func, at, "bin", &t[at])?;
+        require_integer(func, at + 1, "bins", &t[at + 1])?;
+        require_time(func, at + 2, "ts", &t[at + 2])?;
+        require_number(func, at + 3, "step", &t[at + 3])?;
+        require_integer(func, at + 4, "memory", &t[at + 4])?;
+        Decay::check_types(func, t, at + 5)
     }
 
     /// A sample at finite time `t`, its bin clamped into `[0, bins)`; an error where `t` is
     /// too far from 0 for its ticks to be exact.
-    fn sample(&self, t: f64, bin: i64) -> Result<Sample> {
+    pub(crate) fn sample(&self, t: f64, bin: i64) -> Result<Sample> {
         if !((t / self.step).abs() < MAX_TICK) {
-            return Err(exec_error(FUNC, format!("ts {t:e} is not within 2^53 steps of {} from 0", self.step)));
+            return Err(exec_error(self.func, format!("ts {t:e} is not within 2^53 steps of {} from 0", self.step)));
         }
         Ok((t, bin.clamp(0, self.bins as i64 - 1) as u32))
     }
@@ -85,11 +99,11 @@ impl TickParams {
 }
 
 /// A sample: its time and its bin.
-type Sample = (f64, u32);
+pub(crate) type Sample = (f64, u32);
 
 /// Calls `f(row, sample)` for the rows that count: bin and ts not NULL, ts finite; bins
-/// clamp into `[0, bins)`.
-fn samples(params: &TickParams, values: &[ArrayRef], mut f: impl FnMut(usize, Sample)) -> Result<()> {
+/// clamp into `[0, bins)`. `values` starts at the `bin` column.
+pub(crate) fn samples(params: &TickParams, values: &[ArrayRef], mut f: impl FnMut(usize, Sample)) -> Result<()> {
     let bins = cast(&values[0], &DataType::Int64)?;
     let bins = bins.as_primitive::<Int64Type>();
     let ts = times_to_f64(&values[2])?;
@@ -103,6 +117,61 @@ fn samples(params: &TickParams, values: &[ArrayRef], mut f: impl FnMut(usize, Sa
     Ok(())
 }
 
+/// Orders a group's samples as its [`Window`] reads them: by time, then bin, so that the sums
+/// are the same whatever order the rows came in.
+pub(crate) fn by_time(a: &Sample, b: &Sample) -> std::cmp::Ordering {
+    a.0.total_cmp(&b.0).then(a.1.cmp(&b.1))
+}
+
+/// The samples whose memory holds `tick`, `samples[lo..hi]` of a group's samples in
+/// [`by_time`] order, sliding along the ticks.
+pub(crate) struct Window {
+    lo: usize,
+    hi: usize,
+    bin_sum: u64,
+    pub(crate) tick: i64,
+}
+
+impl Window {
+    pub(crate) fn new(params: &TickParams, samples: &[Sample]) -> Self {
+        Self { lo: 0, hi: 0, bin_sum: 0, tick: samples.first().map_or(0, |s| params.first_tick(s.0)) }
+    }
+
+    /// Moves to the first tick from `tick` on that holds a sample; false when none is left.
+    pub(crate) fn settle(&mut self, params: &TickParams, samples: &[Sample]) -> bool {
+        let first = |s: &Sample| params.first_tick(s.0);
+        let n = samples.len();
+        while self.lo < n {
+            while self.hi < n && first(&samples[self.hi]) <= self.tick {
+                self.bin_sum += u64::from(samples[self.hi].1);
+                self.hi += 1;
+            }
+            while self.lo < self.hi && first(&samples[self.lo]) <= self.tick - params.memory {
+                self.bin_sum -= u64::from(samples[self.lo].1);
+                self.lo += 1;
+            }
+            if self.lo < self.hi {
+                return true;
+            }
+            // A lull longer than the memory: on to the next sample's first tick.
+            if self.hi == n {
+                return false;
+            }
+            self.tick = first(&samples[self.hi]);
+        }
+        false
+    }
+
+    /// Adds the tick's samples, decayed, to `hist`; returns their mean bin (unweighted).
+    pub(crate) fn histogram(&self, params: &TickParams, samples: &[Sample], hist: &mut [f64]) -> f64 {
+        let at = self.tick as f64 * params.step;
+        for &(t, bin) in &samples[self.lo..self.hi] {
+            hist[bin as usize] += params.decay.weight(at - t);
+        }
+        self.bin_sum as f64 / (self.hi - self.lo) as f64
+    }
+}
+
 /// Each group's ticks, one after another.
 #[derive(Default)]
 struct Ticks {
@@ -113,43 +182,17 @@ struct Ticks {
 }
 
 impl Ticks {
-    /// Appends one group's ticks. Sorts its samples (by time, then bin, so that the sums are
-    /// the same whatever order the rows came in).
+    /// Appends one group's ticks.
     fn sweep(&mut self, params: &TickParams, samples: &mut [Sample]) {
-        samples.sort_unstable_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+        samples.sort_unstable_by(by_time);
         let before = self.ticks.len();
-        let first = |s: &Sample| params.first_tick(s.0);
-        let n = samples.len();
-        // The window: samples[lo..hi] are those whose memory holds `tick`.
-        let (mut lo, mut hi, mut bin_sum) = (0, 0, 0u64);
-        let mut tick = samples.first().map_or(0, first);
-        while lo < n {
-            while hi < n && first(&samples[hi]) <= tick {
-                bin_sum += u64::from(samples[hi].1);
-                hi += 1;
-            }
-            while lo < hi && first(&samples[lo]) <= tick - params.memory {
-                bin_sum -= u64::from(samples[lo].1);
-                lo += 1;
-            }
-            if lo == hi {
-                // A lull longer than the memory: on to the next sample's first tick.
-                if hi == n {
-                    break;
-                }
-                tick = first(&samples[hi]);
-                continue;
-            }
-            let at = tick as f64 * params.step;
+        let mut window = Window::new(params, samples);
+        while window.settle(params, samples) {
             let start = self.hists.len();
             self.hists.resize(start + params.bins, 0.0);
-            let hist = &mut self.hists[start..];
-            for &(t, bin) in &samples[lo..hi] {
-                hist[bin as usize] += params.decay.weight(at - t);
-            }
-            self.ticks.push(tick);
-            self.mean_bins.push(bin_sum as f64 / (hi - lo) as f64);
-            tick += 1;
+            self.mean_bins.push(window.histogram(params, samples, &mut self.hists[start..]));
+            self.ticks.push(window.tick);
+            window.tick += 1;
         }
         self.per_group.push(self.ticks.len() - before);
     }
@@ -350,12 +393,7 @@ impl AggregateUDFImpl for TickHistograms {
 
     fn coerce_types(&self, t: &[DataType]) -> Result<Vec<DataType>> {
         check_arity(FUNC, t, 6, 7)?;
-        require_integer(FUNC, 0, "bin", &t[0])?;
-        require_integer(FUNC, 1, "bins", &t[1])?;
-        require_time(FUNC, 2, "ts", &t[2])?;
-        require_number(FUNC, 3, "step", &t[3])?;
-        require_integer(FUNC, 4, "memory", &t[4])?;
-        Decay::check_types(FUNC, t, 5)?;
+        TickParams::check_types(FUNC, t, 0)?;
         let mut out = t.to_vec();
         out[0] = DataType::Int64;
         Ok(out)
@@ -366,17 +404,17 @@ impl AggregateUDFImpl for TickHistograms {
     }
 
     fn schema_name(&self, params: &AggregateFunctionParams) -> Result<String> {
-        TickParams::parse(&logical_literals(&params.args))?;
+        TickParams::parse(FUNC, &logical_literals(&params.args), 0)?;
         udaf_default_schema_name(self, params)
     }
 
     fn window_function_schema_name(&self, params: &WindowFunctionParams) -> Result<String> {
-        TickParams::parse(&logical_literals(&params.args))?;
+        TickParams::parse(FUNC, &logical_literals(&params.args), 0)?;
         udaf_default_window_function_schema_name(self, params)
     }
 
     fn accumulator(&self, args: AccumulatorArgs) -> Result<Box<dyn Accumulator>> {
-        let params = TickParams::parse(&physical_literals(args.exprs))?;
+        let params = TickParams::parse(FUNC, &physical_literals(args.exprs), 0)?;
         Ok(Box::new(TickAccumulator { params, samples: Vec::new() }))
     }
 
@@ -389,7 +427,7 @@ impl AggregateUDFImpl for TickHistograms {
     }
 
     fn create_groups_accumulator(&self, args: AccumulatorArgs) -> Result<Box<dyn GroupsAccumulator>> {
-        let params = TickParams::parse(&physical_literals(args.exprs))?;
+        let params = TickParams::parse(FUNC, &physical_literals(args.exprs), 0)?;
         Ok(Box::new(TickGroupsAccumulator { params, groups: Vec::new() }))
     }
 
