@@ -14,7 +14,9 @@ use std::collections::BinaryHeap;
 use std::mem::size_of;
 use std::sync::{Arc, LazyLock};
 
-use datafusion::arrow::array::{Array, ArrayRef, AsArray, BooleanArray, Float64Array, Float64Builder, Int64Array, ListArray, StructArray};
+use datafusion::arrow::array::{
+    Array, ArrayRef, AsArray, BooleanArray, Float64Array, Float64Builder, Int64Array, ListArray, StructArray,
+};
 use datafusion::arrow::buffer::OffsetBuffer;
 use datafusion::arrow::datatypes::{DataType, Field, FieldRef, Fields, Float64Type, Int64Type};
 use datafusion::common::{Result, ScalarValue};
@@ -110,7 +112,12 @@ fn state_of(groups: &[Vec<MemberSample>]) -> Vec<ArrayRef> {
 
 /// Calls `f(group, sample)` for each sample of the rows of a partial state (only of its rows:
 /// a state is often a slice of a larger one).
-fn merge_rows(params: &Params, states: &[ArrayRef], group_indices: &[usize], mut f: impl FnMut(usize, MemberSample)) -> Result<()> {
+fn merge_rows(
+    params: &Params,
+    states: &[ArrayRef],
+    group_indices: &[usize],
+    mut f: impl FnMut(usize, MemberSample),
+) -> Result<()> {
     let bad = || exec_error(FUNC, "partial state is not three lists of members, times and bins of equal lengths");
     let (Some(members), Some(ts), Some(bins)) =
         (states[0].as_list_opt::<i32>(), states[1].as_list_opt::<i32>(), states[2].as_list_opt::<i32>())
@@ -181,8 +188,8 @@ impl Scores {
     /// Appends one group's rows, by tick and, within a tick, by member. All members' windows
     /// slide together, tick by tick, so that a tick's histograms are made, smoothed and
     /// compared while they are in the cache: made member by member first (as
-    /// `tick_histograms` lays them out) and then read tick by tick, each was a cache miss, and
-    /// those took half the time.
+    /// `tick_histograms` lays them out) and then read tick by tick, each was a cache miss
+    /// (SALSA's whole query took 0.48 CPU-s that way, 0.44 this way).
     fn group(&mut self, params: &Params, samples: &mut [MemberSample]) -> Result<()> {
         let before = self.members.len();
         samples.sort_unstable_by(|a, b| a.0.cmp(&b.0).then(by_time(&a.1, &b.1)));
@@ -247,7 +254,9 @@ impl Scores {
 
     fn into_array(mut self) -> Result<ArrayRef> {
         if self.members.len() > i32::MAX as usize {
-            return Err(exec_error(FUNC, format!("{} rows are more than one list array holds; aggregate fewer groups at once", self.members.len())));
+            let rows = self.members.len();
+            let message = format!("{rows} rows are more than one list array holds; aggregate fewer groups at once");
+            return Err(exec_error(FUNC, message));
         }
         let columns: Vec<ArrayRef> = vec![
             Arc::new(Int64Array::from(self.members)),
