@@ -11,11 +11,10 @@
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
-use std::mem::size_of;
 use std::sync::{Arc, LazyLock};
 
 use datafusion::arrow::array::{
-    Array, ArrayRef, AsArray, BooleanArray, Float64Array, Float64Builder, Int64Array, ListArray, StructArray,
+    Array, ArrayRef, AsArray, Float64Array, Float64Builder, Int64Array, ListArray, StructArray,
 };
 use datafusion::arrow::buffer::OffsetBuffer;
 use datafusion::arrow::datatypes::{DataType, Field, FieldRef, Fields, Float64Type, Int64Type};
@@ -24,17 +23,16 @@ use datafusion::logical_expr::expr::{AggregateFunctionParams, WindowFunctionPara
 use datafusion::logical_expr::function::{AccumulatorArgs, StateFieldsArgs};
 use datafusion::logical_expr::utils::format_state_name;
 use datafusion::logical_expr::{
-    Accumulator, AggregateUDFImpl, Documentation, EmitTo, GroupsAccumulator, Signature, Volatility,
+    Accumulator, AggregateUDFImpl, Documentation, GroupsAccumulator, Signature, Volatility,
     aggregate_doc_sections::DOC_SECTION_GENERAL, udaf_default_schema_name, udaf_default_window_function_schema_name,
 };
 
 use crate::args::{
     Literals, check_arity, exec_error, list_item, logical_literals, physical_literals, require_integer, require_number,
 };
-use crate::cells::{passes, values_with_groups};
 use crate::distance::Kde;
 use crate::peer::Distributions;
-use crate::ticks::{Sample, TickParams, Window, by_time, samples};
+use crate::ticks::{KeptSamples, Sample, SampleAccumulator, SampleGroups, TickParams, Window, by_time, samples};
 
 const FUNC: &str = "tick_peer_scores";
 
@@ -76,18 +74,6 @@ impl Params {
 /// A member's sample.
 type MemberSample = (i64, Sample);
 
-/// Calls `f(row, sample)` for the rows that count: member, bin and ts not NULL, ts finite.
-fn member_samples(params: &Params, values: &[ArrayRef], mut f: impl FnMut(usize, MemberSample)) -> Result<()> {
-    let Some(members) = values[0].as_primitive_opt::<Int64Type>() else {
-        return Err(exec_error(FUNC, format!("member must be a 64-bit integer, got {}", values[0].data_type())));
-    };
-    samples(&params.ticks, &values[BIN_AT..], |row, sample| {
-        if members.is_valid(row) {
-            f(row, (members.value(row), sample));
-        }
-    })
-}
-
 fn state_fields(name: &str) -> Vec<FieldRef> {
     ["members", "ts", "bins"]
         .into_iter()
@@ -96,54 +82,70 @@ fn state_fields(name: &str) -> Vec<FieldRef> {
         .collect()
 }
 
-/// The partial state: each group's samples, as three lists side by side.
-fn state_of(groups: &[Vec<MemberSample>]) -> Vec<ArrayRef> {
-    let offsets = OffsetBuffer::from_lengths(groups.iter().map(Vec::len));
-    let list = |values: ArrayRef| -> ArrayRef {
-        Arc::new(ListArray::new(list_item(values.data_type().clone()), offsets.clone(), values, None))
-    };
-    let all = || groups.iter().flatten();
-    vec![
-        list(Arc::new(all().map(|s| s.0).collect::<Int64Array>())),
-        list(Arc::new(all().map(|s| s.1.0).collect::<Float64Array>())),
-        list(Arc::new(all().map(|s| f64::from(s.1.1)).collect::<Float64Array>())),
-    ]
-}
+impl KeptSamples for Params {
+    type Sample = MemberSample;
 
-/// Calls `f(group, sample)` for each sample of the rows of a partial state (only of its rows:
-/// a state is often a slice of a larger one).
-fn merge_rows(
-    params: &Params,
-    states: &[ArrayRef],
-    group_indices: &[usize],
-    mut f: impl FnMut(usize, MemberSample),
-) -> Result<()> {
-    let bad = || exec_error(FUNC, "partial state is not three lists of members, times and bins of equal lengths");
-    let (Some(members), Some(ts), Some(bins)) =
-        (states[0].as_list_opt::<i32>(), states[1].as_list_opt::<i32>(), states[2].as_list_opt::<i32>())
-    else {
-        return Err(bad());
-    };
-    if members.value_offsets() != ts.value_offsets() || ts.value_offsets() != bins.value_offsets() {
-        return Err(bad());
+    /// The rows that count: member, bin and ts not NULL, ts finite.
+    fn read(&self, values: &[ArrayRef], mut f: impl FnMut(usize, MemberSample)) -> Result<()> {
+        let Some(members) = values[0].as_primitive_opt::<Int64Type>() else {
+            return Err(exec_error(FUNC, format!("member must be a 64-bit integer, got {}", values[0].data_type())));
+        };
+        samples(&self.ticks, &values[BIN_AT..], |row, sample| {
+            if members.is_valid(row) {
+                f(row, (members.value(row), sample));
+            }
+        })
     }
-    let (Some(m), Some(t), Some(b)) = (
-        members.values().as_primitive_opt::<Int64Type>(),
-        ts.values().as_primitive_opt::<Float64Type>(),
-        bins.values().as_primitive_opt::<Float64Type>(),
-    ) else {
-        return Err(bad());
-    };
-    for (value, group) in values_with_groups(members.value_offsets(), group_indices) {
-        if m.is_valid(value) && t.is_valid(value) && b.is_valid(value) {
-            f(group, (m.value(value), params.ticks.sample(t.value(value), b.value(value) as i64)?));
+
+    /// Each group's samples, as three lists side by side.
+    fn state(&self, groups: &[Vec<MemberSample>]) -> Vec<ArrayRef> {
+        let offsets = OffsetBuffer::from_lengths(groups.iter().map(Vec::len));
+        let list = |values: ArrayRef| -> ArrayRef {
+            Arc::new(ListArray::new(list_item(values.data_type().clone()), offsets.clone(), values, None))
+        };
+        let all = || groups.iter().flatten();
+        vec![
+            list(Arc::new(all().map(|s| s.0).collect::<Int64Array>())),
+            list(Arc::new(all().map(|s| s.1.0).collect::<Float64Array>())),
+            list(Arc::new(all().map(|s| f64::from(s.1.1)).collect::<Float64Array>())),
+        ]
+    }
+
+    /// Only the values of the state's rows: a state is often a slice of a larger one.
+    fn merge(&self, states: &[ArrayRef], mut f: impl FnMut(usize, MemberSample)) -> Result<()> {
+        let bad = || exec_error(FUNC, "partial state is not three lists of members, times and bins of equal lengths");
+        let (Some(members), Some(ts), Some(bins)) =
+            (states[0].as_list_opt::<i32>(), states[1].as_list_opt::<i32>(), states[2].as_list_opt::<i32>())
+        else {
+            return Err(bad());
+        };
+        if members.value_offsets() != ts.value_offsets() || ts.value_offsets() != bins.value_offsets() {
+            return Err(bad());
         }
+        let (Some(m), Some(t), Some(b)) = (
+            members.values().as_primitive_opt::<Int64Type>(),
+            ts.values().as_primitive_opt::<Float64Type>(),
+            bins.values().as_primitive_opt::<Float64Type>(),
+        ) else {
+            return Err(bad());
+        };
+        for (row, range) in members.value_offsets().windows(2).enumerate() {
+            for value in range[0] as usize..range[1] as usize {
+                if m.is_valid(value) && t.is_valid(value) && b.is_valid(value) {
+                    f(row, (m.value(value), self.ticks.sample(t.value(value), b.value(value) as i64)?));
+                }
+            }
+        }
+        Ok(())
     }
-    Ok(())
-}
 
-fn samples_size(groups: &[Vec<MemberSample>]) -> usize {
-    groups.iter().map(|g| size_of::<Vec<MemberSample>>() + g.capacity() * size_of::<MemberSample>()).sum()
+    fn evaluate(&self, groups: &mut [Vec<MemberSample>]) -> Result<ArrayRef> {
+        let mut out = Scores::new(self);
+        for samples in groups {
+            out.group(self, samples)?;
+        }
+        out.into_array()
+    }
 }
 
 /// The median as DataFusion's `median` computes it (the mean of the middle two for an even
@@ -286,101 +288,6 @@ fn score_item() -> FieldRef {
     Arc::new(Field::new_list_field(DataType::Struct(score_fields()), true))
 }
 
-fn scores_of(params: &Params, groups: &mut [Vec<MemberSample>]) -> Result<ArrayRef> {
-    let mut out = Scores::new(params);
-    for samples in groups {
-        out.group(params, samples)?;
-    }
-    out.into_array()
-}
-
-/// Each group's samples, kept until the end: a tick's histograms depend on every sample of
-/// the memory before it, and its comparison on every member's.
-#[derive(Debug)]
-struct TickPeerGroups {
-    params: Params,
-    groups: Vec<Vec<MemberSample>>,
-}
-
-impl GroupsAccumulator for TickPeerGroups {
-    fn update_batch(
-        &mut self,
-        values: &[ArrayRef],
-        group_indices: &[usize],
-        opt_filter: Option<&BooleanArray>,
-        total_num_groups: usize,
-    ) -> Result<()> {
-        self.groups.resize_with(total_num_groups, Vec::new);
-        let groups = &mut self.groups;
-        member_samples(&self.params, values, |row, sample| {
-            if passes(opt_filter, row) {
-                groups[group_indices[row]].push(sample);
-            }
-        })
-    }
-
-    fn evaluate(&mut self, emit_to: EmitTo) -> Result<ArrayRef> {
-        scores_of(&self.params, &mut emit_to.take_needed(&mut self.groups))
-    }
-
-    fn state(&mut self, emit_to: EmitTo) -> Result<Vec<ArrayRef>> {
-        Ok(state_of(&emit_to.take_needed(&mut self.groups)))
-    }
-
-    fn merge_batch(&mut self, values: &[ArrayRef], group_indices: &[usize], total_num_groups: usize) -> Result<()> {
-        self.groups.resize_with(total_num_groups, Vec::new);
-        let groups = &mut self.groups;
-        merge_rows(&self.params, values, group_indices, |group, sample| groups[group].push(sample))
-    }
-
-    /// Each row as a group of its own (DataFusion skips partial aggregation when groups are
-    /// nearly as many as rows).
-    fn convert_to_state(&self, values: &[ArrayRef], opt_filter: Option<&BooleanArray>) -> Result<Vec<ArrayRef>> {
-        let mut rows = vec![Vec::new(); values[0].len()];
-        member_samples(&self.params, values, |row, sample| {
-            if passes(opt_filter, row) {
-                rows[row].push(sample);
-            }
-        })?;
-        Ok(state_of(&rows))
-    }
-
-    fn size(&self) -> usize {
-        size_of::<Self>() + samples_size(&self.groups)
-    }
-}
-
-/// One group, for windows and aggregates without GROUP BY.
-#[derive(Debug)]
-struct TickPeerAccumulator {
-    params: Params,
-    samples: Vec<MemberSample>,
-}
-
-impl Accumulator for TickPeerAccumulator {
-    fn update_batch(&mut self, values: &[ArrayRef]) -> Result<()> {
-        let all = &mut self.samples;
-        member_samples(&self.params, values, |_, sample| all.push(sample))
-    }
-
-    fn evaluate(&mut self) -> Result<ScalarValue> {
-        ScalarValue::try_from_array(&scores_of(&self.params, std::slice::from_mut(&mut self.samples))?, 0)
-    }
-
-    fn state(&mut self) -> Result<Vec<ScalarValue>> {
-        state_of(std::slice::from_ref(&self.samples)).iter().map(|a| ScalarValue::try_from_array(a, 0)).collect()
-    }
-
-    fn merge_batch(&mut self, states: &[ArrayRef]) -> Result<()> {
-        let all = &mut self.samples;
-        merge_rows(&self.params, states, &vec![0; states[0].len()], |_, sample| all.push(sample))
-    }
-
-    fn size(&self) -> usize {
-        size_of::<Self>() + samples_size(std::slice::from_ref(&self.samples))
-    }
-}
-
 static TICK_PEER_SCORES_DOC: LazyLock<Documentation> = LazyLock::new(|| {
     Documentation::builder(
         DOC_SECTION_GENERAL,
@@ -449,8 +356,7 @@ impl AggregateUDFImpl for TickPeerScores {
     }
 
     fn accumulator(&self, args: AccumulatorArgs) -> Result<Box<dyn Accumulator>> {
-        let params = Params::parse(&physical_literals(args.exprs))?;
-        Ok(Box::new(TickPeerAccumulator { params, samples: Vec::new() }))
+        Ok(Box::new(SampleAccumulator::new(Params::parse(&physical_literals(args.exprs))?)))
     }
 
     fn state_fields(&self, args: StateFieldsArgs) -> Result<Vec<FieldRef>> {
@@ -462,8 +368,7 @@ impl AggregateUDFImpl for TickPeerScores {
     }
 
     fn create_groups_accumulator(&self, args: AccumulatorArgs) -> Result<Box<dyn GroupsAccumulator>> {
-        let params = Params::parse(&physical_literals(args.exprs))?;
-        Ok(Box::new(TickPeerGroups { params, groups: Vec::new() }))
+        Ok(Box::new(SampleGroups::new(Params::parse(&physical_literals(args.exprs))?)))
     }
 
     fn documentation(&self) -> Option<&Documentation> {

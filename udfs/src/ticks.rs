@@ -230,53 +230,84 @@ fn tick_item() -> FieldRef {
     Arc::new(Field::new_list_field(DataType::Struct(tick_fields()), true))
 }
 
-fn ticks_of(params: &TickParams, groups: &mut [Vec<Sample>]) -> Result<ArrayRef> {
-    let mut out = Ticks::default();
-    for samples in groups {
-        out.sweep(params, samples);
+/// An aggregate that keeps its groups' samples until it is evaluated, as `tick_histograms`
+/// (a sample is a time and a bin) and `tick_peer_scores` (and a member) do: a tick's weights
+/// depend on its distance to every sample, so nothing can be summed before the ticks are known.
+pub(crate) trait KeptSamples: std::fmt::Debug + Send + Sync + 'static {
+    type Sample: Copy + std::fmt::Debug + Send + Sync + 'static;
+
+    /// Calls `f(row, sample)` for the input rows that count.
+    fn read(&self, values: &[ArrayRef], f: impl FnMut(usize, Self::Sample)) -> Result<()>;
+
+    /// Each group's samples as a partial state.
+    fn state(&self, groups: &[Vec<Self::Sample>]) -> Vec<ArrayRef>;
+
+    /// Calls `f(row, sample)` for each sample of each row of a partial state.
+    fn merge(&self, states: &[ArrayRef], f: impl FnMut(usize, Self::Sample)) -> Result<()>;
+
+    /// One result row per group.
+    fn evaluate(&self, groups: &mut [Vec<Self::Sample>]) -> Result<ArrayRef>;
+}
+
+impl KeptSamples for TickParams {
+    type Sample = Sample;
+
+    fn read(&self, values: &[ArrayRef], f: impl FnMut(usize, Sample)) -> Result<()> {
+        samples(self, values, f)
     }
-    out.into_array(params.bins)
+
+    /// Each group's sample times and bins, as two lists.
+    fn state(&self, groups: &[Vec<Sample>]) -> Vec<ArrayRef> {
+        let lengths: Vec<usize> = groups.iter().map(Vec::len).collect();
+        let list = |values: Vec<f64>| -> ArrayRef {
+            Arc::new(ListArray::new(
+                Arc::new(Field::new_list_field(DataType::Float64, true)),
+                OffsetBuffer::from_lengths(lengths.iter().copied()),
+                Arc::new(Float64Array::from(values)),
+                None,
+            ))
+        };
+        let ts = list(groups.iter().flatten().map(|s| s.0).collect());
+        let bins = list(groups.iter().flatten().map(|s| f64::from(s.1)).collect());
+        vec![ts, bins]
+    }
+
+    fn merge(&self, states: &[ArrayRef], mut f: impl FnMut(usize, Sample)) -> Result<()> {
+        let mut bad = None;
+        merge_samples(self.func, states, |row, t, bin| match self.sample(t, bin as i64) {
+            Ok(sample) => f(row, sample),
+            Err(e) => bad = bad.take().or(Some(e)),
+        })?;
+        bad.map_or(Ok(()), Err)
+    }
+
+    fn evaluate(&self, groups: &mut [Vec<Sample>]) -> Result<ArrayRef> {
+        let mut out = Ticks::default();
+        for samples in groups {
+            out.sweep(self, samples);
+        }
+        out.into_array(self.bins)
+    }
 }
 
-/// The partial state: each group's sample times and bins, as two lists.
-fn state_of(groups: &[Vec<Sample>]) -> Vec<ArrayRef> {
-    let lengths: Vec<usize> = groups.iter().map(Vec::len).collect();
-    let list = |values: Vec<f64>| -> ArrayRef {
-        Arc::new(ListArray::new(
-            Arc::new(Field::new_list_field(DataType::Float64, true)),
-            OffsetBuffer::from_lengths(lengths.iter().copied()),
-            Arc::new(Float64Array::from(values)),
-            None,
-        ))
-    };
-    let ts = list(groups.iter().flatten().map(|s| s.0).collect());
-    let bins = list(groups.iter().flatten().map(|s| f64::from(s.1)).collect());
-    vec![ts, bins]
+fn samples_size<S>(groups: &[Vec<S>]) -> usize {
+    groups.iter().map(|g| size_of::<Vec<S>>() + g.capacity() * size_of::<S>()).sum()
 }
 
-/// Calls `f(row, sample)` for each sample of each row of a partial state.
-fn merge_rows(params: &TickParams, states: &[ArrayRef], mut f: impl FnMut(usize, Sample)) -> Result<()> {
-    let mut bad = None;
-    merge_samples(FUNC, states, |row, t, bin| match params.sample(t, bin as i64) {
-        Ok(sample) => f(row, sample),
-        Err(e) => bad = bad.take().or(Some(e)),
-    })?;
-    bad.map_or(Ok(()), Err)
-}
-
-fn samples_size(groups: &[Vec<Sample>]) -> usize {
-    groups.iter().map(|g| size_of::<Vec<Sample>>() + g.capacity() * size_of::<Sample>()).sum()
-}
-
-/// Each group's samples, kept until the end: a tick's weights depend on its distance to every
-/// sample, so nothing can be summed before the ticks are known.
+/// The groups accumulator of a [`KeptSamples`] aggregate.
 #[derive(Debug)]
-struct TickGroupsAccumulator {
-    params: TickParams,
-    groups: Vec<Vec<Sample>>,
+pub(crate) struct SampleGroups<K: KeptSamples> {
+    kind: K,
+    groups: Vec<Vec<K::Sample>>,
 }
 
-impl GroupsAccumulator for TickGroupsAccumulator {
+impl<K: KeptSamples> SampleGroups<K> {
+    pub(crate) fn new(kind: K) -> Self {
+        Self { kind, groups: Vec::new() }
+    }
+}
+
+impl<K: KeptSamples> GroupsAccumulator for SampleGroups<K> {
     fn update_batch(
         &mut self,
         values: &[ArrayRef],
@@ -286,7 +317,7 @@ impl GroupsAccumulator for TickGroupsAccumulator {
     ) -> Result<()> {
         self.groups.resize_with(total_num_groups, Vec::new);
         let groups = &mut self.groups;
-        samples(&self.params, values, |row, sample| {
+        self.kind.read(values, |row, sample| {
             if passes(opt_filter, row) {
                 groups[group_indices[row]].push(sample);
             }
@@ -294,29 +325,29 @@ impl GroupsAccumulator for TickGroupsAccumulator {
     }
 
     fn evaluate(&mut self, emit_to: EmitTo) -> Result<ArrayRef> {
-        ticks_of(&self.params, &mut emit_to.take_needed(&mut self.groups))
+        self.kind.evaluate(&mut emit_to.take_needed(&mut self.groups))
     }
 
     fn state(&mut self, emit_to: EmitTo) -> Result<Vec<ArrayRef>> {
-        Ok(state_of(&emit_to.take_needed(&mut self.groups)))
+        Ok(self.kind.state(&emit_to.take_needed(&mut self.groups)))
     }
 
     fn merge_batch(&mut self, values: &[ArrayRef], group_indices: &[usize], total_num_groups: usize) -> Result<()> {
         self.groups.resize_with(total_num_groups, Vec::new);
         let groups = &mut self.groups;
-        merge_rows(&self.params, values, |row, sample| groups[group_indices[row]].push(sample))
+        self.kind.merge(values, |row, sample| groups[group_indices[row]].push(sample))
     }
 
     /// Each row as a group of its own (DataFusion skips partial aggregation when groups are
     /// nearly as many as rows).
     fn convert_to_state(&self, values: &[ArrayRef], opt_filter: Option<&BooleanArray>) -> Result<Vec<ArrayRef>> {
         let mut rows = vec![Vec::new(); values[0].len()];
-        samples(&self.params, values, |row, sample| {
+        self.kind.read(values, |row, sample| {
             if passes(opt_filter, row) {
                 rows[row].push(sample);
             }
         })?;
-        Ok(state_of(&rows))
+        Ok(self.kind.state(&rows))
     }
 
     fn size(&self) -> usize {
@@ -324,30 +355,37 @@ impl GroupsAccumulator for TickGroupsAccumulator {
     }
 }
 
-/// One group, for windows and aggregates without GROUP BY.
+/// One group of a [`KeptSamples`] aggregate, for windows and aggregates without GROUP BY.
 #[derive(Debug)]
-struct TickAccumulator {
-    params: TickParams,
-    samples: Vec<Sample>,
+pub(crate) struct SampleAccumulator<K: KeptSamples> {
+    kind: K,
+    samples: Vec<K::Sample>,
 }
 
-impl Accumulator for TickAccumulator {
+impl<K: KeptSamples> SampleAccumulator<K> {
+    pub(crate) fn new(kind: K) -> Self {
+        Self { kind, samples: Vec::new() }
+    }
+}
+
+impl<K: KeptSamples> Accumulator for SampleAccumulator<K> {
     fn update_batch(&mut self, values: &[ArrayRef]) -> Result<()> {
         let all = &mut self.samples;
-        samples(&self.params, values, |_, sample| all.push(sample))
+        self.kind.read(values, |_, sample| all.push(sample))
     }
 
     fn evaluate(&mut self) -> Result<ScalarValue> {
-        ScalarValue::try_from_array(&ticks_of(&self.params, std::slice::from_mut(&mut self.samples))?, 0)
+        ScalarValue::try_from_array(&self.kind.evaluate(std::slice::from_mut(&mut self.samples))?, 0)
     }
 
     fn state(&mut self) -> Result<Vec<ScalarValue>> {
-        state_of(std::slice::from_ref(&self.samples)).iter().map(|a| ScalarValue::try_from_array(a, 0)).collect()
+        let state = self.kind.state(std::slice::from_ref(&self.samples));
+        state.iter().map(|a| ScalarValue::try_from_array(a, 0)).collect()
     }
 
     fn merge_batch(&mut self, states: &[ArrayRef]) -> Result<()> {
         let all = &mut self.samples;
-        merge_rows(&self.params, states, |_, sample| all.push(sample))
+        self.kind.merge(states, |_, sample| all.push(sample))
     }
 
     fn size(&self) -> usize {
@@ -414,8 +452,7 @@ impl AggregateUDFImpl for TickHistograms {
     }
 
     fn accumulator(&self, args: AccumulatorArgs) -> Result<Box<dyn Accumulator>> {
-        let params = TickParams::parse(FUNC, &physical_literals(args.exprs), 0)?;
-        Ok(Box::new(TickAccumulator { params, samples: Vec::new() }))
+        Ok(Box::new(SampleAccumulator::new(TickParams::parse(FUNC, &physical_literals(args.exprs), 0)?)))
     }
 
     fn state_fields(&self, args: StateFieldsArgs) -> Result<Vec<FieldRef>> {
@@ -427,8 +464,7 @@ impl AggregateUDFImpl for TickHistograms {
     }
 
     fn create_groups_accumulator(&self, args: AccumulatorArgs) -> Result<Box<dyn GroupsAccumulator>> {
-        let params = TickParams::parse(FUNC, &physical_literals(args.exprs), 0)?;
-        Ok(Box::new(TickGroupsAccumulator { params, groups: Vec::new() }))
+        Ok(Box::new(SampleGroups::new(TickParams::parse(FUNC, &physical_literals(args.exprs), 0)?)))
     }
 
     fn documentation(&self) -> Option<&Documentation> {
