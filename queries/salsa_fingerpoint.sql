@@ -72,14 +72,15 @@ SELECT cluster, state, median(ms) AS median_ms, percentile_cont($threshold_h) WI
 FROM salsa_samples GROUP BY cluster, state;
 
 -- Statement 4: peer comparison, tick by tick. A series is one host's samples of one state; its
--- peers are the cluster's series of that state (integer keys keep the grouping cheap).
+-- peers are the cluster's series of that state (integer keys keep the grouping cheap; BIGINT,
+-- the type `tick_peer_scores` hands its members back in, so that the join on them stays one).
 CREATE TABLE salsa_series AS
 SELECT cluster, state, host,
-       row_number() OVER (ORDER BY cluster, state, host) AS series,
+       CAST(row_number() OVER (ORDER BY cluster, state, host) AS BIGINT) AS series,
        dense_rank() OVER (ORDER BY cluster, state) AS peers
 FROM (SELECT DISTINCT cluster, state, host FROM salsa_samples) AS d;
 
--- Each series' distributions, tick by tick, compared with its peers': its samples of the last
+-- Statement 5: each series' distributions, tick by tick, compared with its peers': its samples of the last
 -- $memory_ticks ticks in twelve log-spaced bins of the duration over the median, from $lo to
 -- $hi, each weighing exp(-lambda·Δt / (alpha·Δt + 1)), Δt its age at the tick, smoothed by a
 -- Gaussian kernel; `level`, the mean bin, says which side of its peers a host is on.
@@ -116,7 +117,7 @@ per_series AS (
 SELECT k.cluster, k.state, k.host, p.longest, p.ticks, p.alarmed
 FROM salsa_series k JOIN per_series p ON p.series = k.series;
 
--- Statement 7: the data flow: the outliers, each with the host at its other end. A table,
+-- Statement 6: the data flow: the outliers, each with the host at its other end. A table,
 -- since the counts below read it twice (DataFusion would plan it anew at each mention).
 CREATE TABLE salsa_outliers AS
 WITH outlying AS (
@@ -137,8 +138,8 @@ peer_names AS (
 SELECT o.cluster, o.state, o.host, coalesce(a.host, o.peer_host) AS peer
 FROM outlying o LEFT JOIN peer_names a ON a.cluster = o.cluster AND a.address = o.peer_host;
 
--- Each outlier joins the host that logged it and its peer, each once: a block read locally
--- joins its host once, not twice.
+-- Statement 7: each outlier joins the host that logged it and its peer, each once: a block
+-- read locally joins its host once, not twice.
 CREATE TABLE salsa_flow AS
 WITH associations AS (
     SELECT cluster, state, host FROM salsa_outliers
@@ -153,7 +154,7 @@ SELECT a.cluster, a.state, a.host, count(*) AS associated, max(c.total) AS total
 FROM outlier_counts c JOIN associations a ON a.cluster = c.cluster AND a.state = c.state
 GROUP BY a.cluster, a.state, a.host;
 
--- Statement 9: the verdict.
+-- Statement 8: the verdict.
 WITH flow_culprits AS (
     SELECT DISTINCT cluster, state FROM salsa_flow WHERE indicted
 )
