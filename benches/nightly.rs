@@ -9,9 +9,10 @@
 //! the query costs without its commit), their sum (the target is 0.5 s
 //! after ingest) and the peak resident memory; and, to compare, the sum with each query opening
 //! the warehouse itself, as `kahuna diagnose` does, and the batch as `kahuna schedule` runs it:
-//! by stage, the queries of a stage two at a time. `KAHUNA_BENCH_WAREHOUSE=DIR` measures an
-//! existing warehouse instead of simulating and ingesting one; `KAHUNA_QUERIES=DIR` takes the
-//! queries from DIR (as `kahuna diagnose` does), e.g. an older version's, to compare.
+//! two at a time, each as soon as those whose output it reads have run.
+//! `KAHUNA_BENCH_WAREHOUSE=DIR` measures an existing warehouse instead of simulating and
+//! ingesting one; `KAHUNA_QUERIES=DIR` takes the queries from DIR (as `kahuna diagnose` does),
+//! e.g. an older version's, to compare.
 
 mod common;
 
@@ -19,13 +20,12 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use common::{median, peak_rss_mb};
-use futures::StreamExt;
 
 use kahuna::catalog::Snapshot;
 use kahuna::diagnose::{self, Record, Request};
 use kahuna::queries::Query;
 use kahuna::schedule::plan::{CatchUp, Schedule};
-use kahuna::schedule::{Job, Policy, Work, stages};
+use kahuna::schedule::{Job, Order, Policy, Work};
 use kahuna::simulate::Version;
 use kahuna::simulate::history::{HistoryConfig, run_history};
 use kahuna::warehouse::Warehouse;
@@ -86,8 +86,8 @@ async fn main() {
     let warehouse = Warehouse::new(&warehouse);
     let dir = PathBuf::from(std::env::var_os("KAHUNA_QUERIES").unwrap_or_else(|| "queries".into()));
     let queries: Vec<Query> = NIGHTLY.iter().map(|name| Query::resolve(name, &dir).expect("query")).collect();
-    // The batch as `kahuna schedule` runs jobs due together: by stage, each stage's queries
-    // side by side, `Policy::default().parallel` at a time, each on a task of its own.
+    // The batch as `kahuna schedule` runs jobs due together: each after those whose output it
+    // reads, `Policy::default().parallel` at a time, each on a task of its own.
     let jobs: Vec<Job> = queries
         .iter()
         .map(|query| Job {
@@ -99,7 +99,9 @@ async fn main() {
             days_back: 1,
         })
         .collect();
-    let stage_of = stages(&jobs).expect("stages");
+    let order = Order::of(&jobs).expect("order");
+    let mut due: Vec<usize> = (0..jobs.len()).collect();
+    due.sort_by_key(|&index| (order.stages[index], index));
     let parallel = Policy::default().parallel;
     let (mut opening, mut seconds, mut unrecorded, mut alone, mut side_by_side) =
         (Vec::new(), vec![Vec::new(); queries.len()], vec![Vec::new(); queries.len()], Vec::new(), Vec::new());
@@ -121,19 +123,12 @@ async fn main() {
         alone.push(started.elapsed().as_secs_f64());
         let started = Instant::now();
         let snapshot = Snapshot::take(&warehouse).await.expect("open the warehouse");
-        for stage in 0..=stage_of.iter().copied().max().unwrap_or(0) {
-            let runs = queries
-                .iter()
-                .zip(&stage_of)
-                .filter(|&(_, &s)| s == stage)
-                .map(|(query, _)| {
-                    let request = Request::new(query.clone());
-                    let snapshot = snapshot.clone();
-                    tokio::spawn(async move { diagnose::run_on(&snapshot, &request, Record::Replace).await })
-                });
-            let outcomes: Vec<_> = futures::stream::iter(runs).buffer_unordered(parallel).collect().await;
-            outcomes.into_iter().for_each(|outcome| drop(outcome.expect("task").expect("query")));
-        }
+        let start = |index: usize| {
+            let request = Request::new(queries[index].clone());
+            let snapshot = snapshot.clone();
+            tokio::spawn(async move { diagnose::run_on(&snapshot, &request, Record::Replace).await })
+        };
+        order.run(&due, parallel, |_| false, start, |_, outcome| drop(outcome.expect("task").expect("query"))).await;
         side_by_side.push(started.elapsed().as_secs_f64());
     }
     println!("{:<20} {:>10} {:>14}", "query", "median s", "not recorded");
@@ -148,6 +143,6 @@ async fn main() {
     }
     println!("{:<20} {total:>10.3} {total_unrecorded:>14.3}   (target 0.5)", "all");
     println!("{:<20} {:>10.3}   (each query opening the warehouse itself)", "all, one by one", median(alone));
-    println!("{:<20} {:>10.3}   (by stage, {parallel} at a time, as `kahuna schedule` runs them)", "all, side by side", median(side_by_side));
+    println!("{:<20} {:>10.3}   ({parallel} at a time, as `kahuna schedule` runs them)", "all, side by side", median(side_by_side));
     println!("peak RSS {:.0} MB", peak_rss_mb());
 }

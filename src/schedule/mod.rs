@@ -168,16 +168,21 @@ impl Job {
     }
 }
 
-/// Each job's stage: jobs due at one instant run by stage, a job after every job that
-/// [feeds](Job::feeds) it; equal stages keep the configuration's order. A cycle (two queries
-/// that each read what the other writes) is broken where it closes.
-pub fn stages(jobs: &[Job]) -> Result<Vec<usize>> {
+/// `feeds[a][b]`: job `a` writes what job `b` reads.
+fn feeds(jobs: &[Job]) -> Result<Vec<Vec<bool>>> {
     let mut feeds = vec![vec![false; jobs.len()]; jobs.len()];
     for (a, earlier) in jobs.iter().enumerate() {
         for (b, later) in jobs.iter().enumerate() {
             feeds[a][b] = a != b && earlier.feeds(later).with_context(|| later.name.clone())?;
         }
     }
+    Ok(feeds)
+}
+
+/// Each job's stage: a job comes after every job that [feeds](Job::feeds) it; equal stages
+/// keep the configuration's order. A cycle (two queries that each read what the other writes)
+/// is broken where it closes.
+fn stages_of(feeds: &[Vec<bool>]) -> Vec<usize> {
     fn stage_of(job: usize, feeds: &[Vec<bool>], stages: &mut [Option<usize>], on_path: &mut [bool]) -> usize {
         if let Some(stage) = stages[job] {
             return stage;
@@ -193,9 +198,67 @@ pub fn stages(jobs: &[Job]) -> Result<Vec<usize>> {
         stages[job] = Some(stage);
         stage
     }
-    let mut stages = vec![None; jobs.len()];
-    let mut on_path = vec![false; jobs.len()];
-    Ok((0..jobs.len()).map(|job| stage_of(job, &feeds, &mut stages, &mut on_path)).collect())
+    let mut stages = vec![None; feeds.len()];
+    let mut on_path = vec![false; feeds.len()];
+    (0..feeds.len()).map(|job| stage_of(job, feeds, &mut stages, &mut on_path)).collect()
+}
+
+/// The order of jobs due at one instant: their stages, and `waits[b][a]`, job `b` starts only
+/// once job `a` has ended (`a` feeds `b`, and the edge does not close a cycle).
+pub struct Order {
+    pub stages: Vec<usize>,
+    waits: Vec<Vec<bool>>,
+}
+
+impl Order {
+    pub fn of(jobs: &[Job]) -> Result<Order> {
+        let feeds = feeds(jobs)?;
+        let stages = stages_of(&feeds);
+        let waits = (0..jobs.len())
+            .map(|later| (0..jobs.len()).map(|earlier| feeds[earlier][later] && stages[earlier] < stages[later]).collect())
+            .collect();
+        Ok(Order { stages, waits })
+    }
+
+    /// Runs `due` (job indices, in stage order) with `start`: each as soon as those of `due` it
+    /// waits for have ended, at most `parallel` at a time, and a job that must run `alone`
+    /// with nothing beside it. Not by stage: a query that reads one other's output (Ganesha's
+    /// model) starts when that one ends, beside the rest of the earlier stage, where a stage
+    /// barrier kept it waiting for the slowest job. `ended` gets each outcome as its job ends.
+    pub async fn run<T, F: Future<Output = T>>(
+        &self,
+        due: &[usize],
+        parallel: usize,
+        alone: impl Fn(usize) -> bool,
+        mut start: impl FnMut(usize) -> F,
+        mut ended: impl FnMut(usize, T),
+    ) {
+        let mut pending = due.to_vec();
+        let mut running = futures::stream::FuturesUnordered::new();
+        let mut active: Vec<usize> = Vec::new();
+        loop {
+            let mut next = 0;
+            while next < pending.len() && active.len() < parallel.max(1) && !active.iter().any(|&job| alone(job)) {
+                let job = pending[next];
+                let waiting = pending.iter().chain(&active).any(|&other| self.waits[job][other]);
+                if waiting || (alone(job) && !active.is_empty()) {
+                    // Nothing passes a job that must run alone, or it could wait for ever.
+                    if alone(job) {
+                        break;
+                    }
+                    next += 1;
+                    continue;
+                }
+                pending.remove(next);
+                active.push(job);
+                let run = start(job);
+                running.push(async move { (job, run.await) });
+            }
+            let Some((job, outcome)) = running.next().await else { break };
+            active.retain(|&other| other != job);
+            ended(job, outcome);
+        }
+    }
 }
 
 pub struct Policy {
@@ -485,7 +548,7 @@ pub async fn run_scheduler(
 ) -> Result<()> {
     let started = clock.now();
     let mut handled = ledger.handled().await?;
-    let stages = stages(jobs)?;
+    let order = Order::of(jobs)?;
     for job in jobs {
         let next = job.schedule.next_after(started).map_or("never".into(), |t| t.to_rfc3339());
         eprintln!("{}: `{}` in {}, next at {next}", job.name, job.schedule.expression, job.schedule.zone);
@@ -496,35 +559,36 @@ pub async fn run_scheduler(
         for (index, job) in jobs.iter().enumerate() {
             let last = handled.get(&job.name).copied();
             let occurrences = plan::due(&job.schedule, last, started, now, job.catch_up);
-            due.extend(occurrences.into_iter().map(|(occurrence, caught_up)| (occurrence, stages[index], index, caught_up)));
+            due.extend(occurrences.into_iter().map(|(occurrence, caught_up)| (occurrence, order.stages[index], index, caught_up)));
         }
         // Oldest first; at one instant, a job after those that write what it reads.
         due.sort_by_key(|&(occurrence, stage, index, _)| (occurrence, stage, index));
-        for together in due.chunk_by(|a, b| (a.0, a.1) == (b.0, b.1)) {
-            // Jobs of one instant and stage read nothing the others write: queries run side by
-            // side (their commits one at a time, see `results::write`). An ingest runs alone.
-            let ingests = together.iter().any(|&(_, _, index, _)| matches!(jobs[index].work, Work::Ingest { .. }));
-            let parallel = if ingests { 1 } else { policy.parallel.max(1) };
-            let runs = together.iter().map(|&(occurrence, _, index, caught_up)| {
+        for together in due.chunk_by(|a, b| a.0 == b.0) {
+            // Jobs of one instant: each after those that write what it reads; the others side
+            // by side (their commits one at a time, see `results::write`). An ingest runs alone.
+            let occurrence = together[0].0;
+            let caught_up: HashMap<usize, bool> = together.iter().map(|&(_, _, index, caught_up)| (index, caught_up)).collect();
+            let indices: Vec<usize> = together.iter().map(|&(_, _, index, _)| index).collect();
+            let alone = |index: usize| matches!(jobs[index].work, Work::Ingest { .. });
+            let run = |index: usize| {
                 let job = &jobs[index];
                 let run_date = job.schedule.run_date(occurrence, job.days_back);
-                let trigger = if caught_up { "catch-up" } else { "schedule" };
+                let trigger = if caught_up[&index] { "catch-up" } else { "schedule" };
                 async move {
                     let outcome = run_with_retries(job, run_date, Some(occurrence), trigger, runner, ledger, clock, policy).await;
-                    (job, occurrence, run_date, trigger, outcome)
+                    (run_date, trigger, outcome)
                 }
-            });
-            // Unordered: a job starts as soon as any running one ends, where in order a short
-            // job done beside a long one held its slot until the long one ended.
-            let mut finished = futures::stream::iter(runs).buffer_unordered(parallel);
-            while let Some((job, occurrence, run_date, trigger, outcome)) = finished.next().await {
+            };
+            let ended = |index: usize, (run_date, trigger, outcome): (NaiveDate, &str, Result<usize>)| {
+                let job = &jobs[index];
                 match outcome {
                     Ok(rows) => eprintln!("{} for {run_date} ({trigger}): {rows} rows", job.name),
                     // One job failing for good does not stop the others; the ledger has it.
                     Err(e) => eprintln!("error: {e:#}"),
                 }
                 handled.insert(job.name.clone(), occurrence);
-            }
+            };
+            order.run(&indices, policy.parallel, alone, run, ended).await;
         }
         runner.batch_done();
         // Each job's next occurrence after the last it dealt with, not after now: one that fell
@@ -725,7 +789,7 @@ mod tests {
                       [[jobs]]\nquery = 'kahuna_wb'\ncron = '0 2 * * *'\n\
                       [[jobs]]\ningest = ['logs']\ncron = '0 2 * * *'\n";
         let jobs = toml::from_str::<Config>(config).unwrap().jobs(Path::new(".")).unwrap();
-        assert_eq!(stages(&jobs).unwrap(), vec![2, 1, 1, 0]);
+        assert_eq!(Order::of(&jobs).unwrap().stages, vec![2, 1, 1, 0]);
         let dir = tempfile::tempdir().unwrap();
         let ledger = Ledger::new(Warehouse::new(dir.path()));
         let clock = FakeClock::new(utc("2024-01-01T12:00:00Z"));
@@ -745,12 +809,12 @@ mod tests {
         async fn run(&self, job: &Job, _: NaiveDate) -> Result<usize> {
             self.events.lock().unwrap().push(format!("start {}", job.name));
             tokio::task::yield_now().await;
-            // controlflow is the long job: it runs until fetch_failures, started after it, has
-            // ended (or, should that never start beside it, for a few seconds).
+            // controlflow is the long job: it runs until combined, which does not read its
+            // table, has ended (or, should that never happen beside it, for a few seconds).
             let waiting = std::time::Instant::now();
             while job.name == "controlflow"
                 && waiting.elapsed() < std::time::Duration::from_secs(5)
-                && !self.events.lock().unwrap().iter().any(|e| e == "end fetch_failures")
+                && !self.events.lock().unwrap().iter().any(|e| e == "end combined")
             {
                 tokio::task::yield_now().await;
             }
@@ -759,11 +823,12 @@ mod tests {
         }
     }
 
-    /// The three queries of stage 1 run two at a time, after the ingest has run alone and
-    /// before `combined`, which reads their verdicts; their ledger rows are all there. A job
-    /// starts as soon as either of the two running ends, not only when the first started does.
+    /// The three queries after the ingest run two at a time, the ingest alone; `combined`
+    /// starts once the two verdicts it reads (kahuna_wb, fetch_failures) are written, beside
+    /// controlflow, whose table it does not read. A job starts as soon as either of the two
+    /// running ends, not only when the first started does; the ledger rows are all there.
     #[tokio::test]
-    async fn queries_due_together_run_two_at_a_time() {
+    async fn queries_due_together_run_two_at_a_time_each_after_what_it_reads() {
         let config = "[[jobs]]\nquery = 'combined'\ncron = '0 2 * * *'\n\
                       [[jobs]]\nquery = 'controlflow'\ncron = '0 2 * * *'\n\
                       [[jobs]]\nquery = 'kahuna_wb'\ncron = '0 2 * * *'\n\
@@ -783,7 +848,9 @@ mod tests {
         assert_eq!(&events[..4], ["start ingest", "end ingest", "start controlflow", "start kahuna_wb"], "{events:?}");
         assert!(at("start fetch_failures") > at("end kahuna_wb"), "never three at once: {events:?}");
         assert!(at("start fetch_failures") < at("end controlflow"), "beside the long one: {events:?}");
-        assert_eq!(&events[8..], ["start combined", "end combined"], "{events:?}");
+        assert!(at("start combined") > at("end fetch_failures"), "after the verdicts it reads: {events:?}");
+        assert!(at("end combined") < at("end controlflow"), "beside what it does not read: {events:?}");
+        assert_eq!(events.len(), 10, "{events:?}");
         assert_eq!(ledger_rows(&wh).await.len(), 5);
     }
 
