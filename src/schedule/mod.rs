@@ -204,7 +204,8 @@ fn stages_of(feeds: &[Vec<bool>]) -> Vec<usize> {
 }
 
 /// The order of jobs due at one instant: their stages, and `waits[b][a]`, job `b` starts only
-/// once job `a` has ended (`a` feeds `b`, and the edge does not close a cycle).
+/// once job `a` has ended: one feeds the other and `a`'s stage is the earlier (where a cycle
+/// was broken, the stages say which runs first, and the two never run side by side).
 pub struct Order {
     pub stages: Vec<usize>,
     waits: Vec<Vec<bool>>,
@@ -215,7 +216,11 @@ impl Order {
         let feeds = feeds(jobs)?;
         let stages = stages_of(&feeds);
         let waits = (0..jobs.len())
-            .map(|later| (0..jobs.len()).map(|earlier| feeds[earlier][later] && stages[earlier] < stages[later]).collect())
+            .map(|later| {
+                (0..jobs.len())
+                    .map(|earlier| (feeds[earlier][later] || feeds[later][earlier]) && stages[earlier] < stages[later])
+                    .collect()
+            })
             .collect();
         Ok(Order { stages, waits })
     }
@@ -240,14 +245,14 @@ impl Order {
             let mut next = 0;
             while next < pending.len() && active.len() < parallel.max(1) && !active.iter().any(|&job| alone(job)) {
                 let job = pending[next];
-                let waiting = pending.iter().chain(&active).any(|&other| self.waits[job][other]);
-                if waiting || (alone(job) && !active.is_empty()) {
-                    // Nothing passes a job that must run alone, or it could wait for ever.
-                    if alone(job) {
-                        break;
-                    }
+                if pending.iter().chain(&active).any(|&other| self.waits[job][other]) {
                     next += 1;
                     continue;
+                }
+                // A job that must run alone waits for the running ones to end, and nothing
+                // passes it meanwhile: later jobs could otherwise keep it waiting.
+                if alone(job) && !active.is_empty() {
+                    break;
                 }
                 pending.remove(next);
                 active.push(job);
@@ -258,6 +263,7 @@ impl Order {
             active.retain(|&other| other != job);
             ended(job, outcome);
         }
+        debug_assert!(pending.is_empty(), "jobs never started: {pending:?}");
     }
 }
 
