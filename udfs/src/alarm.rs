@@ -20,7 +20,7 @@ use crate::args::{
     Literals, arg_error, check_arity, exec_error, is_number, list_item, physical_literals, require_number, require_time,
     times_to_f64, to_f64,
 };
-use crate::cells::{ByGroup, emit_to_groups, paired_lists, passes, values_with_groups};
+use crate::cells::{ByGroup, emit_to_groups, lists_side_by_side, passes, values_with_groups};
 
 /// The first argument of `consecutive` and `longest_run`: a boolean (or NULL).
 fn require_flag(func: &str, t: &DataType) -> Result<()> {
@@ -272,7 +272,7 @@ impl RunGroups {
 
     fn merge(&mut self, states: &[ArrayRef], group_indices: &[usize], total: usize) -> Result<()> {
         self.groups = self.groups.max(total);
-        let (ords, flags) = paired_lists(LONGEST_RUN, states)?;
+        let [ords, flags] = lists_side_by_side(LONGEST_RUN, states)?;
         self.add(flags.values(), ords.values(), values_with_groups(ords.value_offsets(), group_indices))
     }
 

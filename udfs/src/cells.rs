@@ -61,16 +61,18 @@ pub(crate) fn passes(filter: Option<&BooleanArray>, row: usize) -> bool {
     filter.is_none_or(|f| f.is_valid(row) && f.value(row))
 }
 
-/// The two columns of a partial state whose rows each hold a group's values as two lists side
-/// by side (values and their flags, members and their histograms), checked to be that.
-pub(crate) fn paired_lists<'a>(func: &str, states: &'a [ArrayRef]) -> Result<(&'a ListArray, &'a ListArray)> {
-    let (Some(a), Some(b)) = (states[0].as_list_opt::<i32>(), states[1].as_list_opt::<i32>()) else {
-        return Err(exec_error(func, "partial state is not two lists"));
+/// The first `N` columns of a partial state whose rows each hold a group's values as `N` lists
+/// side by side (values and their flags; members and their histograms; members, times and
+/// bins), checked to be that.
+pub(crate) fn lists_side_by_side<'a, const N: usize>(func: &str, states: &'a [ArrayRef]) -> Result<[&'a ListArray; N]> {
+    let lists: Option<Vec<&ListArray>> = states.iter().take(N).map(|state| state.as_list_opt::<i32>()).collect();
+    let Some(Ok(lists)) = lists.map(<[&ListArray; N]>::try_from) else {
+        return Err(exec_error(func, format!("partial state is not {N} lists")));
     };
-    if a.value_offsets() != b.value_offsets() {
+    if lists.windows(2).any(|pair| pair[0].value_offsets() != pair[1].value_offsets()) {
         return Err(exec_error(func, "partial state has mismatched lengths"));
     }
-    Ok((a, b))
+    Ok(lists)
 }
 
 /// Each value such a state's rows hold (an index into its lists' values), with the group its

@@ -37,7 +37,7 @@ use crate::args::{
     Literals, check_arity, exec_error, f64_list_type, list_item, list_row, logical_literals, on_own_values,
     physical_literals, require_number, require_number_list, require_number_list_uncast, to_f64_list,
 };
-use crate::cells::{ByGroup, emit_to_groups, paired_lists, passes, values_with_groups};
+use crate::cells::{ByGroup, emit_to_groups, lists_side_by_side, passes, values_with_groups};
 use crate::distance::{
     FarTest, WIDE_LANES, distribution_total, far_counts, is_far_normalised, jsd_sqrt_normalised, mean_x_log2_x,
 };
@@ -423,7 +423,7 @@ impl PeerScoresGroups {
     /// [`Self::state_of`] writes them.
     fn merge_rows(&mut self, states: &[ArrayRef], group_indices: &[usize], total: usize) -> Result<()> {
         self.groups = self.groups.max(total);
-        let (members, hists) = paired_lists(PEER_SCORES, states)?;
+        let [members, hists] = lists_side_by_side(PEER_SCORES, states)?;
         // Kept on the values their rows hold only: a state is often a slice of a larger one.
         let (members, hists) = (on_own_values(members)?, on_own_values(hists)?);
         let input = self.keep(members.values().clone(), to_f64_list(hists.values())?);

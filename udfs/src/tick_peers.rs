@@ -31,7 +31,9 @@ use datafusion::logical_expr::{
 use crate::args::{
     Literals, check_arity, exec_error, list_item, logical_literals, physical_literals, require_integer, require_number,
 };
+use crate::cells::lists_side_by_side;
 use crate::distance::Kde;
+use crate::histogram::samples_state_fields;
 use crate::peer::Distributions;
 use crate::ticks::{KeptSamples, Sample, SampleAccumulator, SampleGroups, TickParams, Window, by_time, samples};
 
@@ -75,12 +77,10 @@ impl Params {
 /// A member's sample.
 type MemberSample = (i64, Sample);
 
+/// The members, then the times and bins as `tick_histograms` keeps them.
 fn state_fields(name: &str) -> Vec<FieldRef> {
-    ["members", "ts", "bins"]
-        .into_iter()
-        .zip([DataType::Int64, DataType::Float64, DataType::Float64])
-        .map(|(part, t)| Arc::new(Field::new(format_state_name(name, part), DataType::List(list_item(t)), true)))
-        .collect()
+    let members = Arc::new(Field::new(format_state_name(name, "members"), DataType::List(list_item(DataType::Int64)), true));
+    std::iter::once(members).chain(samples_state_fields(name)).collect()
 }
 
 impl KeptSamples for Params {
@@ -114,21 +114,13 @@ impl KeptSamples for Params {
 
     /// Only the values of the state's rows: a state is often a slice of a larger one.
     fn merge(&self, states: &[ArrayRef], mut f: impl FnMut(usize, MemberSample)) -> Result<()> {
-        let bad = || exec_error(FUNC, "partial state is not three lists of members, times and bins of equal lengths");
-        let (Some(members), Some(ts), Some(bins)) =
-            (states[0].as_list_opt::<i32>(), states[1].as_list_opt::<i32>(), states[2].as_list_opt::<i32>())
-        else {
-            return Err(bad());
-        };
-        if members.value_offsets() != ts.value_offsets() || ts.value_offsets() != bins.value_offsets() {
-            return Err(bad());
-        }
+        let [members, ts, bins] = lists_side_by_side(FUNC, states)?;
         let (Some(m), Some(t), Some(b)) = (
             members.values().as_primitive_opt::<Int64Type>(),
             ts.values().as_primitive_opt::<Float64Type>(),
             bins.values().as_primitive_opt::<Float64Type>(),
         ) else {
-            return Err(bad());
+            return Err(exec_error(FUNC, "partial state is not lists of members, times and bins"));
         };
         for (row, range) in members.value_offsets().windows(2).enumerate() {
             for value in range[0] as usize..range[1] as usize {
