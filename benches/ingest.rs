@@ -40,7 +40,9 @@ fn tables_read_back(warehouse: &Path) -> Vec<(Table, Vec<RecordBatch>)> {
         .map(|table| {
             let mut batches = Vec::new();
             // Data files only: a checkpoint in `_delta_log` is Parquet too.
-            let files = walkdir::WalkDir::new(warehouse.join(table.name())).into_iter().filter_entry(|e| e.file_name() != "_delta_log");
+            let files = walkdir::WalkDir::new(warehouse.join(table.name()))
+                .into_iter()
+                .filter_entry(|e| e.file_name() != "_delta_log");
             for entry in files {
                 let path = entry.expect("walk the warehouse").into_path();
                 if path.extension().is_some_and(|e| e == "parquet") {
@@ -81,7 +83,10 @@ async fn main() {
         .filter_map(|s| s.trim().parse().ok())
         .collect();
     let runs: usize = std::env::var("KAHUNA_BENCH_RUNS").ok().and_then(|s| s.parse().ok()).unwrap_or(5);
-    println!("{:>8} {:>28} {:>8} {:>12} {:>14} {:>12}", "input", "phase", "threads", "MB/s", "MB/s per core", "peak RSS MB");
+    println!(
+        "{:>8} {:>28} {:>8} {:>12} {:>14} {:>12}",
+        "input", "phase", "threads", "MB/s", "MB/s per core", "peak RSS MB"
+    );
     for mb in sizes {
         let input = tempfile::tempdir().expect("temp dir");
         // 8 hosts, a TaskTracker and a DataNode log each.
@@ -109,6 +114,14 @@ async fn main() {
         let tables = tables_read_back(warehouse.path());
         let per_core: Vec<f64> =
             (0..runs).map(|_| summary.bytes_read() as f64 / 1e6 / encoding_cpu_seconds(&tables)).collect();
-        println!("{:>6}MB {:>28} {:>8} {:>12} {:>14.1} {:>12}", mb, "Parquet encoding alone", 1, "", median(per_core), "");
+        println!(
+            "{:>6}MB {:>28} {:>8} {:>12} {:>14.1} {:>12}",
+            mb,
+            "Parquet encoding alone",
+            1,
+            "",
+            median(per_core),
+            ""
+        );
     }
 }

@@ -143,6 +143,10 @@ async fn main() {
     }
     println!("{:<20} {total:>10.3} {total_unrecorded:>14.3}   (target 0.5)", "all");
     println!("{:<20} {:>10.3}   (each query opening the warehouse itself)", "all, one by one", median(alone));
-    println!("{:<20} {:>10.3}   ({parallel} at a time, as `kahuna schedule` runs them)", "all, side by side", median(side_by_side));
+    println!(
+        "{:<20} {:>10.3}   ({parallel} at a time, as `kahuna schedule` runs them)",
+        "all, side by side",
+        median(side_by_side)
+    );
     println!("peak RSS {:.0} MB", peak_rss_mb());
 }

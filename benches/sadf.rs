@@ -45,21 +45,54 @@ fn write_export(path: &Path, host: &str, first: u64, seconds: u64) -> std::io::R
         vec![format!("-1;{:.2};0.00;{:.2};{:.2};0.00;{:.2}", f(s, 1) / 2.0, f(s, 2) / 4.0, f(s, 3) / 8.0, 20.0)]
     })?;
     group("# hostname;interval;timestamp;proc/s;cswch/s", &|s| vec![format!("{:.2};{:.2}", f(s, 4), f(s, 5) * 100.0)])?;
-    group("# hostname;interval;timestamp;pgpgin/s;pgpgout/s;fault/s;majflt/s;pgfree/s;pgscank/s;pgscand/s;pgsteal/s;%vmeff", &|s| {
-        vec![format!("{:.2};{:.2};{:.2};0.00;{:.2};0.00;0.00;0.00;0.00", f(s, 6) * 10.0, f(s, 7) * 10.0, f(s, 8) * 30.0, f(s, 9) * 5.0)]
-    })?;
+    group(
+        "# hostname;interval;timestamp;pgpgin/s;pgpgout/s;fault/s;majflt/s;pgfree/s;pgscank/s;pgscand/s;pgsteal/s;%vmeff",
+        &|s| {
+            vec![format!(
+                "{:.2};{:.2};{:.2};0.00;{:.2};0.00;0.00;0.00;0.00",
+                f(s, 6) * 10.0,
+                f(s, 7) * 10.0,
+                f(s, 8) * 30.0,
+                f(s, 9) * 5.0
+            )]
+        },
+    )?;
     group("# hostname;interval;timestamp;tps;rtps;wtps;dtps;bread/s;bwrtn/s;bdscd/s", &|s| {
-        vec![format!("{:.2};{:.2};{:.2};0.00;{:.2};{:.2};0.00", f(s, 10), f(s, 11), f(s, 12), f(s, 13) * 20.0, f(s, 14) * 40.0)]
+        vec![format!(
+            "{:.2};{:.2};{:.2};0.00;{:.2};{:.2};0.00",
+            f(s, 10),
+            f(s, 11),
+            f(s, 12),
+            f(s, 13) * 20.0,
+            f(s, 14) * 40.0
+        )]
     })?;
     group("# hostname;interval;timestamp;runq-sz;plist-sz;ldavg-1;ldavg-5;ldavg-15;blocked", &|s| {
-        vec![format!("{};{};{:.2};{:.2};{:.2};0", s % 5, 300 + s % 50, f(s, 15) / 10.0, f(s, 16) / 10.0, f(s, 17) / 10.0)]
+        vec![format!(
+            "{};{};{:.2};{:.2};{:.2};0",
+            s % 5,
+            300 + s % 50,
+            f(s, 15) / 10.0,
+            f(s, 16) / 10.0,
+            f(s, 17) / 10.0
+        )]
     })?;
-    group("# hostname;interval;timestamp;IFACE;rxpck/s;txpck/s;rxkB/s;txkB/s;rxcmp/s;txcmp/s;rxmcst/s;%ifutil", &|s| {
-        vec![
-            "lo;0.00;0.00;0.00;0.00;0.00;0.00;0.00;0.00".to_string(),
-            format!("eth0;{:.2};{:.2};{:.2};{:.2};0.00;0.00;0.00;{:.2}", f(s, 18) * 10.0, f(s, 19) * 10.0, f(s, 20) * 100.0, f(s, 21) * 50.0, f(s, 22) / 10.0),
-        ]
-    })?;
+    group(
+        "# hostname;interval;timestamp;IFACE;rxpck/s;txpck/s;rxkB/s;txkB/s;rxcmp/s;txcmp/s;rxmcst/s;%ifutil",
+        &|s| {
+            vec![
+                "lo;0.00;0.00;0.00;0.00;0.00;0.00;0.00;0.00".to_string(),
+                format!(
+                    "eth0;{:.2};{:.2};{:.2};{:.2};0.00;0.00;0.00;{:.2}",
+                    f(s, 18) * 10.0,
+                    f(s, 19) * 10.0,
+                    f(s, 20) * 100.0,
+                    f(s, 21) * 50.0,
+                    f(s, 22) / 10.0
+                ),
+            ]
+        },
+    )?;
     out.flush()
 }
 
@@ -82,10 +115,16 @@ fn main() {
         for host in 0..8 {
             for (day, first) in (0..seconds).step_by(86_400).enumerate() {
                 let path = input.path().join(format!("node{host}-day{day}.sadf-d.csv"));
-                write_export(&path, &format!("node{host}"), first, (seconds - first).min(86_400)).expect("write export");
+                write_export(&path, &format!("node{host}"), first, (seconds - first).min(86_400))
+                    .expect("write export");
             }
         }
-        let bytes: u64 = std::fs::read_dir(input.path()).expect("input").flatten().filter_map(|e| e.metadata().ok()).map(|m| m.len()).sum();
+        let bytes: u64 = std::fs::read_dir(input.path())
+            .expect("input")
+            .flatten()
+            .filter_map(|e| e.metadata().ok())
+            .map(|m| m.len())
+            .sum();
         let samples = 8 * seconds;
         for (phase, dry_run) in [("parse only (--dry-run)", true), ("text -> sadc + sar_records", false)] {
             for threads in [1, 2] {

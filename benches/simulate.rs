@@ -47,7 +47,17 @@ fn cluster_run(dir: &std::path::Path, threads: usize, gzip: bool) -> Timed {
 }
 
 fn history_run(dir: &std::path::Path) -> Timed {
-    let cfg = HistoryConfig { months: 5.0, scale: 0.01, seed: 1, out: dir.to_path_buf(), version: Version::V018, gzip: false, logs: true, threads: 1, progress: false };
+    let cfg = HistoryConfig {
+        months: 5.0,
+        scale: 0.01,
+        seed: 1,
+        out: dir.to_path_buf(),
+        version: Version::V018,
+        gzip: false,
+        logs: true,
+        threads: 1,
+        progress: false,
+    };
     timed(|| run_history(&cfg).expect("history")["log_lines"].as_u64().unwrap_or(0))
 }
 

@@ -11,9 +11,9 @@ use std::sync::{Arc, Mutex};
 use anyhow::{Context, Result, bail};
 use async_trait::async_trait;
 use datafusion::catalog::{MemorySchemaProvider, SchemaProvider, TableProvider};
-use datafusion::datasource::{ViewTable, source_as_provider};
 use datafusion::common::DataFusionError;
 use datafusion::common::config::Dialect;
+use datafusion::datasource::{ViewTable, source_as_provider};
 use datafusion::execution::SessionStateBuilder;
 use datafusion::execution::runtime_env::RuntimeEnv;
 use datafusion::logical_expr::LogicalPlan;
@@ -107,9 +107,9 @@ impl Snapshot {
         };
         let snapshot = Snapshot { tables: Arc::new(tables) };
         if addresses::needs_backfill(warehouse) {
-            addresses::backfill(warehouse, &session_over(&snapshot)?)
-                .await
-                .with_context(|| format!("cannot make the addresses table of {} from its logs", warehouse.root().display()))?;
+            addresses::backfill(warehouse, &session_over(&snapshot)?).await.with_context(|| {
+                format!("cannot make the addresses table of {} from its logs", warehouse.root().display())
+            })?;
         }
         Ok(snapshot)
     }
@@ -143,9 +143,7 @@ struct WarehouseSchema {
 
 impl std::fmt::Debug for WarehouseSchema {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("WarehouseSchema")
-            .field("root", &self.tables.warehouse.root())
-            .finish_non_exhaustive()
+        f.debug_struct("WarehouseSchema").field("root", &self.tables.warehouse.root()).finish_non_exhaustive()
     }
 }
 
@@ -168,10 +166,7 @@ impl OpenedTables {
     }
 
     fn cached(&self, name: &str) -> Option<Arc<dyn TableProvider>> {
-        self.opened
-            .lock()
-            .ok()
-            .and_then(|opened| opened.get(name).cloned())
+        self.opened.lock().ok().and_then(|opened| opened.get(name).cloned())
     }
 
     async fn open(&self, name: &str) -> Result<Option<Arc<dyn TableProvider>>> {
@@ -185,16 +180,13 @@ impl OpenedTables {
             return Ok(None);
         };
         // Delta scans find their object store in the session's runtime.
-        table.update_datafusion_session(
-            &SessionStateBuilder::new()
-                .with_runtime_env(self.runtime.clone())
-                .build(),
-        )?;
+        table.update_datafusion_session(&SessionStateBuilder::new().with_runtime_env(self.runtime.clone()).build())?;
         // Partition values plain, not dictionary-encoded: a GROUP BY or join on `cluster` then
         // keeps DataFusion's column-wise hashing, where one dictionary column sent the whole key
         // through the row format (kahuna_wb runs 22% fewer instructions without it).
         let config = DeltaScanConfig::new().with_wrap_partition_values(false);
-        let provider: Arc<dyn TableProvider> = Arc::new(DeltaScanNext::new(table.snapshot()?.snapshot().clone(), config)?);
+        let provider: Arc<dyn TableProvider> =
+            Arc::new(DeltaScanNext::new(table.snapshot()?.snapshot().clone(), config)?);
         if let Ok(mut opened) = self.opened.lock() {
             opened.insert(name.to_string(), provider.clone());
         }
@@ -238,9 +230,10 @@ impl SchemaProvider for WarehouseSchema {
         if let Some(table) = self.tables.cached(name) {
             return Ok(Some(table));
         }
-        self.tables.open(name).await.map_err(|e| {
-            DataFusionError::External(format!("cannot read table {name}: {e:#}").into())
-        })
+        self.tables
+            .open(name)
+            .await
+            .map_err(|e| DataFusionError::External(format!("cannot read table {name}: {e:#}").into()))
     }
 
     fn register_table(
@@ -249,21 +242,14 @@ impl SchemaProvider for WarehouseSchema {
         table: Arc<dyn TableProvider>,
     ) -> Result<Option<Arc<dyn TableProvider>>, DataFusionError> {
         if self.tables.warehouse_has(&name) {
-            return Err(DataFusionError::Plan(format!(
-                "{name} is a warehouse table; choose another name"
-            )));
+            return Err(DataFusionError::Plan(format!("{name} is a warehouse table; choose another name")));
         }
         self.session_tables.register_table(name, table)
     }
 
-    fn deregister_table(
-        &self,
-        name: &str,
-    ) -> Result<Option<Arc<dyn TableProvider>>, DataFusionError> {
+    fn deregister_table(&self, name: &str) -> Result<Option<Arc<dyn TableProvider>>, DataFusionError> {
         if self.tables.warehouse_has(name) {
-            return Err(DataFusionError::Plan(format!(
-                "{name} is a warehouse table; it cannot be dropped from SQL"
-            )));
+            return Err(DataFusionError::Plan(format!("{name} is a warehouse table; it cannot be dropped from SQL")));
         }
         self.session_tables.deregister_table(name)
     }

@@ -47,8 +47,10 @@ pub struct DiagnoseArgs {
 }
 
 fn time(flag: &str, text: Option<String>) -> Result<Option<DateTime<Utc>>> {
-    text.map(|t| queries::parse_timestamp(&t).ok_or_else(|| anyhow!("--{flag} {t}: not a time such as 2008-08-23T17:00:00Z")))
-        .transpose()
+    text.map(|t| {
+        queries::parse_timestamp(&t).ok_or_else(|| anyhow!("--{flag} {t}: not a time such as 2008-08-23T17:00:00Z"))
+    })
+    .transpose()
 }
 
 fn assignments(params: &[String]) -> Result<Vec<(String, String)>> {
@@ -248,12 +250,17 @@ pub async fn demo_diagnosis(warehouse: &Path) -> Result<()> {
     println!("the host as a whole (subject `host`), the share of the jobs indicting anyone that indict it.\n");
     print!("{}", diagnose::summarize(&request.query, &outcome.verdict));
     // Every host's whole-window score, so the culprit stands beside its healthy peers.
-    let mut hosts: Vec<_> = outcome.verdict.iter().filter(|d| d.job_id.is_none() && d.subject.as_deref() == Some("host")).collect();
+    let mut hosts: Vec<_> =
+        outcome.verdict.iter().filter(|d| d.job_id.is_none() && d.subject.as_deref() == Some("host")).collect();
     hosts.sort_by(|a, b| b.score.unwrap_or(0.0).total_cmp(&a.score.unwrap_or(0.0)).then_with(|| a.host.cmp(&b.host)));
     println!("\nEvery host, over all jobs:");
     for d in hosts {
         let score = d.score.map_or("-".to_string(), |s| format!("{s:.3}"));
-        println!("  {:<8} score {score}{}", d.host.as_deref().unwrap_or("?"), if d.indicted { "  INDICTED" } else { "" });
+        println!(
+            "  {:<8} score {score}{}",
+            d.host.as_deref().unwrap_or("?"),
+            if d.indicted { "  INDICTED" } else { "" }
+        );
     }
     let jobs: std::collections::BTreeSet<_> = outcome.verdict.iter().filter_map(|d| d.job_id.clone()).collect();
     let indicted_jobs: std::collections::BTreeSet<_> = outcome

@@ -211,7 +211,8 @@ fn verdict_rows(batches: &[RecordBatch], default_cluster: &str) -> Result<Vec<Di
         let host_value = |row: usize| host.is_valid(row).then(|| host.as_string::<i32>().value(row).to_string());
         // `detail` is written as JSON text directly, with keys, formatters and number casts made
         // once per column, not once per cell: a verdict over months has a million rows.
-        let keys: Vec<String> = extra.iter().map(|&i| serde_json::Value::from(schema.field(i).name().as_str()).to_string()).collect();
+        let keys: Vec<String> =
+            extra.iter().map(|&i| serde_json::Value::from(schema.field(i).name().as_str()).to_string()).collect();
         let formatters = extra
             .iter()
             .map(|&i| ArrayFormatter::try_new(batch.column(i).as_ref(), &FormatOptions::default()))
@@ -263,7 +264,13 @@ pub fn summarize(query: &Query, verdict: &[Diagnosis]) -> String {
     let hosts: BTreeSet<(&str, &str)> =
         verdict.iter().map(|d| (d.cluster.as_str(), d.host.as_deref().unwrap_or("?"))).collect();
     if indicted.is_empty() {
-        let _ = writeln!(out, "{}: no host indicted among {} compared ({} verdict rows).", query.name, hosts.len(), verdict.len());
+        let _ = writeln!(
+            out,
+            "{}: no host indicted among {} compared ({} verdict rows).",
+            query.name,
+            hosts.len(),
+            verdict.len()
+        );
         return out;
     }
     let culprits: BTreeSet<(&str, &str)> =

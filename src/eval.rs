@@ -61,7 +61,8 @@ impl Run {
 pub fn read_truth(dir: &Path) -> Result<(String, String, BTreeSet<String>, BTreeSet<String>)> {
     let path = dir.join("truth.json");
     let text = std::fs::read_to_string(&path).with_context(|| format!("cannot read {}", path.display()))?;
-    let truth: serde_json::Value = serde_json::from_str(&text).with_context(|| format!("{}: not JSON", path.display()))?;
+    let truth: serde_json::Value =
+        serde_json::from_str(&text).with_context(|| format!("{}: not JSON", path.display()))?;
     let list = |key: &str| truth.get(key).and_then(|v| v.as_array()).cloned().unwrap_or_default();
     let text_of = |item: &serde_json::Value, key: &str| item.get(key).and_then(|v| v.as_str()).map(str::to_string);
     let faults = list("faults");
@@ -182,7 +183,12 @@ fn indicted_by_cluster(verdict: &[Diagnosis]) -> HashMap<&str, BTreeSet<String>>
 /// largest cluster, not of the whole suite (all 280 runs of a 10-repetition suite at once
 /// outgrew 17 GB). One cluster's query keeps about one core busy, so as many run at once as
 /// there are cores.
-async fn verdict(snapshot: &Snapshot, query: &Query, params: &[(String, String)], clusters: &[String]) -> Result<Vec<Diagnosis>> {
+async fn verdict(
+    snapshot: &Snapshot,
+    query: &Query,
+    params: &[(String, String)],
+    clusters: &[String],
+) -> Result<Vec<Diagnosis>> {
     let runs = clusters.iter().map(|cluster| {
         let (snapshot, mut request) = (snapshot.clone(), Request::new(query.clone()));
         request.cluster = Some(cluster.clone());
@@ -233,7 +239,8 @@ async fn ingested_files(warehouse: &Warehouse) -> Result<HashMap<String, Vec<Str
 /// The slave nodes of each cluster where the truth does not list them: hosts with TaskTracker
 /// or DataNode states.
 async fn fill_nodes(warehouse: &Warehouse, runs: &mut [Run]) -> Result<()> {
-    let sql = "SELECT DISTINCT cluster, host FROM states WHERE host IS NOT NULL AND daemon IN ('tasktracker', 'datanode')";
+    let sql =
+        "SELECT DISTINCT cluster, host FROM states WHERE host IS NOT NULL AND daemon IN ('tasktracker', 'datanode')";
     let mut hosts: HashMap<String, BTreeSet<String>> = HashMap::new();
     for (cluster, host) in text_pairs(&catalog::session(warehouse).await?, sql).await? {
         hosts.entry(cluster).or_default().insert(host);
@@ -268,9 +275,17 @@ pub async fn eval(options: &Options, out: &mut dyn std::io::Write) -> Result<()>
         ingest(&ingest_options).await.with_context(|| format!("cannot ingest {}", run.dir.display()))?;
     }
     fill_nodes(&options.warehouse, &mut runs).await?;
-    writeln!(out, "{} runs scored, {} tuning runs", runs.iter().filter(|r| !r.tuning).count(), runs.iter().filter(|r| r.tuning).count())?;
+    writeln!(
+        out,
+        "{} runs scored, {} tuning runs",
+        runs.iter().filter(|r| !r.tuning).count(),
+        runs.iter().filter(|r| r.tuning).count()
+    )?;
     if reused > 0 {
-        writeln!(out, "{reused} runs were in the warehouse already (ingested from the same folders as the same clusters) and were not read again")?;
+        writeln!(
+            out,
+            "{reused} runs were in the warehouse already (ingested from the same folders as the same clusters) and were not read again"
+        )?;
     }
 
     let fault_free_tuning: Vec<&str> =
@@ -299,7 +314,10 @@ pub async fn eval(options: &Options, out: &mut dyn std::io::Write) -> Result<()>
         // tuning runs first, once.
         if reads.contains(models) && !trained {
             if fault_free_tuning.is_empty() {
-                let _ = writeln!(report, "\n{name}: skipped (its profiles are trained on fault-free tuning runs: give --tune)");
+                let _ = writeln!(
+                    report,
+                    "\n{name}: skipped (its profiles are trained on fault-free tuning runs: give --tune)"
+                );
                 continue;
             }
             let mut train = Request::new(training.clone());
@@ -350,8 +368,21 @@ pub async fn eval(options: &Options, out: &mut dyn std::io::Write) -> Result<()>
             let hosts = indicted.get(run.cluster.as_str()).cloned().unwrap_or_default();
             groups.entry((run.fault.clone(), run.workload.clone(), run.nodes.len())).or_default().add(run, &hosts);
         }
-        let _ = writeln!(report, "\n{name}{}", if param.is_empty() { String::new() } else { format!(" (tuned: {param})") });
-        let _ = writeln!(report, "{:<14} {:<10} {:>5} {:>4} {:>7} {:>6} {:>6} {:>6} {:>11}", "fault", "workload", "nodes", "runs", param_label(&param), "TP", "FP", "FN", "false-alarm");
+        let _ =
+            writeln!(report, "\n{name}{}", if param.is_empty() { String::new() } else { format!(" (tuned: {param})") });
+        let _ = writeln!(
+            report,
+            "{:<14} {:<10} {:>5} {:>4} {:>7} {:>6} {:>6} {:>6} {:>11}",
+            "fault",
+            "workload",
+            "nodes",
+            "runs",
+            param_label(&param),
+            "TP",
+            "FP",
+            "FN",
+            "false-alarm"
+        );
         for ((fault, workload, nodes), score) in &groups {
             let value = chosen_value.get(workload.as_str()).cloned().unwrap_or_default();
             let shown = |v: Option<f64>| v.map_or("-".into(), |v| format!("{v:.2}"));
@@ -382,7 +413,8 @@ pub async fn eval(options: &Options, out: &mut dyn std::io::Write) -> Result<()>
         }
     }
     write!(out, "{report}")?;
-    std::fs::write(&options.csv, lines.join("\n") + "\n").with_context(|| format!("cannot write {}", options.csv.display()))?;
+    std::fs::write(&options.csv, lines.join("\n") + "\n")
+        .with_context(|| format!("cannot write {}", options.csv.display()))?;
     writeln!(out, "\nwritten: {}", options.csv.display())?;
     Ok(())
 }
@@ -410,7 +442,8 @@ fn choose(tuning: &[&Run], by_value: &[Vec<Diagnosis>], max_false_alarm: f64) ->
         admissible.push((index, faulty.tp().unwrap_or(0.0) - faulty.fp().unwrap_or(0.0)));
     }
     let best = admissible.iter().map(|&(_, merit)| merit).fold(f64::NEG_INFINITY, f64::max);
-    let tied: Vec<usize> = admissible.iter().filter(|&&(_, merit)| merit >= best - 1e-9).map(|&(index, _)| index).collect();
+    let tied: Vec<usize> =
+        admissible.iter().filter(|&&(_, merit)| merit >= best - 1e-9).map(|&(index, _)| index).collect();
     // No value keeps false alarms low enough: the strictest (last) one.
     tied.get(tied.len() / 2).copied().unwrap_or(by_value.len().saturating_sub(1))
 }
@@ -434,7 +467,12 @@ mod tests {
     fn indict(cluster: &str, hosts: &[&str]) -> Vec<Diagnosis> {
         hosts
             .iter()
-            .map(|h| Diagnosis { cluster: cluster.into(), host: Some(h.to_string()), indicted: true, ..Diagnosis::default() })
+            .map(|h| Diagnosis {
+                cluster: cluster.into(),
+                host: Some(h.to_string()),
+                indicted: true,
+                ..Diagnosis::default()
+            })
             .collect()
     }
 

@@ -54,7 +54,10 @@ mod tests {
     fn an_error_names_each_cause_once() {
         let inner = datafusion::error::DataFusionError::Plan("No field named nope".into());
         let outer = anyhow::Error::new(inner).context("queries/x.sql: statement 2 of 4");
-        assert_eq!(super::error_message(&outer), "queries/x.sql: statement 2 of 4: Error during planning: No field named nope");
+        assert_eq!(
+            super::error_message(&outer),
+            "queries/x.sql: statement 2 of 4: Error during planning: No field named nope"
+        );
         let repeated = anyhow::anyhow!("cannot read a.log").context("ingest: cannot read a.log");
         assert_eq!(super::error_message(&repeated), "ingest: cannot read a.log");
     }

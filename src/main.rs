@@ -165,9 +165,21 @@ async fn run(cli: Cli) -> Result<()> {
         Command::Demo { data } => {
             let data = data.unwrap_or_else(|| {
                 let here = PathBuf::from("data");
-                if here.join("logs").is_dir() { here } else { PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/data")) }
+                if here.join("logs").is_dir() {
+                    here
+                } else {
+                    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/data"))
+                }
             });
-            let args = IngestArgs { cluster: "demo".into(), tz: None, host: None, daemon: None, iface: None, threads: None, dry_run: false };
+            let args = IngestArgs {
+                cluster: "demo".into(),
+                tz: None,
+                host: None,
+                daemon: None,
+                iface: None,
+                threads: None,
+                dry_run: false,
+            };
             let summary = ingest(&args.options(vec![data], &cli.warehouse)?).await?;
             print!("{}", report::render(&summary));
             let ctx = catalog::session(&Warehouse::new(&cli.warehouse)).await?;

@@ -184,7 +184,8 @@ impl Query {
                     let (param, grid) = rest
                         .split_once('=')
                         .ok_or_else(|| at(anyhow!("@tune takes `PARAM = v1, v2, …`, got `{rest}`")))?;
-                    let grid: Vec<String> = grid.split(',').map(|v| v.trim().to_string()).filter(|v| !v.is_empty()).collect();
+                    let grid: Vec<String> =
+                        grid.split(',').map(|v| v.trim().to_string()).filter(|v| !v.is_empty()).collect();
                     tune = Some((Tune { param: param.trim().to_string(), grid }, number));
                 }
                 _ => return Err(at(anyhow!("unknown directive @{word} (expected @param, @output or @tune)"))),
@@ -268,7 +269,8 @@ impl Bound {
 
 fn is_identifier(word: &str) -> bool {
     let mut chars = word.chars();
-    chars.next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_') && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+    chars.next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
 /// `NAME TYPE = DEFAULT [description]`, the default a single word or a quoted string.
@@ -280,8 +282,9 @@ fn parse_param(rest: &str, line: usize) -> Result<Param> {
     if !is_identifier(name) {
         bail!("parameter name {name} is not an identifier");
     }
-    let kind = ParamType::parse(kind)
-        .ok_or_else(|| anyhow!("parameter {name}: unknown type {kind} (number, integer, text, timestamp, date, interval)"))?;
+    let kind = ParamType::parse(kind).ok_or_else(|| {
+        anyhow!("parameter {name}: unknown type {kind} (number, integer, text, timestamp, date, interval)")
+    })?;
     let tail = tail.trim_start();
     let (default, doc) = if let Some(quoted) = tail.strip_prefix('\'') {
         let end = quoted.find('\'').ok_or_else(|| anyhow!("parameter {name}: unterminated quoted default"))?;
@@ -456,13 +459,16 @@ SELECT '$threshold' AS kept, \"$x\" AS also_kept, $threshold AS t, -- $nothing h
         let q = Query::parse("odd", "odd.sql", SAMPLE).unwrap();
         assert_eq!(q.title, "Finds the odd host out.");
         assert_eq!(q.params.len(), 3);
-        assert_eq!(q.params[0], Param {
-            name: "threshold".into(),
-            kind: ParamType::Number,
-            default: "0.35".into(),
-            doc: "distance above which hosts differ".into(),
-            line: 2
-        });
+        assert_eq!(
+            q.params[0],
+            Param {
+                name: "threshold".into(),
+                kind: ParamType::Number,
+                default: "0.35".into(),
+                doc: "distance above which hosts differ".into(),
+                line: 2
+            }
+        );
         assert_eq!(q.params[2].default, "2008-08-23 17:00");
         assert_eq!(q.output, Output::Verdict);
         assert_eq!(q.tune, Some(Tune { param: "threshold".into(), grid: vec!["0.2".into(), "0.3".into()] }));
@@ -482,7 +488,11 @@ SELECT '$threshold' AS kept, \"$x\" AS also_kept, $threshold AS t, -- $nothing h
         assert_eq!(bound.values["from"], "2008-08-23 17:00");
         // Defaults, typed NULLs, and integers written as doubles.
         let defaults = q.bind(&given(&[("threshold", "1")])).unwrap();
-        assert!(defaults.sql.contains("1.0 AS t") && defaults.sql.contains("CAST(NULL AS VARCHAR) AS c"), "{}", defaults.sql);
+        assert!(
+            defaults.sql.contains("1.0 AS t") && defaults.sql.contains("CAST(NULL AS VARCHAR) AS c"),
+            "{}",
+            defaults.sql
+        );
     }
 
     #[test]

@@ -140,9 +140,9 @@ pub async fn interactive(ctx: &SessionContext, format: Format) -> Result<()> {
             match trimmed.split_whitespace().collect::<Vec<_>>().as_slice() {
                 ["\\q"] | [".quit"] | [".exit"] => break,
                 ["\\d"] | [".tables"] => report(list_tables(ctx).await),
-                ["\\d", name] | [".schema", name] => {
-                    report(run_script(ctx, &format!("DESCRIBE \"{name}\""), Format::Table, &mut std::io::stdout()).await)
-                }
+                ["\\d", name] | [".schema", name] => report(
+                    run_script(ctx, &format!("DESCRIBE \"{name}\""), Format::Table, &mut std::io::stdout()).await,
+                ),
                 _ => eprintln!("unknown command {trimmed}: \\d, \\d NAME, .tables, \\q"),
             }
             continue;
@@ -177,7 +177,8 @@ mod tests {
 
     #[test]
     fn a_long_result_prints_its_head_and_says_how_many_rows_it_had() {
-        let batch = |values: Vec<i64>| RecordBatch::try_from_iter([("n", Arc::new(Int64Array::from(values)) as _)]).unwrap();
+        let batch =
+            |values: Vec<i64>| RecordBatch::try_from_iter([("n", Arc::new(Int64Array::from(values)) as _)]).unwrap();
         let batches = [batch(vec![1, 2]), batch(vec![3, 4, 5])];
         let mut out = Vec::new();
         print_head(&batches, 3, &mut out).unwrap();

@@ -82,7 +82,11 @@ fn write_datanode(path: &Path, host: usize, bytes: u64, seed: u64) -> io::Result
         let block = rng.next() as i64 * if rng.below(2) == 0 { 1 } else { -1 } * 7919;
         let writer = format!("10.0.0.{}", rng.below(250) + 1);
         let port = 40_000 + rng.below(20_000);
-        writeln!(out, "{} INFO {logger}: Receiving block blk_{block} src: /{writer}:{port} dest: /{me}:50010", stamp(now))?;
+        writeln!(
+            out,
+            "{} INFO {logger}: Receiving block blk_{block} src: /{writer}:{port} dest: /{me}:50010",
+            stamp(now)
+        )?;
         now += 300 + rng.below(900) as i64;
         writeln!(out, "{} INFO {logger}: Received block blk_{block} of size 67108864 from /{writer}", stamp(now))?;
         now += rng.below(50) as i64;

@@ -17,7 +17,8 @@ async fn damaged_files_are_refused_or_rejected_line_by_line() {
     std::fs::write(dir.join("hadoop-u-datanode-h4.log"), b"").unwrap();
     let mut mixed = Vec::new();
     mixed.extend_from_slice(b"\tat orphan.Continuation(X.java:1)\n");
-    mixed.extend_from_slice(format!("2008-08-23 17:12:32,466 INFO a.TaskTracker: LaunchTaskAction: {M}\r\n").as_bytes());
+    mixed
+        .extend_from_slice(format!("2008-08-23 17:12:32,466 INFO a.TaskTracker: LaunchTaskAction: {M}\r\n").as_bytes());
     mixed.extend_from_slice(b"2008-08-23 17:12:31,000 INFO a.TaskTracker: a line from the past\n");
     mixed.extend_from_slice(b"2008-08-23 17:12:33,000 INFO a.TaskTracker: caf\xff\xfe\n");
     mixed.extend_from_slice(&vec![b'x'; 1 << 20]);
@@ -75,8 +76,11 @@ async fn damaged_files_are_refused_or_rejected_line_by_line() {
     )
     .await;
     assert_eq!(gz, vec![vec!["true", "true", "1", "true"]]);
-    let unbalanced =
-        scalar(wh.path(), "SELECT count(*) FROM ingests WHERE lines_read <> lines_parsed + lines_rejected + lines_skipped").await;
+    let unbalanced = scalar(
+        wh.path(),
+        "SELECT count(*) FROM ingests WHERE lines_read <> lines_parsed + lines_rejected + lines_skipped",
+    )
+    .await;
     assert_eq!(unbalanced, "0");
     assert_eq!(
         scalar(wh.path(), "SELECT count(*) FROM rejects").await,
@@ -127,7 +131,8 @@ async fn a_growing_file_is_read_from_where_the_last_ingest_stopped() {
     let mut file = std::fs::OpenOptions::new().append(true).open(&rotated).unwrap();
     write!(file, "{}", line(7)).unwrap();
     let gzipped = input.path().join("hadoop-u-tasktracker-h1.log.2008-08-23.gz");
-    let mut gz = flate2::write::GzEncoder::new(std::fs::File::create(&gzipped).unwrap(), flate2::Compression::default());
+    let mut gz =
+        flate2::write::GzEncoder::new(std::fs::File::create(&gzipped).unwrap(), flate2::Compression::default());
     gz.write_all(&std::fs::read(&rotated).unwrap()).unwrap();
     gz.finish().unwrap();
     std::fs::remove_file(&rotated).unwrap();
@@ -195,7 +200,8 @@ async fn a_state_begun_before_one_ingest_and_ended_after_it_is_one_state() {
     std::fs::write(&log, done("23 17:12:20", 4)).unwrap();
     let rotated = ingest_into(vec![input.path().to_path_buf()], wh.path(), None).await;
     assert_eq!(counts(&rotated), [1, 1, 0, 0]);
-    let task_4 = "SELECT start_line, end_line, duration_ms, file LIKE '%.log' FROM states WHERE task_id LIKE '%_000004_0'";
+    let task_4 =
+        "SELECT start_line, end_line, duration_ms, file LIKE '%.log' FROM states WHERE task_id LIKE '%_000004_0'";
     assert_eq!(rows(wh.path(), task_4).await, owned(&[["9", "1", "7000.0", "true"]]));
 
     // A 0.20 DataNode logs a write's start, and its clienttrace line ends it with the duration

@@ -42,11 +42,13 @@ fn ingest_prints_a_summary_and_sql_answers_in_every_format() {
     let parquet = kahuna(wh.path(), &["sql", "--format", "parquet", "-c", &none]);
     let file = wh.path().join("empty.parquet");
     std::fs::write(&file, &parquet.stdout).unwrap();
-    let empty = datafusion::parquet::file::reader::SerializedFileReader::new(std::fs::File::open(&file).unwrap()).unwrap();
+    let empty =
+        datafusion::parquet::file::reader::SerializedFileReader::new(std::fs::File::open(&file).unwrap()).unwrap();
     let meta = datafusion::parquet::file::reader::FileReader::metadata(&empty).file_metadata().clone();
     assert_eq!((meta.num_rows(), meta.schema_descr().num_columns()), (0, 2));
     // A statement with no result prints nothing, not an empty line or file.
-    let viewed = kahuna(wh.path(), &["sql", "--format", "csv", "-c", "CREATE VIEW v AS SELECT 1 AS x; SELECT * FROM v"]);
+    let viewed =
+        kahuna(wh.path(), &["sql", "--format", "csv", "-c", "CREATE VIEW v AS SELECT 1 AS x; SELECT * FROM v"]);
     assert_eq!(text(&viewed.stdout), "x\n1\n", "{}", text(&viewed.stderr));
 
     // `WHERE date = …` reads the files of that partition only.
@@ -55,7 +57,10 @@ fn ingest_prints_a_summary_and_sql_answers_in_every_format() {
     assert!(plan.contains("date=2008-11-09/") && !plan.contains("date=2008-08-23/"), "{plan}");
 
     // A script is read in the sessions' grammar: the generic one ended this list at `cluster`.
-    let listed = kahuna(wh.path(), &["sql", "--format", "csv", "-c", "SELECT DISTINCT host, cluster FROM states WHERE host = 'node1'"]);
+    let listed = kahuna(
+        wh.path(),
+        &["sql", "--format", "csv", "-c", "SELECT DISTINCT host, cluster FROM states WHERE host = 'node1'"],
+    );
     assert_eq!(text(&listed.stdout), "host,cluster\nnode1,c1\n", "{}", text(&listed.stderr));
 
     let missing = kahuna(wh.path(), &["sql", "-c", "SELECT * FROM nosuch"]);

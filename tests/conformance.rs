@@ -73,16 +73,9 @@ async fn every_clienttrace_line_is_one_state() {
     assert_eq!(by_kind, owned(&expect));
     // Shuffles: map side 127.0.1.1 serving the reduce at `dest` (all 127.0.1.1 here); reads
     // served to the client at `dest`, writes from the client at `src` (all 127.0.0.1).
-    let peers = rows(
-        wh.path(),
-        "SELECT state, peer_host, count(*) FROM states GROUP BY state, peer_host ORDER BY state",
-    )
-    .await;
-    let expect = [
-        ["MapCopy", "127.0.1.1", "80"],
-        ["ReadBlock", "127.0.0.1", "10"],
-        ["WriteBlock", "127.0.0.1", "8"],
-    ];
+    let peers =
+        rows(wh.path(), "SELECT state, peer_host, count(*) FROM states GROUP BY state, peer_host ORDER BY state").await;
+    let expect = [["MapCopy", "127.0.1.1", "80"], ["ReadBlock", "127.0.0.1", "10"], ["WriteBlock", "127.0.0.1", "8"]];
     assert_eq!(peers, owned(&expect));
     let first_shuffle = rows(
         wh.path(),

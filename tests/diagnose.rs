@@ -68,7 +68,12 @@ async fn a_host_indicted_alone_outweighs_hosts_indicted_together() {
         "SELECT host, round(score, 4), indicted FROM diagnoses WHERE subject = 'host' AND score > 0 ORDER BY host",
     )
     .await;
-    let expected = [["node1", "0.5", "true"], ["node2", "0.1667", "false"], ["node3", "0.1667", "false"], ["node4", "0.1667", "false"]];
+    let expected = [
+        ["node1", "0.5", "true"],
+        ["node2", "0.1667", "false"],
+        ["node3", "0.1667", "false"],
+        ["node4", "0.1667", "false"],
+    ];
     assert_eq!(per_host, expected.map(|r| r.map(String::from).to_vec()).to_vec());
 }
 
@@ -115,7 +120,18 @@ async fn kahuna_wb_indicts_the_slow_host_and_reruns_replace_their_partition() {
     for _ in 0..2 {
         let out = kahuna(
             wh.path(),
-            &["backfill", "kahuna_wb", "--from", "2008-08-23", "--to", "2008-08-23", "--cluster", "c1", "--param", "states=Map"],
+            &[
+                "backfill",
+                "kahuna_wb",
+                "--from",
+                "2008-08-23",
+                "--to",
+                "2008-08-23",
+                "--cluster",
+                "c1",
+                "--param",
+                "states=Map",
+            ],
         );
         assert!(out.status.success(), "{}", text(&out.stderr));
         assert!(text(&out.stdout).contains("kahuna_wb for 2008-08-23: 10 rows"), "{}", text(&out.stdout));
@@ -127,16 +143,36 @@ async fn kahuna_wb_indicts_the_slow_host_and_reruns_replace_their_partition() {
     )
     .await;
     let today = chrono::Utc::now().date_naive().to_string();
-    assert_eq!(per_date, vec![vec!["2008-08-23".to_string(), "10".into(), "1".into(), "2".into()], vec![today, "10".into(), "1".into(), "2".into()]]);
+    assert_eq!(
+        per_date,
+        vec![
+            vec!["2008-08-23".to_string(), "10".into(), "1".into(), "2".into()],
+            vec![today, "10".into(), "1".into(), "2".into()]
+        ]
+    );
     // The same query with other parameters (another scheduled job) keeps the first one's rows.
     let out = kahuna(
         wh.path(),
-        &["backfill", "kahuna_wb", "--from", "2008-08-23", "--to", "2008-08-23", "--cluster", "c1", "--param", "states=Map", "--param", "threshold=0.6"],
+        &[
+            "backfill",
+            "kahuna_wb",
+            "--from",
+            "2008-08-23",
+            "--to",
+            "2008-08-23",
+            "--cluster",
+            "c1",
+            "--param",
+            "states=Map",
+            "--param",
+            "threshold=0.6",
+        ],
     );
     assert!(out.status.success(), "{}", text(&out.stderr));
     let day = "SELECT count(*), count(DISTINCT run_id), count(DISTINCT parameters) FROM diagnoses WHERE date = DATE '2008-08-23'";
     assert_eq!(rows(wh.path(), day).await, vec![vec!["20", "2", "2"]]);
-    let ledger = rows(wh.path(), "SELECT job, CAST(date AS VARCHAR), trigger, attempt, status, rows FROM schedule_runs").await;
+    let ledger =
+        rows(wh.path(), "SELECT job, CAST(date AS VARCHAR), trigger, attempt, status, rows FROM schedule_runs").await;
     assert_eq!(ledger.len(), 3);
     assert_eq!(ledger[0], vec!["kahuna_wb", "2008-08-23", "backfill", "1", "succeeded", "10"]);
 
@@ -193,7 +229,10 @@ async fn edge_tables_are_saved_per_run_date() {
     let provenance = rows(wh.path(), provenance).await;
     assert_eq!(provenance[0][0], "1");
     assert!(provenance[0][1].contains("-controlflow-"), "{provenance:?}");
-    assert!(provenance[0][2].contains(r#""cluster":"c1""#) && provenance[0][2].contains(r#""from":"2008-08-23T00:00:00"#), "{provenance:?}");
+    assert!(
+        provenance[0][2].contains(r#""cluster":"c1""#) && provenance[0][2].contains(r#""from":"2008-08-23T00:00:00"#),
+        "{provenance:?}"
+    );
 
     // The block-operation graph: its three statements (DataNode addresses, the named block
     // operations, the edges) each run, and data/'s nine block operations (all dates) are each
@@ -204,13 +243,17 @@ async fn edge_tables_are_saved_per_run_date() {
     }
     let states = "SELECT count(*) FROM states WHERE daemon = 'datanode' AND state IN ('ReadBlock', 'WriteBlock', 'WriteBlock_Replicated')";
     assert_eq!(scalar(wh.path(), states).await, "9");
-    assert_eq!(scalar(wh.path(), "SELECT CAST(sum(blocks) AS VARCHAR) FROM dataflow_edges WHERE op <> 'mirror'").await, "9");
+    assert_eq!(
+        scalar(wh.path(), "SELECT CAST(sum(blocks) AS VARCHAR) FROM dataflow_edges WHERE op <> 'mirror'").await,
+        "9"
+    );
     // Every node of data/ by name, node2 too, which only served blocks (its address comes
     // from `10.0.0.2:50010 Served block`), read by hand from data/logs/*datanode*: node1 read
     // and wrote a block locally, node2 served one to itself and one to node3 (10.0.0.3),
     // node3 served one locally (clienttrace), node1 wrote to node3 (clienttrace) and node2 to
     // node1. The merged Loghub-style file names its hosts by address.
-    let edges = rows(wh.path(), "SELECT src, dst, op, CAST(blocks AS VARCHAR) FROM dataflow_edges ORDER BY op, src, dst").await;
+    let edges =
+        rows(wh.path(), "SELECT src, dst, op, CAST(blocks AS VARCHAR) FROM dataflow_edges ORDER BY op, src, dst").await;
     let edges: Vec<String> = edges.iter().map(|r| r.join(" ")).collect();
     assert_eq!(
         edges,
@@ -230,7 +273,10 @@ async fn edge_tables_are_saved_per_run_date() {
     // An empty window of the same run date: no edges, which replace that date's edges
     // (DataFusion gives an empty sorted result as no batch at all; the plan's schema still says
     // what to write).
-    let out = kahuna(wh.path(), &["diagnose", "controlflow", "--cluster", "c1", "--from", "2008-08-23", "--to", "2008-08-23"]);
+    let out = kahuna(
+        wh.path(),
+        &["diagnose", "controlflow", "--cluster", "c1", "--from", "2008-08-23", "--to", "2008-08-23"],
+    );
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert_eq!(scalar(wh.path(), "SELECT count(*) FROM controlflow_edges").await, "0");
 }
@@ -248,7 +294,15 @@ fn simulate(out: &Path, fault: Option<&str>, seed: u64) {
 }
 
 fn ingest(wh: &Path, cluster: &str, paths: &[PathBuf]) {
-    let out = kahuna(wh, &[&["ingest"], paths.iter().map(|p| p.to_str().unwrap()).collect::<Vec<_>>().as_slice(), &["--cluster", cluster]].concat());
+    let out = kahuna(
+        wh,
+        &[
+            &["ingest"],
+            paths.iter().map(|p| p.to_str().unwrap()).collect::<Vec<_>>().as_slice(),
+            &["--cluster", cluster],
+        ]
+        .concat(),
+    );
     assert!(out.status.success(), "{}", text(&out.stderr));
 }
 
@@ -282,7 +336,11 @@ async fn every_diagnosis_finds_a_simulated_cpu_hog_and_counts_each_map_once() {
     ingest(wh.path(), "hog", &parts(&hog, &["logs", "sadc", "history"]));
     ingest(wh.path(), "hog-logs", &parts(&hog, &["logs", "sadc"]));
     ingest(wh.path(), "hog-history", &parts(&hog, &["history"]));
-    let maps = rows(wh.path(), "SELECT daemon, count(*) FROM states WHERE cluster = 'hog' AND state = 'Map' GROUP BY daemon ORDER BY daemon").await;
+    let maps = rows(
+        wh.path(),
+        "SELECT daemon, count(*) FROM states WHERE cluster = 'hog' AND state = 'Map' GROUP BY daemon ORDER BY daemon",
+    )
+    .await;
     assert_eq!(maps.len(), 2, "the hog's Maps are there twice, from the TaskTrackers and the history: {maps:?}");
     assert_eq!(maps[0][1], maps[1][1]);
 
@@ -325,7 +383,9 @@ async fn every_diagnosis_finds_a_simulated_cpu_hog_and_counts_each_map_once() {
     let logs = states_of(rows(wh.path(), &per_job("hog-logs", all)).await);
     assert!(both.len() > 50 && both == logs, "{} rows with the history, {} without", both.len(), logs.len());
     // (The history's times are its own, a few milliseconds off the logs': compare the states.)
-    let counts = |rows: Vec<(String, String, String, String, i64)>| rows.into_iter().map(|(j, h, s, _, n)| (j, h, s, n)).collect::<Vec<_>>();
+    let counts = |rows: Vec<(String, String, String, String, i64)>| {
+        rows.into_iter().map(|(j, h, s, _, n)| (j, h, s, n)).collect::<Vec<_>>()
+    };
     let from_logs = counts(states_of(rows(wh.path(), &per_job("hog", "'Map','Reduce'")).await));
     let from_history = counts(states_of(rows(wh.path(), &per_job("hog-history", "'Map','Reduce'")).await));
     assert!(!from_logs.is_empty() && from_logs == from_history, "{from_logs:?}\n{from_history:?}");
@@ -335,7 +395,9 @@ async fn every_diagnosis_finds_a_simulated_cpu_hog_and_counts_each_map_once() {
         diagnose(wh.path(), &["peer_correlation", "--cluster", cluster]);
     }
     let study = |cluster: &str| {
-        format!("SELECT job_id, outcome, hosts, similar_hosts, round(mean_abs_r, 6) FROM peer_correlation_jobs WHERE cluster = '{cluster}' ORDER BY job_id")
+        format!(
+            "SELECT job_id, outcome, hosts, similar_hosts, round(mean_abs_r, 6) FROM peer_correlation_jobs WHERE cluster = '{cluster}' ORDER BY job_id"
+        )
     };
     let (both, logs) = (rows(wh.path(), &study("hog")).await, rows(wh.path(), &study("hog-logs")).await);
     assert!(!both.is_empty(), "a row per job");
@@ -343,7 +405,10 @@ async fn every_diagnosis_finds_a_simulated_cpu_hog_and_counts_each_map_once() {
     assert_eq!(without_outcome(&both), without_outcome(&logs));
     assert!(both.iter().all(|r| r[2] == "8"), "every job ran Maps on all 8 hosts: {both:?}");
     let history = rows(wh.path(), &study("hog-history")).await;
-    assert_eq!(history.iter().map(|r| r[2].clone()).collect::<Vec<_>>(), both.iter().map(|r| r[2].clone()).collect::<Vec<_>>());
+    assert_eq!(
+        history.iter().map(|r| r[2].clone()).collect::<Vec<_>>(),
+        both.iter().map(|r| r[2].clone()).collect::<Vec<_>>()
+    );
 
     // SALSA, then the combined verdict from the newest runs of all of them.
     diagnose(wh.path(), &["salsa_fingerpoint", "--cluster", "hog"]);
@@ -373,7 +438,10 @@ async fn salsa_data_flow_points_at_the_lossy_node_not_its_partners() {
     diagnose(wh.path(), &sensitive);
     assert_eq!(indicted(wh.path(), "salsa_fingerpoint", "loss").await, ["r01n02"]);
     let flow = "SELECT host, subject FROM diagnoses WHERE query = 'salsa_fingerpoint' AND indicted AND subject LIKE '%/dataflow' ORDER BY subject";
-    assert_eq!(rows(wh.path(), flow).await, owned(&[["r01n02", "ReadBlock/dataflow"], ["r01n02", "WriteBlock/dataflow"]]));
+    assert_eq!(
+        rows(wh.path(), flow).await,
+        owned(&[["r01n02", "ReadBlock/dataflow"], ["r01n02", "WriteBlock/dataflow"]])
+    );
     let alarmed = "SELECT count(*) FROM diagnoses WHERE query = 'salsa_fingerpoint' AND subject = 'ReadBlock' AND host <> 'r01n02' AND score >= 1";
     assert_eq!(scalar(wh.path(), alarmed).await, "4", "partners whose own comparison alone would indict them");
 
@@ -408,7 +476,10 @@ async fn failed_fetches_indict_the_stuck_reduce_and_the_lossy_node() {
     let stuck = hang.iter().find(|r| r[0] == "r01n05").expect("the stuck reduce's node");
     assert_eq!((stuck[1].as_str(), stuck[2].as_str()), ("true", "0.1429"), "{hang:?}");
     let detail: serde_json::Value = serde_json::from_str(&stuck[3]).unwrap();
-    assert_eq!((detail["stuck"].as_f64(), detail["failed"].as_f64(), detail["partners"].as_f64()), (Some(1.0), Some(3.0), Some(1.0)));
+    assert_eq!(
+        (detail["stuck"].as_f64(), detail["failed"].as_f64(), detail["partners"].as_f64()),
+        (Some(1.0), Some(3.0), Some(1.0))
+    );
     let server = hang.iter().find(|r| r[0] != "r01n05").unwrap();
     assert_eq!(server[1], "false", "{hang:?}");
     // The loss: the lossy node failed with all 7 peers, each of them with the lossy node alone.
@@ -440,7 +511,10 @@ async fn block_operations_alone_do_not_indict_in_the_combined_verdict() {
     };
     let runs = [
         // h1: indicted in most of its jobs; h2: only over the window's WriteBlock states.
-        ("kahuna_wb", vec![row("h1", "host", 1.0, true), row("h2", "WriteBlock", 1.0, true), row("h2", "host", 0.0, true)]),
+        (
+            "kahuna_wb",
+            vec![row("h1", "host", 1.0, true), row("h2", "WriteBlock", 1.0, true), row("h2", "host", 0.0, true)],
+        ),
         ("salsa_fingerpoint", vec![row("h3", "ReadBlock", 1.0, true), row("h4", "Map", 1.0, true)]),
         ("ganesha_bb", vec![row("h3", "cpu_user_pct", 1.0, true), row("h5", "cpu_user_pct", 0.0, false)]),
         ("fetch_failures", vec![row("h6", "shuffle", 0.1, true), row("h5", "shuffle", 0.1, false)]),
@@ -460,7 +534,9 @@ async fn block_operations_alone_do_not_indict_in_the_combined_verdict() {
     }
     // h3: Ganesha (1) and its ReadBlock comparison beside it (1); h2's WriteBlock alone is
     // nothing; h6's failed fetches vote alone.
-    for (min_votes, expected) in [("1", vec![("h1", "1"), ("h3", "2"), ("h4", "1"), ("h6", "1")]), ("2", vec![("h3", "2")])] {
+    for (min_votes, expected) in
+        [("1", vec![("h1", "1"), ("h3", "2"), ("h4", "1"), ("h6", "1")]), ("2", vec![("h3", "2")])]
+    {
         diagnose(wh.path(), &["combined", "--cluster", "c", "--param", &format!("min_votes={min_votes}")]);
         let sql = format!(
             "SELECT host, CAST(score AS BIGINT) FROM diagnoses WHERE query = 'combined' AND indicted \

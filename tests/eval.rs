@@ -20,9 +20,12 @@ fn text(bytes: &[u8]) -> String {
 
 fn simulate_suite(out: &Path, seed: u64) {
     let suite = out.with_extension("json");
-    let json = format!(r#"{{"workloads": ["sort"], "faults": ["none", "CPUHog"], "nodes": [6], "repetitions": 1, "duration": "8m", "seed": {seed}}}"#);
+    let json = format!(
+        r#"{{"workloads": ["sort"], "faults": ["none", "CPUHog"], "nodes": [6], "repetitions": 1, "duration": "8m", "seed": {seed}}}"#
+    );
     std::fs::write(&suite, json).unwrap();
-    let sim = kahuna(&["simulate", "--suite", suite.to_str().unwrap(), "--out", out.to_str().unwrap(), "--threads", "2"]);
+    let sim =
+        kahuna(&["simulate", "--suite", suite.to_str().unwrap(), "--out", out.to_str().unwrap(), "--threads", "2"]);
     assert!(sim.status.success(), "{}", text(&sim.stderr));
 }
 
@@ -73,6 +76,8 @@ async fn a_cpu_hog_on_six_nodes_is_found_without_false_positives() {
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert!(text(&out.stdout).contains("4 runs were in the warehouse already"), "{}", text(&out.stdout));
     assert_eq!(scalar(&wh, "SELECT count(*) FROM ingests").await, files);
-    let copy = expected[..2].iter().map(|(_, fault, tp, fp, alarm)| ("kahuna_wb_mine".into(), fault.clone(), tp.clone(), fp.clone(), alarm.clone()));
+    let copy = expected[..2].iter().map(|(_, fault, tp, fp, alarm)| {
+        ("kahuna_wb_mine".into(), fault.clone(), tp.clone(), fp.clone(), alarm.clone())
+    });
     assert_eq!(scores(&again), [expected[..2].to_vec(), copy.collect()].concat());
 }

@@ -90,10 +90,7 @@ async fn states_by_kind_host_and_duration() {
         ["node3", &format!("{j}_m_000001_0"), "node1", ""],
     ];
     assert_eq!(copies, expect.map(|r| r.map(|s| s.to_string()).to_vec()).to_vec());
-    assert_eq!(
-        scalar(wh.path(), "SELECT duration_ms FROM states WHERE state = 'ReduceMergeCopy'").await,
-        "22000.0"
-    );
+    assert_eq!(scalar(wh.path(), "SELECT duration_ms FROM states WHERE state = 'ReduceMergeCopy'").await, "22000.0");
 }
 
 #[tokio::test]
@@ -174,7 +171,8 @@ async fn an_older_warehouse_gets_its_addresses_from_its_logs() {
     assert_eq!(again.files_with_status("unchanged"), 9);
     assert_eq!(again.total(|r| r.lines_read), 0);
     assert_eq!(rows(wh.path(), ADDRESSES_SQL).await, owned(&ADDRESSES));
-    let provenance = "SELECT count(DISTINCT a.file) FROM addresses a JOIN logs l ON l.file = a.file AND l.ingest_id = a.ingest_id";
+    let provenance =
+        "SELECT count(DISTINCT a.file) FROM addresses a JOIN logs l ON l.file = a.file AND l.ingest_id = a.ingest_id";
     assert_eq!(scalar(wh.path(), provenance).await, "4");
 }
 
@@ -222,9 +220,9 @@ async fn partition_columns_are_plain_strings_that_prune() {
         let sql = format!("EXPLAIN ANALYZE SELECT count(*) FROM states WHERE cluster = '{cluster}' AND host <> ''");
         let plan = rows(wh.path(), &sql).await.concat().concat();
         // No scan at all where the statistics already say no row matches.
-        let scanned = plan.split_once("count_files_scanned=").map_or(0, |(_, rest)| {
-            rest.split(|c: char| !c.is_ascii_digit()).next().unwrap().parse::<usize>().unwrap()
-        });
+        let scanned = plan
+            .split_once("count_files_scanned=")
+            .map_or(0, |(_, rest)| rest.split(|c: char| !c.is_ascii_digit()).next().unwrap().parse::<usize>().unwrap());
         files_scanned.push(scanned);
     }
     assert!(files_scanned[0] > 0 && files_scanned[1] == 0, "{files_scanned:?}");
@@ -237,47 +235,20 @@ async fn session_tables_live_beside_the_warehouse_tables() {
     use datafusion::arrow::util::pretty::pretty_format_batches;
     let wh = tempfile::tempdir().unwrap();
     ingest_into(vec![data_dir()], wh.path(), None).await;
-    let ctx = kahuna::catalog::session(&kahuna::warehouse::Warehouse::new(wh.path()))
-        .await
-        .unwrap();
+    let ctx = kahuna::catalog::session(&kahuna::warehouse::Warehouse::new(wh.path())).await.unwrap();
     let run = |sql: &'static str| {
         let ctx = ctx.clone();
-        async move {
-            ctx.sql(sql)
-                .await?
-                .collect()
-                .await
-                .and_then(|b| Ok(pretty_format_batches(&b)?.to_string()))
-        }
+        async move { ctx.sql(sql).await?.collect().await.and_then(|b| Ok(pretty_format_batches(&b)?.to_string())) }
     };
-    run("CREATE TABLE maps AS SELECT * FROM states WHERE state = 'Map'")
-        .await
-        .unwrap();
-    let listed =
-        run("SELECT table_name FROM information_schema.tables WHERE table_schema = 'public'")
-            .await
-            .unwrap();
+    run("CREATE TABLE maps AS SELECT * FROM states WHERE state = 'Map'").await.unwrap();
+    let listed = run("SELECT table_name FROM information_schema.tables WHERE table_schema = 'public'").await.unwrap();
     for name in ["ingests", "logs", "maps", "rejects", "states"] {
-        assert!(
-            listed.contains(&format!("| {name} ")),
-            "{name} missing from\n{listed}"
-        );
+        assert!(listed.contains(&format!("| {name} ")), "{name} missing from\n{listed}");
     }
     // 5 Map states and 49 log events, as in the tests above.
-    assert!(
-        run("SELECT count(*) AS n FROM maps")
-            .await
-            .unwrap()
-            .contains("| 5 |")
-    );
-    let shadow = run("CREATE TABLE states AS SELECT 1 AS x")
-        .await
-        .unwrap_err()
-        .to_string();
-    assert!(
-        shadow.contains("states") && shadow.contains("exists"),
-        "{shadow}"
-    );
+    assert!(run("SELECT count(*) AS n FROM maps").await.unwrap().contains("| 5 |"));
+    let shadow = run("CREATE TABLE states AS SELECT 1 AS x").await.unwrap_err().to_string();
+    assert!(shadow.contains("states") && shadow.contains("exists"), "{shadow}");
     run("DROP TABLE logs").await.unwrap_err();
     // Nor written to: ingest accounts for every line a table holds. A session's own table is.
     let script = |sql: &'static str| {
@@ -289,20 +260,17 @@ async fn session_tables_live_beside_the_warehouse_tables() {
     script("INSERT INTO maps SELECT * FROM states WHERE state = 'Map' LIMIT 1").await.unwrap();
     assert!(run("SELECT count(*) AS n FROM maps").await.unwrap().contains("| 6 |"));
     assert!(run("SELECT count(*) AS n FROM states WHERE state = 'Map'").await.unwrap().contains("| 5 |"));
-    assert!(
-        run("SELECT count(*) AS n FROM logs")
-            .await
-            .unwrap()
-            .contains("| 49 |")
-    );
+    assert!(run("SELECT count(*) AS n FROM logs").await.unwrap().contains("| 49 |"));
 
     // Sessions over one snapshot share its opened warehouse tables, not their own tables.
     let snapshot = kahuna::catalog::Snapshot::take(&kahuna::warehouse::Warehouse::new(wh.path())).await.unwrap();
-    let (first, second) = (kahuna::catalog::session_over(&snapshot).unwrap(), kahuna::catalog::session_over(&snapshot).unwrap());
+    let (first, second) =
+        (kahuna::catalog::session_over(&snapshot).unwrap(), kahuna::catalog::session_over(&snapshot).unwrap());
     first.sql("CREATE TABLE mine AS SELECT 1 AS x").await.unwrap().collect().await.unwrap();
     assert!(second.sql("SELECT * FROM mine").await.is_err(), "a session's own table is its own");
     for ctx in [&first, &second] {
-        let batches = ctx.sql("SELECT count(*) AS n FROM states WHERE state = 'Map'").await.unwrap().collect().await.unwrap();
+        let batches =
+            ctx.sql("SELECT count(*) AS n FROM states WHERE state = 'Map'").await.unwrap().collect().await.unwrap();
         assert!(pretty_format_batches(&batches).unwrap().to_string().contains("| 5 |"));
     }
 }

@@ -23,7 +23,9 @@ async fn the_history_of_the_logged_job_agrees_with_its_logs() {
     let summary = ingest_into(vec![data_history(), data_dir()], wh.path(), None).await;
     assert_eq!(summary.total(|r| r.lines_rejected), 0);
     // 29 lines, 27 records: the failed map's ERROR runs over 3 lines.
-    let history = rows(wh.path(), "SELECT lines_read, lines_parsed, events, states FROM ingests WHERE layout = 'job history'").await;
+    let history =
+        rows(wh.path(), "SELECT lines_read, lines_parsed, events, states FROM ingests WHERE layout = 'job history'")
+            .await;
     assert_eq!(history, table(&[&["29", "29", "27", "8"]]));
     let job = rows(
         wh.path(),
@@ -32,12 +34,26 @@ async fn the_history_of_the_logged_job_agrees_with_its_logs() {
     )
     .await;
     let expect: &[&str] = &[
-        "job_200808231712_0001", "hadoop", "wordcount", "", "2008-08-23T17:12:30Z", "2008-08-23T17:12:31Z",
-        "2008-08-23T17:13:25Z", "SUCCEEDED", "4", "2", "4", "2", "1", "0",
+        "job_200808231712_0001",
+        "hadoop",
+        "wordcount",
+        "",
+        "2008-08-23T17:12:30Z",
+        "2008-08-23T17:12:31Z",
+        "2008-08-23T17:13:25Z",
+        "SUCCEEDED",
+        "4",
+        "2",
+        "4",
+        "2",
+        "1",
+        "0",
     ];
     assert_eq!(job, table(&[expect]));
     // 5 map attempts (m_000003 twice), 3 reduce attempts (r_000001 twice), a setup and a cleanup.
-    let attempts = rows(wh.path(), "SELECT type, status, count(*) FROM attempts GROUP BY type, status ORDER BY type, status").await;
+    let attempts =
+        rows(wh.path(), "SELECT type, status, count(*) FROM attempts GROUP BY type, status ORDER BY type, status")
+            .await;
     let expect: &[&[&str]] = &[
         &["CLEANUP", "SUCCEEDED", "1"],
         &["MAP", "FAILED", "1"],
@@ -80,11 +96,9 @@ async fn every_sample_job_with_its_attempts() {
     assert_eq!(summary.total(|r| r.lines_rejected), 0);
     // Text: zcat -f F | grep -o '^Job JOBID="[^"]*".*JOB_STATUS="[A-Z]*"' | grep -v 'PREP\|RUNNING'
     // jhist: grep -o '"type":"JOB_[A-Z]*"' F | grep 'FINISHED\|FAILED\|KILLED'
-    let jobs = rows(
-        wh.path(),
-        "SELECT regexp_replace(file, '.*/', ''), job_id, outcome FROM jobs ORDER BY file, job_id",
-    )
-    .await;
+    let jobs =
+        rows(wh.path(), "SELECT regexp_replace(file, '.*/', ''), job_id, outcome FROM jobs ORDER BY file, job_id")
+            .await;
     let expect: &[&[&str]] = &[
         &["Hadoop18JobHistoryLog.txt", "job_200903042324_10816", "SUCCEEDED"],
         &["JobHistory.log", "job_200909120624_0005", "SUCCEEDED"],
@@ -143,8 +157,18 @@ async fn every_sample_job_with_its_attempts() {
         &["job_0.23.9-FAILED.jhist", "MAP", "KILLED", "1"],
         &["job_1329348432655_0001-10.jhist", "MAP", "SUCCEEDED", "10"],
         &["job_1329348432655_0001-10.jhist", "REDUCE", "SUCCEEDED", "1"],
-        &["job_1329348432655_0001-1329348443227-user-Sleep+job-1329348468601-10-1-SUCCEEDED-default.jhist", "MAP", "SUCCEEDED", "10"],
-        &["job_1329348432655_0001-1329348443227-user-Sleep+job-1329348468601-10-1-SUCCEEDED-default.jhist", "REDUCE", "SUCCEEDED", "2"],
+        &[
+            "job_1329348432655_0001-1329348443227-user-Sleep+job-1329348468601-10-1-SUCCEEDED-default.jhist",
+            "MAP",
+            "SUCCEEDED",
+            "10",
+        ],
+        &[
+            "job_1329348432655_0001-1329348443227-user-Sleep+job-1329348468601-10-1-SUCCEEDED-default.jhist",
+            "REDUCE",
+            "SUCCEEDED",
+            "2",
+        ],
         &[
             "job_1393307629410_0001-1393307687476-user-Sleep+job-1393307723835-0-0-FAILED-default-1393307693920.jhist",
             "MAP",
@@ -183,7 +207,11 @@ async fn every_sample_job_with_its_attempts() {
     )
     .await;
     let expect: &[&str] = &[
-        "host1", "/default-rack", "2009-09-12T14:14:51.644Z", "2009-09-12T14:16:19.297Z", "2009-09-12T14:16:20.042Z",
+        "host1",
+        "/default-rack",
+        "2009-09-12T14:14:51.644Z",
+        "2009-09-12T14:16:19.297Z",
+        "2009-09-12T14:16:20.042Z",
         "2009-09-12T14:16:25.415Z",
     ];
     assert_eq!(reduce, table(&[expect]));
@@ -195,7 +223,10 @@ async fn every_sample_job_with_its_attempts() {
          WHERE attempt_id = 'attempt_1329348432655_0001_r_000000_0'",
     )
     .await;
-    assert_eq!(jhist, table(&[&["localhost", "2012-02-15T23:27:44.995Z", "2012-02-15T23:27:48.462Z", "2012-02-15T23:27:48.600Z"]]));
+    assert_eq!(
+        jhist,
+        table(&[&["localhost", "2012-02-15T23:27:44.995Z", "2012-02-15T23:27:48.462Z", "2012-02-15T23:27:48.600Z"]])
+    );
     // TestJobLog.txt's failed attempt names its host without a rack, its error over 13 lines.
     let failed = rows(
         wh.path(),
@@ -223,7 +254,8 @@ async fn damaged_history_is_rejected_record_by_record() {
     let wh = tempfile::tempdir().unwrap();
     let summary = ingest_into(vec![input.path().to_path_buf()], wh.path(), None).await;
     assert_eq!(summary.total(|r| r.lines_read), summary.total(|r| r.lines_parsed + r.lines_rejected + r.lines_skipped));
-    let reasons = rows(wh.path(), "SELECT regexp_replace(file, '.*/', ''), line, reason FROM rejects ORDER BY file, line").await;
+    let reasons =
+        rows(wh.path(), "SELECT regexp_replace(file, '.*/', ''), line, reason FROM rejects ORDER BY file, line").await;
     let reasons: Vec<String> = reasons.iter().map(|r| r.join(" | ")).collect();
     let expect = [
         "history.txt | 3 | MapAttempt record without TASK_ATTEMPT_ID",
@@ -235,7 +267,10 @@ async fn damaged_history_is_rejected_record_by_record() {
     assert!(reasons[4].starts_with("job_2_0001.jhist | 4 | not JSON: "), "{reasons:?}");
     assert_eq!(reasons.len(), 5);
     let jobs = rows(wh.path(), "SELECT job_id, user, outcome, finish_ts FROM jobs ORDER BY job_id").await;
-    assert_eq!(jobs, table(&[&["job_1_0001", "u", "", ""], &["job_2_0001", "", "SUCCEEDED", "1970-01-01T00:00:00.009Z"]]));
+    assert_eq!(
+        jobs,
+        table(&[&["job_1_0001", "u", "", ""], &["job_2_0001", "", "SUCCEEDED", "1970-01-01T00:00:00.009Z"]])
+    );
     // The attempt's start survives; its end was in the broken record.
     let attempt = rows(wh.path(), "SELECT attempt_id, status, finish_ts FROM attempts").await;
     assert_eq!(attempt, table(&[&["attempt_1_0001_m_000000_0", "", ""]]));

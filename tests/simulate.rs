@@ -65,7 +65,9 @@ fn the_same_seed_writes_the_same_bytes() {
 
 #[tokio::test]
 async fn every_file_ingests_without_a_reject() {
-    for (version, fault) in [(Version::V018, "HANG-1036@r01n01"), (Version::V020, "HANG-1152@r01n02"), (Version::V018, "DiskFull@r01n03")] {
+    for (version, fault) in
+        [(Version::V018, "HANG-1036@r01n01"), (Version::V020, "HANG-1152@r01n02"), (Version::V018, "DiskFull@r01n03")]
+    {
         let out = tempfile::tempdir().unwrap();
         let wh = tempfile::tempdir().unwrap();
         let outcome = run(&config(out.path(), 4, Workload::Sort, Some(fault), 15.0, version)).unwrap();
@@ -102,7 +104,9 @@ async fn a_cpu_hog_slows_its_own_maps_and_only_those() {
     assert!(hi / lo < 1.10, "peers {lo}..{hi}");
     assert!(hog / hi > 1.3, "hog {hog} vs peers up to {hi}");
     let peer_count = rows(wh.path(), "SELECT count(*) FROM states WHERE state = 'Map' GROUP BY host ORDER BY 1").await;
-    assert!(peer_count.first().unwrap()[0].parse::<u32>().unwrap() < peer_count.last().unwrap()[0].parse::<u32>().unwrap());
+    assert!(
+        peer_count.first().unwrap()[0].parse::<u32>().unwrap() < peer_count.last().unwrap()[0].parse::<u32>().unwrap()
+    );
 }
 
 /// What truth.json says the injected hang struck: the attempt, and when it stopped.
@@ -135,20 +139,41 @@ async fn hang_1036_stalls_a_map_until_its_speculative_twin_wins() {
     // Speculative execution is on, as in 0.18 and 0.20: the hung map (progress stopped 1–4 s
     // in) gets a backup elsewhere once it is a minute old and behind, and the JobTracker kills
     // it when the backup wins, before the 600 s task timeout.
-    let hung = one(rows(wh.path(), &format!("SELECT host, outcome, duration_ms FROM states WHERE daemon = 'tasktracker' AND task_id = '{attempt}'")).await);
+    let hung = one(rows(
+        wh.path(),
+        &format!(
+            "SELECT host, outcome, duration_ms FROM states WHERE daemon = 'tasktracker' AND task_id = '{attempt}'"
+        ),
+    )
+    .await);
     assert_eq!((hung[0].as_str(), hung[1].as_str()), ("r01n04", "KILLED"), "{hung:?}");
     let lived: f64 = hung[2].parse().unwrap();
     assert!((60_000.0..600_000.0).contains(&lived), "{lived}");
     let task = attempt.trim_end_matches("_0");
-    let twin = one(rows(wh.path(), &format!("SELECT task_id, host, outcome FROM states WHERE daemon = 'tasktracker' AND task_id = '{task}_1'")).await);
+    let twin = one(rows(
+        wh.path(),
+        &format!("SELECT task_id, host, outcome FROM states WHERE daemon = 'tasktracker' AND task_id = '{task}_1'"),
+    )
+    .await);
     assert!(twin[1] != "r01n04" && twin[2] == "SUCCEEDED", "{twin:?}");
     // One hang per run: nothing else on the faulty node failed or hung.
     let unfinished = "SELECT count(*) FROM states WHERE daemon = 'tasktracker' AND state = 'Map' AND host = 'r01n04' AND (outcome IS NULL OR outcome <> 'SUCCEEDED')";
     assert_eq!(scalar(wh.path(), unfinished).await, "1");
     // The job history has it as Hadoop writes it: the twin `_1` SUCCESS (read as SUCCEEDED), the loser KILLED.
-    let history = rows(wh.path(), &format!("SELECT attempt_id, host, status FROM attempts WHERE attempt_id LIKE '{task}_%' ORDER BY attempt_id")).await;
-    assert_eq!(history, vec![vec![attempt.clone(), "r01n04".into(), "KILLED".into()], vec![twin[0].clone(), twin[1].clone(), "SUCCEEDED".into()]]);
-    let tasktracker = std::fs::read_to_string(out.path().join("logs/r01n04/hadoop-hadoop-tasktracker-r01n04.log")).unwrap();
+    let history = rows(
+        wh.path(),
+        &format!("SELECT attempt_id, host, status FROM attempts WHERE attempt_id LIKE '{task}_%' ORDER BY attempt_id"),
+    )
+    .await;
+    assert_eq!(
+        history,
+        vec![
+            vec![attempt.clone(), "r01n04".into(), "KILLED".into()],
+            vec![twin[0].clone(), twin[1].clone(), "SUCCEEDED".into()]
+        ]
+    );
+    let tasktracker =
+        std::fs::read_to_string(out.path().join("logs/r01n04/hadoop-hadoop-tasktracker-r01n04.log")).unwrap();
     assert!(tasktracker.contains(&format!("Received KillTaskAction for task: {attempt}\n")));
 }
 
@@ -159,14 +184,24 @@ async fn hang_1152_and_hang_2080_hang_reduces_as_their_bugs_did() {
     let (out, wh) = hang_run("HANG-1152@r01n02", 15.0).await;
     let (attempt, at_1152) = struck(out.path());
     assert!(attempt.contains("_r_"), "{attempt}");
-    let copies = |outcome: &str| format!("SELECT count(*), count(DISTINCT peer_task_id) FROM states WHERE state = 'ReduceCopy' AND task_id = '{attempt}' AND outcome = '{outcome}'");
+    let copies = |outcome: &str| {
+        format!(
+            "SELECT count(*), count(DISTINCT peer_task_id) FROM states WHERE state = 'ReduceCopy' AND task_id = '{attempt}' AND outcome = '{outcome}'"
+        )
+    };
     assert_eq!(one(rows(wh.path(), &copies("FAILED")).await), vec!["3", "1"], "three tries of one output, all failed");
     assert_eq!(one(rows(wh.path(), &copies("SUCCEEDED")).await)[0], "39", "every other of the 40 outputs copied");
-    let open_merges = format!("SELECT count(*) FROM states WHERE state = 'ReduceMergeCopy' AND task_id = '{attempt}' AND end_ts IS NULL");
+    let open_merges = format!(
+        "SELECT count(*) FROM states WHERE state = 'ReduceMergeCopy' AND task_id = '{attempt}' AND end_ts IS NULL"
+    );
     assert_eq!(scalar(wh.path(), &open_merges).await, "0");
     let syslog = std::fs::read_to_string(out.path().join(format!("logs/r01n02/userlogs/{attempt}/syslog"))).unwrap();
     assert!(syslog.contains("no such file after rename"), "{syslog}");
-    let ended = |attempt: &str| format!("SELECT host, outcome FROM states WHERE daemon = 'tasktracker' AND state = 'Reduce' AND task_id = '{attempt}'");
+    let ended = |attempt: &str| {
+        format!(
+            "SELECT host, outcome FROM states WHERE daemon = 'tasktracker' AND state = 'Reduce' AND task_id = '{attempt}'"
+        )
+    };
     let hung = one(rows(wh.path(), &ended(&attempt)).await);
     assert!(hung[0] == "r01n02" && hung[1] != "SUCCEEDED", "{hung:?}");
 
@@ -175,11 +210,17 @@ async fn hang_1152_and_hang_2080_hang_reduces_as_their_bugs_did() {
     let (out, wh) = hang_run("HANG-2080@r01n02", 15.0).await;
     let (attempt, at_2080) = struck(out.path());
     assert!(attempt.contains("_r_"), "{attempt}");
-    let copies = |outcome: &str| format!("SELECT count(*) FROM states WHERE state = 'ReduceCopy' AND task_id = '{attempt}' AND outcome = '{outcome}'");
+    let copies = |outcome: &str| {
+        format!(
+            "SELECT count(*) FROM states WHERE state = 'ReduceCopy' AND task_id = '{attempt}' AND outcome = '{outcome}'"
+        )
+    };
     assert_eq!(scalar(wh.path(), &copies("FAILED")).await, "0");
     let copied: u32 = scalar(wh.path(), &copies("SUCCEEDED")).await.parse().unwrap();
     assert!((10..20).contains(&copied), "stalled at its first merge, after 10 of 40 outputs: {copied}");
-    let open_merges = format!("SELECT count(*) FROM states WHERE state = 'ReduceMergeCopy' AND task_id = '{attempt}' AND end_ts IS NULL");
+    let open_merges = format!(
+        "SELECT count(*) FROM states WHERE state = 'ReduceMergeCopy' AND task_id = '{attempt}' AND end_ts IS NULL"
+    );
     assert_eq!(scalar(wh.path(), &open_merges).await, "1");
     let hung = one(rows(wh.path(), &ended(&attempt)).await);
     assert!(hung[0] == "r01n02" && hung[1] != "SUCCEEDED", "{hung:?}");
@@ -187,7 +228,11 @@ async fn hang_1152_and_hang_2080_hang_reduces_as_their_bugs_did() {
     assert!(at_2080 + 30_000 < at_1152, "2080 at {at_2080}, 1152 at {at_1152}");
     // Either way the task was done by another attempt, on another node.
     let task = attempt.trim_end_matches("_0");
-    let done = rows(wh.path(), &format!("SELECT host FROM attempts WHERE attempt_id LIKE '{task}_%' AND status = 'SUCCEEDED'")).await;
+    let done = rows(
+        wh.path(),
+        &format!("SELECT host FROM attempts WHERE attempt_id LIKE '{task}_%' AND status = 'SUCCEEDED'"),
+    )
+    .await;
     assert!(done.len() == 1 && done[0][0] != "r01n02", "{done:?}");
 }
 
@@ -240,8 +285,12 @@ async fn a_0_20_reduce_copy_agrees_with_the_shuffle_its_source_logged() {
     }
     assert!(merges > 10, "{merges} merges");
     // Merges still running when the run ends are kept, unterminated.
-    let states = "SELECT count(*), CAST(sum(duration_ms) AS BIGINT), count(end_ts) FROM states WHERE state = 'ReduceMergeCopy'";
-    assert_eq!(rows(wh.path(), states).await, [[(merges + running).to_string(), merge_ms.to_string(), merges.to_string()]]);
+    let states =
+        "SELECT count(*), CAST(sum(duration_ms) AS BIGINT), count(end_ts) FROM states WHERE state = 'ReduceMergeCopy'";
+    assert_eq!(
+        rows(wh.path(), states).await,
+        [[(merges + running).to_string(), merge_ms.to_string(), merges.to_string()]]
+    );
 }
 
 #[tokio::test]
@@ -269,14 +318,27 @@ async fn packet_loss_50_slows_the_peers_transfers_too() {
 #[test]
 fn m45_history_at_a_thousandth_matches_table_i() {
     let out = tempfile::tempdir().unwrap();
-    let cfg = HistoryConfig { months: 5.0, scale: 0.001, seed: 1, out: out.path().to_path_buf(), version: Version::V018, gzip: false, logs: true, threads: 2, progress: false };
+    let cfg = HistoryConfig {
+        months: 5.0,
+        scale: 0.001,
+        seed: 1,
+        out: out.path().to_path_buf(),
+        version: Version::V018,
+        gzip: false,
+        logs: true,
+        threads: 2,
+        progress: false,
+    };
     let summary = run_history(&cfg).unwrap();
     assert_eq!(summary["experiments"], 13);
-    for (key, table_i) in [("jobs_per_experiment", 3.84), ("nodes_per_experiment", 21.42), ("minutes_per_experiment", 19.74)] {
+    for (key, table_i) in
+        [("jobs_per_experiment", 3.84), ("nodes_per_experiment", 21.42), ("minutes_per_experiment", 19.74)]
+    {
         let mean = summary[key]["mean"].as_f64().unwrap();
         assert!((mean / table_i - 1.0).abs() < 0.2, "{key}: {mean} against Table I's {table_i}");
     }
-    let truth: serde_json::Value = serde_json::from_slice(&std::fs::read(out.path().join("truth.json")).unwrap()).unwrap();
+    let truth: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.path().join("truth.json")).unwrap()).unwrap();
     let experiments = truth["experiments"].as_array().unwrap();
     assert_eq!(experiments.len(), 13);
     assert!(experiments.iter().all(|e| e["start"].as_str().unwrap().starts_with("2008-0")));

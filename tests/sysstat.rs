@@ -52,8 +52,13 @@ async fn the_projects_exports_give_one_row_per_host_and_second() {
     assert_eq!(counts, owned(&expect));
     // node1 at 17:12:35, by hand from node1.sadf-d.csv (`grep '17:12:35' node1.sadf-d.csv`):
     // eth0's rxkB/s, not lo's, makes rx_kb_s.
-    let vector = rows(wh.path(), &format!("SELECT {VECTOR} FROM sadc WHERE host = 'node1' AND ts = '2008-08-23T17:12:35Z'")).await;
-    let expect = ["45.0", "5.0", "1.0", "1150.0", "1.0", "155.0", "1.5", "550.0", "250.0", "1024.0", "2048.0", "305.0", "2048.0", "4096.0"];
+    let vector =
+        rows(wh.path(), &format!("SELECT {VECTOR} FROM sadc WHERE host = 'node1' AND ts = '2008-08-23T17:12:35Z'"))
+            .await;
+    let expect = [
+        "45.0", "5.0", "1.0", "1150.0", "1.0", "155.0", "1.5", "550.0", "250.0", "1024.0", "2048.0", "305.0", "2048.0",
+        "4096.0",
+    ];
     assert_eq!(vector, vec![expect.map(String::from).to_vec()]);
     // awk -F';' '$4 == "eth0" {rx += $7} END {print rx}' node1.sadf-d.csv → 5450, and the same
     // for the other hosts; node2's %iowait runs 20..29 (mean 24.5).
@@ -123,11 +128,19 @@ async fn the_three_exports_and_the_binary_capture_give_the_same_sadc_rows() {
     .await;
     assert_eq!(distinct, vec![vec!["59".to_string(), routes.to_string(), routes.to_string()]]);
     // awk -F';' 'NF==10 && $4=="-1" {u+=$5; s+=$7} END {printf "%.2f %.2f\n", u, s}' local.sadf-d.csv
-    let sums = rows(wh.path(), "SELECT DISTINCT round(sum(cpu_user_pct), 2), round(sum(cpu_system_pct), 2) FROM sadc GROUP BY file").await;
+    let sums = rows(
+        wh.path(),
+        "SELECT DISTINCT round(sum(cpu_user_pct), 2), round(sum(cpu_system_pct), 2) FROM sadc GROUP BY file",
+    )
+    .await;
     assert_eq!(sums, vec![vec!["2494.44", "255.31"]]);
     // grep '10:09:00' local.sadf-d.csv (the 4 interfaces carry no traffic in this capture).
-    let vector = rows(wh.path(), &format!("SELECT DISTINCT {VECTOR} FROM sadc WHERE ts = '2026-11-21T10:09:00Z'")).await;
-    let expect = ["13.2", "8.63", "2.03", "989.0", "1.0", "98.0", "1.06", "0.0", "0.0", "15700.0", "20.0", "27709.0", "31400.0", "40.0"];
+    let vector =
+        rows(wh.path(), &format!("SELECT DISTINCT {VECTOR} FROM sadc WHERE ts = '2026-11-21T10:09:00Z'")).await;
+    let expect = [
+        "13.2", "8.63", "2.03", "989.0", "1.0", "98.0", "1.06", "0.0", "0.0", "15700.0", "20.0", "27709.0", "31400.0",
+        "40.0",
+    ];
     assert_eq!(vector, vec![expect.map(String::from).to_vec()]);
     // sar_metrics holds the same figures, under the same names, from every route.
     let figures = rows(
@@ -138,7 +151,8 @@ async fn the_three_exports_and_the_binary_capture_give_the_same_sadc_rows() {
     // 6 CPU + 2 pcsw + 9 paging + 7 io + 6 queue + 4 interfaces × 8 = 62 figures a second.
     assert_eq!(figures, vec![vec!["62".to_string(), routes.to_string()]]);
     // JSON: lines 1–12 (before the first record) and 1075–1080 (after the last) are structure.
-    let json = rows(wh.path(), "SELECT lines_read, lines_parsed, lines_skipped FROM ingests WHERE layout = 'sadf -j'").await;
+    let json =
+        rows(wh.path(), "SELECT lines_read, lines_parsed, lines_skipped FROM ingests WHERE layout = 'sadf -j'").await;
     assert_eq!(json, vec![vec!["1080", "1062", "18"]]);
 }
 
@@ -151,14 +165,17 @@ async fn sa_files_of_three_format_generations() {
     let wh = tempfile::tempdir().unwrap();
     let files = ["data-9.1.6", "data-11.6.5", "data-12.0.0"].map(|f| dir.join(f)).to_vec();
     let summary = ingest_into(files.clone(), wh.path(), None).await;
-    assert_eq!(summary.files_with_status("ingested"), 3, "{:?}", summary.reports.iter().map(|r| &r.error).collect::<Vec<_>>());
+    assert_eq!(
+        summary.files_with_status("ingested"),
+        3,
+        "{:?}",
+        summary.reports.iter().map(|r| &r.error).collect::<Vec<_>>()
+    );
     // sadf -c data-9.1.6 > a.sa; sadf -d a.sa -- -u -w -q  (and the same for 11.6.5; 12.0.0 is read
     // as it is): one restart and one sample each.
-    let got = rows(
-        wh.path(),
-        "SELECT host, ts, restart, interval_s, cpu_user_pct, cswch_s, plist_sz FROM sadc ORDER BY ts",
-    )
-    .await;
+    let got =
+        rows(wh.path(), "SELECT host, ts, restart, interval_s, cpu_user_pct, cswch_s, plist_sz FROM sadc ORDER BY ts")
+            .await;
     let expect = [
         ["kluane.home", "2017-01-21T08:16:11Z", "true", "", "", "", ""],
         ["kluane.home", "2017-01-21T08:17:02Z", "false", "1", "0.13", "923.0", "594.0"],
@@ -216,7 +233,8 @@ async fn damaged_exports_are_rejected_line_by_line_and_bad_sa_files_refused() {
     }
     let expect: Vec<Vec<String>> = expect.iter().map(|r| r.map(String::from).to_vec()).collect();
     assert_eq!(by_file[..expect.len()], expect[..]);
-    let reasons = rows(wh.path(), "SELECT regexp_replace(file, '.*/', ''), line, reason FROM rejects ORDER BY file, line").await;
+    let reasons =
+        rows(wh.path(), "SELECT regexp_replace(file, '.*/', ''), line, reason FROM rejects ORDER BY file, line").await;
     let reasons: Vec<String> = reasons.iter().map(|r| r.join(" | ")).collect();
     let expect = [
         "h1.csv | 1 | sample before any `# hostname;interval;timestamp;…` header",
@@ -304,8 +322,15 @@ async fn an_export_that_grows_is_read_on_under_its_header() {
     std::fs::write(&export, &whole).unwrap();
     let second = ingest_into(vec![export.clone()], wh.path(), None).await;
     assert_eq!(second.files_with_status("ingested"), 1);
-    assert_eq!((second.total(|r| r.lines_read), second.total(|r| r.lines_parsed), second.total(|r| r.lines_rejected)), (6, 6, 0));
-    let got = rows(wh.path(), "SELECT count(*), count(DISTINCT ts), min(ts), max(ts), sum(cpu_user_pct) FROM sadc WHERE NOT restart").await;
+    assert_eq!(
+        (second.total(|r| r.lines_read), second.total(|r| r.lines_parsed), second.total(|r| r.lines_rejected)),
+        (6, 6, 0)
+    );
+    let got = rows(
+        wh.path(),
+        "SELECT count(*), count(DISTINCT ts), min(ts), max(ts), sum(cpu_user_pct) FROM sadc WHERE NOT restart",
+    )
+    .await;
     // %user runs 10, 12, …, 28: a sum of 190.
     assert_eq!(got, vec![vec!["10", "10", "2008-08-23T17:12:30Z", "2008-08-23T17:12:39Z", "190.0"]]);
     // Line numbers go on from where the first run stopped: the last sample is line 12.
@@ -337,7 +362,8 @@ async fn an_sa_file_that_grows_is_read_on() {
     // Listed apart from the parser: sadf's own text, a line a sample (interval ≥ 0), each
     // sample once, whichever run read it. (A second sadc run started within the second of the
     // first one's last record makes a sample of interval 0 at the same time: sadf's own.)
-    let text = Command::new("sadf").args(["-dh", "--"]).args(kahuna::ingest::sadf::SADF_ACTIVITIES).arg(&sa).output().unwrap();
+    let text =
+        Command::new("sadf").args(["-dh", "--"]).args(kahuna::ingest::sadf::SADF_ACTIVITIES).arg(&sa).output().unwrap();
     let mut samples: Vec<Vec<String>> = String::from_utf8_lossy(&text.stdout)
         .lines()
         .map(|l| l.split(';').collect::<Vec<_>>())
@@ -448,7 +474,11 @@ async fn minified_exports_stream_whole_gzipped_or_cut_short() {
         "SELECT regexp_replace(file, '.*/', ''), lines_read, lines_parsed, lines_rejected, events FROM ingests ORDER BY file",
     )
     .await;
-    let expect = [["cut.json", "1", "0", "1", "250"], ["whole.json", "1", "1", "0", "401"], ["whole.json.gz", "1", "1", "0", "401"]];
+    let expect = [
+        ["cut.json", "1", "0", "1", "250"],
+        ["whole.json", "1", "1", "0", "401"],
+        ["whole.json.gz", "1", "1", "0", "401"],
+    ];
     assert_eq!(accounts, owned(&expect));
     // Per file: 400 samples and the restart; eth0's rxkB/s is i + 0.5 (sum 80000), lo's is left
     // out; cswch/s is 100 + i (sum 119800). 16 figures a sample.

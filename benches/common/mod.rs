@@ -30,7 +30,13 @@ pub fn reset_peak() {
     // SAFETY: `arena.<MALLCTL_ARENAS_ALL>.purge` takes and returns nothing, and malloc_trim
     // only releases free memory; no pointer of ours is involved.
     unsafe {
-        tikv_jemalloc_sys::mallctl(c"arena.4096.purge".as_ptr(), std::ptr::null_mut(), std::ptr::null_mut(), std::ptr::null_mut(), 0);
+        tikv_jemalloc_sys::mallctl(
+            c"arena.4096.purge".as_ptr(),
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+            0,
+        );
         libc::malloc_trim(0);
     }
     let _ = std::fs::write("/proc/self/clear_refs", "5");
@@ -42,7 +48,12 @@ pub fn median(mut xs: Vec<f64>) -> f64 {
 }
 
 /// Ingests `input` into `warehouse`; the seconds it took and the run's summary.
-pub async fn timed_ingest(input: &std::path::Path, warehouse: &std::path::Path, threads: usize, dry_run: bool) -> (f64, kahuna::ingest::Summary) {
+pub async fn timed_ingest(
+    input: &std::path::Path,
+    warehouse: &std::path::Path,
+    threads: usize,
+    dry_run: bool,
+) -> (f64, kahuna::ingest::Summary) {
     let options = kahuna::ingest::IngestOptions {
         paths: vec![input.to_path_buf()],
         cluster: "bench".into(),
@@ -88,5 +99,9 @@ pub fn cli_ingest(input: &std::path::Path, threads: usize, dry_run: bool) -> Pro
     assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0, "kahuna ingest failed: {status}");
     drop(child);
     let seconds = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 * 1e-6;
-    ProcessCost { secs, cpu_secs: seconds(usage.ru_utime) + seconds(usage.ru_stime), peak_mb: usage.ru_maxrss as f64 / 1024.0 }
+    ProcessCost {
+        secs,
+        cpu_secs: seconds(usage.ru_utime) + seconds(usage.ru_stime),
+        peak_mb: usage.ru_maxrss as f64 / 1024.0,
+    }
 }

@@ -106,8 +106,13 @@ pub async fn backfill(warehouse: &Warehouse, ctx: &SessionContext) -> Result<()>
         let batch = batch?;
         let text = |i: usize| cast(batch.column(i), &DataType::Utf8);
         let (cluster, file, ingest_id, host, message) = (text(0)?, text(1)?, text(2)?, text(3)?, text(5)?);
-        let (cluster, file, ingest_id, host, message) =
-            (cluster.as_string::<i32>(), file.as_string::<i32>(), ingest_id.as_string::<i32>(), host.as_string::<i32>(), message.as_string::<i32>());
+        let (cluster, file, ingest_id, host, message) = (
+            cluster.as_string::<i32>(),
+            file.as_string::<i32>(),
+            ingest_id.as_string::<i32>(),
+            host.as_string::<i32>(),
+            message.as_string::<i32>(),
+        );
         let ts = cast(batch.column(4), &DataType::Timestamp(TimeUnit::Microsecond, None))?;
         let ts = ts.as_primitive::<TimestampMicrosecondType>();
         for row in 0..batch.num_rows() {

@@ -37,7 +37,13 @@ pub fn recognize(msg: &str) -> Option<Token> {
             let reduce = field_after(msg, "reduceID:").and_then(find_attempt).map(|(a, _)| a.to_string());
             (
                 StateKind::MapCopy,
-                Detail { task_id: client_task, peer_task_id: reduce, peer_host: Some(dest), bytes, ..Detail::default() },
+                Detail {
+                    task_id: client_task,
+                    peer_task_id: reduce,
+                    peer_host: Some(dest),
+                    bytes,
+                    ..Detail::default()
+                },
             )
         }
         _ => return None,

@@ -112,7 +112,9 @@ mod tests {
 
     #[test]
     fn writes_pair_on_block_and_writer() {
-        let start = recognize("Receiving block blk_-5623176793330377570 src: /10.251.75.228:53725 dest: /10.251.75.228:50010").unwrap();
+        let start =
+            recognize("Receiving block blk_-5623176793330377570 src: /10.251.75.228:53725 dest: /10.251.75.228:50010")
+                .unwrap();
         let Token::Start { kind, key, detail } = start else { panic!() };
         assert_eq!(kind, StateKind::WriteBlock);
         assert_eq!(key, "write:blk_-5623176793330377570:10.251.75.228");
@@ -121,12 +123,21 @@ mod tests {
         let Token::End { kind, key: end_key, detail, .. } = end else { panic!() };
         assert_eq!((kind, end_key), (StateKind::WriteBlock, key));
         assert_eq!(detail.bytes, Some(67108864));
-        let from_datanode = recognize("Received block blk_1 src: /10.0.0.2:4000 dest: /10.0.0.3:50010 of size 42").unwrap();
-        assert!(matches!(from_datanode, Token::End { ref key, detail: Detail { bytes: Some(42), .. }, .. } if key == "write:blk_1:10.0.0.2"));
-        let replicated = recognize("Received block blk_8410448073201003521 from /172.19.145.131 and mirrored to /172.19.145.139:50010").unwrap();
+        let from_datanode =
+            recognize("Received block blk_1 src: /10.0.0.2:4000 dest: /10.0.0.3:50010 of size 42").unwrap();
+        assert!(
+            matches!(from_datanode, Token::End { ref key, detail: Detail { bytes: Some(42), .. }, .. } if key == "write:blk_1:10.0.0.2")
+        );
+        let replicated = recognize(
+            "Received block blk_8410448073201003521 from /172.19.145.131 and mirrored to /172.19.145.139:50010",
+        )
+        .unwrap();
         let Token::End { kind, detail, .. } = replicated else { panic!() };
         assert_eq!(kind, StateKind::WriteBlockReplicated);
-        assert_eq!((detail.peer_host.as_deref(), detail.mirror_host.as_deref()), (Some("172.19.145.131"), Some("172.19.145.139")));
+        assert_eq!(
+            (detail.peer_host.as_deref(), detail.mirror_host.as_deref()),
+            (Some("172.19.145.131"), Some("172.19.145.139"))
+        );
     }
 
     #[test]

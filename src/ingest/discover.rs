@@ -8,9 +8,9 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result, bail};
 use twox_hash::XxHash3_64;
 
-use super::{datanode, ids};
 use super::log4j::{Head, Layout, parse_head};
 use super::source::{LineReader, is_gzip, last_line_end};
+use super::{datanode, ids};
 
 /// The daemons whose logs we read. Lowercase, as Hadoop names its log files.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -67,9 +67,9 @@ impl Daemon {
             ("JobInProgress", Daemon::JobTracker),
             ("Task", Daemon::Task),
         ];
-        let logger = logger.strip_suffix(".clienttrace").map_or(logger, |l| {
-            if l.ends_with("TaskTracker") { "TaskTracker" } else { "clienttrace" }
-        });
+        let logger = logger
+            .strip_suffix(".clienttrace")
+            .map_or(logger, |l| if l.ends_with("TaskTracker") { "TaskTracker" } else { "clienttrace" });
         RULES.iter().find(|(needle, _)| logger.contains(needle)).map(|(_, d)| *d)
     }
 }
@@ -173,17 +173,18 @@ fn hostlike(name: &str) -> bool {
     let chars_ok = name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'-' || b == b'_');
     let has_digit_or_dot = name.bytes().any(|b| b.is_ascii_digit() || b == b'.');
     let date = name.len() == 10 && name.as_bytes()[4] == b'-' && name.as_bytes()[7] == b'-';
-    chars_ok && has_digit_or_dot && !date && !name.starts_with('.') && !name.starts_with("attempt_")
+    chars_ok
+        && has_digit_or_dot
+        && !date
+        && !name.starts_with('.')
+        && !name.starts_with("attempt_")
         && !name.starts_with("job_")
 }
 
 /// For `…/<host>/userlogs/<job>/<attempt>/syslog` or `…/<host>/hadoop-….log`: the host folder.
 fn host_of_folder(path: &Path) -> Option<String> {
-    let parts: Vec<String> = path
-        .parent()?
-        .components()
-        .map(|c| c.as_os_str().to_string_lossy().into_owned())
-        .collect();
+    let parts: Vec<String> =
+        path.parent()?.components().map(|c| c.as_os_str().to_string_lossy().into_owned()).collect();
     let candidate = match parts.iter().position(|p| p == "userlogs") {
         Some(at) => parts.get(at.checked_sub(1)?)?,
         None => parts.last()?,
@@ -192,8 +193,7 @@ fn host_of_folder(path: &Path) -> Option<String> {
 }
 
 fn is_attempt_log(path: &Path) -> bool {
-    path.file_name().is_some_and(|n| n == "syslog")
-        && path.components().any(|c| c.as_os_str() == "userlogs")
+    path.file_name().is_some_and(|n| n == "syslog") && path.components().any(|c| c.as_os_str() == "userlogs")
 }
 
 const PROBE_LINES: usize = 200;
@@ -238,7 +238,10 @@ pub fn classify(path: &Path, hints: &Hints) -> Result<LogFile, Refusal> {
         .or_else(|| is_attempt_log(path).then_some(Daemon::Task))
         .or_else(|| majority_daemon(events.iter().map(|e| e.logger)));
     let Some(daemon) = daemon else {
-        return Err(refuse(size, "cannot tell which daemon wrote it: name it hadoop-<user>-<daemon>-<host>.log or pass --daemon".into()));
+        return Err(refuse(
+            size,
+            "cannot tell which daemon wrote it: name it hadoop-<user>-<daemon>-<host>.log or pass --daemon".into(),
+        ));
     };
     let host = match hints.host.clone().or(named_host).or_else(|| host_of_folder(path)) {
         Some(host) => HostOrigin::Known(host),
@@ -284,7 +287,6 @@ pub fn classify(path: &Path, hints: &Hints) -> Result<LogFile, Refusal> {
     })
 }
 
-
 struct Probe {
     lines: Vec<String>,
     nul_at: Option<u64>,
@@ -328,10 +330,7 @@ fn majority_daemon<'a>(loggers: impl Iterator<Item = &'a str>) -> Option<Daemon>
 pub fn parse_daemon_flag(name: &str) -> Result<Daemon> {
     match Daemon::parse(name) {
         Some(d) => Ok(d),
-        None => bail!(
-            "--daemon {name}: not a daemon; one of {}",
-            Daemon::ALL.map(Daemon::name).join(", ")
-        ),
+        None => bail!("--daemon {name}: not a daemon; one of {}", Daemon::ALL.map(Daemon::name).join(", ")),
     }
 }
 
@@ -388,7 +387,10 @@ mod tests {
     fn loggers_give_daemons() {
         assert_eq!(Daemon::of_logger("org.apache.hadoop.mapred.TaskTracker"), Some(Daemon::TaskTracker));
         assert_eq!(Daemon::of_logger("org.apache.hadoop.mapred.TaskTracker.clienttrace"), Some(Daemon::TaskTracker));
-        assert_eq!(Daemon::of_logger("org.apache.hadoop.hdfs.server.datanode.DataNode.clienttrace"), Some(Daemon::DataNode));
+        assert_eq!(
+            Daemon::of_logger("org.apache.hadoop.hdfs.server.datanode.DataNode.clienttrace"),
+            Some(Daemon::DataNode)
+        );
         assert_eq!(Daemon::of_logger("dfs.DataNode$PacketResponder"), Some(Daemon::DataNode));
         assert_eq!(Daemon::of_logger("dfs.FSNamesystem"), Some(Daemon::NameNode));
         assert_eq!(Daemon::of_logger("org.apache.hadoop.mapred.ReduceTask"), Some(Daemon::Task));

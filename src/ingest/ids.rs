@@ -186,8 +186,7 @@ pub fn find_job(msg: &str) -> Option<&str> {
     let id = &msg[pos..pos + len];
     let parts: Vec<&str> = id.split('_').collect();
     let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
-    ((parts.len() == 3 && digits(parts[1]) && digits(parts[2])) || (parts.len() == 2 && digits(parts[1])))
-        .then_some(id)
+    ((parts.len() == 3 && digits(parts[1]) && digits(parts[2])) || (parts.len() == 2 && digits(parts[1]))).then_some(id)
 }
 
 /// The first HDFS block id in a message, normalised to `blk_<id>`: the generation stamp
@@ -269,7 +268,16 @@ mod tests {
         assert_eq!((a, rest), ("attempt_1_2_m_3_5", "."));
         assert!(!is_attempt("attempt_1_2_m_3_4_5") && !is_attempt("task_1_x_3_4") && !is_attempt("task_1_m_3"));
         assert!(is_attempt("task_1_r_3_4") && is_attempt("attempt_200808231712_0001_m_000003_0"));
-        for not_one in ["task_", "task__m_3_4", "task_1_m__4", "task_1_m_3_", "task_1_mm_3_4", "attempt_1_m_3_4", "task_1_m_3_4x", "task_a_m_3_4"] {
+        for not_one in [
+            "task_",
+            "task__m_3_4",
+            "task_1_m__4",
+            "task_1_m_3_",
+            "task_1_mm_3_4",
+            "attempt_1_m_3_4",
+            "task_1_m_3_4x",
+            "task_a_m_3_4",
+        ] {
             assert!(!is_attempt(not_one), "{not_one}");
         }
         assert_eq!(find(b"abcabd", b"abd"), Some(3));

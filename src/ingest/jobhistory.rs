@@ -21,7 +21,9 @@ use crate::warehouse::tables::{Table, date_of_ms};
 /// The first line of a text history, or of Rumen's concatenation of them.
 pub fn is_text_history(first: &str) -> bool {
     file_marker(first).is_some()
-        || ["Meta VERSION=", "Job JOBID=", "Task TASKID=", "MapAttempt ", "ReduceAttempt "].iter().any(|p| first.starts_with(p))
+        || ["Meta VERSION=", "Job JOBID=", "Task TASKID=", "MapAttempt ", "ReduceAttempt "]
+            .iter()
+            .any(|p| first.starts_with(p))
 }
 
 /// Rumen's `\f!!FILE=<name>!!` line (the form feed is optional here) → the file's name.
@@ -118,7 +120,8 @@ impl History {
     }
 
     fn attempt(&mut self, id: &str, line: u64, offset: u64) -> &mut Attempt {
-        let attempt = self.attempts.entry(id.to_string()).or_insert_with(|| Attempt { line, offset, ..Attempt::default() });
+        let attempt =
+            self.attempts.entry(id.to_string()).or_insert_with(|| Attempt { line, offset, ..Attempt::default() });
         attempt.last_line = line;
         attempt
     }
@@ -534,9 +537,10 @@ mod tests {
 
     #[test]
     fn records_unescape_and_end_with_a_dot() {
-        let (kind, pairs) =
-            parse_record(r#"MapAttempt TASK_ATTEMPT_ID="attempt_1_0001_m_000000_0" HOSTNAME="/rack\.1/node\.7" ERROR="a \"b\"" ."#)
-                .unwrap();
+        let (kind, pairs) = parse_record(
+            r#"MapAttempt TASK_ATTEMPT_ID="attempt_1_0001_m_000000_0" HOSTNAME="/rack\.1/node\.7" ERROR="a \"b\"" ."#,
+        )
+        .unwrap();
         assert_eq!(kind, "MapAttempt");
         assert_eq!(pairs[1], ("HOSTNAME", "/rack.1/node.7".to_string()));
         assert_eq!(pairs[2], ("ERROR", "a \"b\"".to_string()));
@@ -564,7 +568,10 @@ mod tests {
     #[test]
     fn hosts_lose_their_racks() {
         assert_eq!(host_and_rack("/default-rack/node1"), (Some("node1".into()), Some("/default-rack".into())));
-        assert_eq!(host_and_rack("/192.30.63.192/n.example.com"), (Some("n.example.com".into()), Some("/192.30.63.192".into())));
+        assert_eq!(
+            host_and_rack("/192.30.63.192/n.example.com"),
+            (Some("n.example.com".into()), Some("/192.30.63.192".into()))
+        );
         assert_eq!(host_and_rack("node1"), (Some("node1".into()), None));
         assert_eq!(tracker_host("tracker_host1:localhost/127.0.0.1:58165"), Some("host1".into()));
         assert_eq!(outcome("SUCCESS"), Some("SUCCEEDED"));

@@ -34,10 +34,8 @@ impl Layout {
         [Layout::Iso8601, Layout::Loghub]
             .into_iter()
             .map(|layout| {
-                let parsed = first_lines
-                    .clone()
-                    .filter(|line| matches!(parse_head(layout, line), Head::Event(_)))
-                    .count();
+                let parsed =
+                    first_lines.clone().filter(|line| matches!(parse_head(layout, line), Head::Event(_))).count();
                 (parsed, layout)
             })
             .filter(|(parsed, _)| *parsed > 0)
@@ -121,7 +119,8 @@ impl HeadParser {
             if b.len() < 24 || b[10] != b' ' || b[13] != b':' || b[16] != b':' || !matches!(b[19], b',' | b'.') {
                 return None;
             }
-            let days = self.days(&b[..10], || days_from_civil(digits(b, 0, 4)? as i32, digits(b, 5, 2)?, digits(b, 8, 2)?))?;
+            let days =
+                self.days(&b[..10], || days_from_civil(digits(b, 0, 4)? as i32, digits(b, 5, 2)?, digits(b, 8, 2)?))?;
             day_ms(days, digits(b, 11, 2)?, digits(b, 14, 2)?, digits(b, 17, 2)?, digits(b, 20, 3)?)
         })();
         let Some(local_ms) = stamp else {
@@ -136,7 +135,9 @@ impl HeadParser {
             return Head::Continuation;
         }
         let stamp = (|| {
-            let days = self.days(&b[..6], || days_from_civil(2000 + digits(b, 0, 2)? as i32, digits(b, 2, 2)?, digits(b, 4, 2)?))?;
+            let days = self.days(&b[..6], || {
+                days_from_civil(2000 + digits(b, 0, 2)? as i32, digits(b, 2, 2)?, digits(b, 4, 2)?)
+            })?;
             day_ms(days, digits(b, 7, 2)?, digits(b, 9, 2)?, digits(b, 11, 2)?, 0)
         })();
         let Some(local_ms) = stamp else {
@@ -148,9 +149,7 @@ impl HeadParser {
 
 fn digits(b: &[u8], from: usize, n: usize) -> Option<u32> {
     let slice = b.get(from..from + n)?;
-    slice.iter().try_fold(0u32, |acc, &c| {
-        c.is_ascii_digit().then(|| acc * 10 + u32::from(c - b'0'))
-    })
+    slice.iter().try_fold(0u32, |acc, &c| c.is_ascii_digit().then(|| acc * 10 + u32::from(c - b'0')))
 }
 
 /// The head's short fields are split by plain loops over their few bytes: a `memchr` call or
@@ -310,7 +309,10 @@ mod tests {
     #[test]
     fn hadoop_2x_layouts() {
         let e = event(Layout::Iso8601, "2008-08-23 17:12:32,466 WARN [main] org.apache.hadoop.mapred.MapTask: spill");
-        assert_eq!((e.level, e.thread, e.logger, e.message), ("WARN", Some("main"), "org.apache.hadoop.mapred.MapTask", "spill"));
+        assert_eq!(
+            (e.level, e.thread, e.logger, e.message),
+            ("WARN", Some("main"), "org.apache.hadoop.mapred.MapTask", "spill")
+        );
         let e = event(
             Layout::Iso8601,
             "2008-08-23 17:12:32,466 INFO  mapred.TaskTracker (TaskTracker.java:run(123)) - Task x is done.",
@@ -321,7 +323,10 @@ mod tests {
 
     #[test]
     fn loghub_layout() {
-        let e = event(Layout::Loghub, "081109 203615 148 INFO dfs.DataNode$PacketResponder: PacketResponder 1 for block blk_1 terminating");
+        let e = event(
+            Layout::Loghub,
+            "081109 203615 148 INFO dfs.DataNode$PacketResponder: PacketResponder 1 for block blk_1 terminating",
+        );
         // 2008-11-09 20:36:15 UTC = 1226262975 s (`date -u -d '2008-11-09 20:36:15' +%s`).
         assert_eq!(e.local_ms, 1_226_262_975_000);
         assert_eq!((e.thread, e.logger), (Some("148"), "dfs.DataNode$PacketResponder"));

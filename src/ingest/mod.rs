@@ -34,7 +34,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::warehouse::tables::{Rows, Table, date_of_ms};
 use crate::warehouse::{PartWriter, StartKey, TableAppender, Warehouse, file_app_id, held_by_tables};
-use discover::{Daemon, HostOrigin, Hints, LogFile, Refusal};
+use discover::{Daemon, Hints, HostOrigin, LogFile, Refusal};
 use records::{Format, PlannedRecord};
 use stream::{FileReport, Output, PlannedFile, RunContext};
 
@@ -101,11 +101,7 @@ fn slot(table: Table) -> usize {
 pub async fn ingest(options: &IngestOptions) -> Result<Summary> {
     let started = Instant::now();
     let started_ms = now_ms();
-    let ingest_id = format!(
-        "{}-{:x}",
-        chrono::Utc::now().format("%Y%m%dT%H%M%S%.3fZ"),
-        std::process::id()
-    );
+    let ingest_id = format!("{}-{:x}", chrono::Utc::now().format("%Y%m%dT%H%M%S%.3fZ"), std::process::id());
     let paths = discover::walk(&options.paths)?;
     if addresses::needs_backfill(&options.warehouse) {
         crate::catalog::Snapshot::take(&options.warehouse).await?;
@@ -208,7 +204,8 @@ pub async fn ingest(options: &IngestOptions) -> Result<Summary> {
     // Each file's report, found once for the transactions of every table.
     let report_of: HashMap<(&str, &str), &FileReport> =
         reports.iter().filter_map(|r| Some(((r.key.as_deref()?, r.display.as_str()), r))).collect();
-    let ingested = |key: &str, display: &str| report_of.get(&(key, display)).copied().filter(|r| r.status == "ingested");
+    let ingested =
+        |key: &str, display: &str| report_of.get(&(key, display)).copied().filter(|r| r.status == "ingested");
     let mut transactions: Vec<Transaction> = planned
         .iter()
         .filter_map(|p| {
@@ -220,7 +217,8 @@ pub async fn ingest(options: &IngestOptions) -> Result<Summary> {
         let Some(report) = ingested(&p.file.key, &p.file.display) else { continue };
         transactions.push(Transaction::new(file_app_id(&options.cluster, &p.file.key), report.offset_end as i64));
         if p.file.format == Format::SaBinary {
-            transactions.push(Transaction::new(records::sa_bytes_app_id(&options.cluster, &p.file.key), p.file.size as i64));
+            transactions
+                .push(Transaction::new(records::sa_bytes_app_id(&options.cluster, &p.file.key), p.file.size as i64));
         }
     }
     let mut ingests_writer = appenders[slot(Table::Ingests)].part_writer()?;
@@ -245,7 +243,9 @@ pub async fn ingest(options: &IngestOptions) -> Result<Summary> {
         // is held: nothing to reopen.
         let read = matches!(report.status, "ingested" | "unchanged");
         let point = if read { report.reopen } else { None };
-        let Some((offset, line)) = point.or(earlier.map(|_| (report.offset_end.max(p.replay_below), 0))) else { continue };
+        let Some((offset, line)) = point.or(earlier.map(|_| (report.offset_end.max(p.replay_below), 0))) else {
+            continue;
+        };
         let [offset_id, line_id] = reopen_app_ids(&options.cluster, &p.file.key);
         state_transactions.push(Transaction::new(offset_id, offset as i64));
         state_transactions.push(Transaction::new(line_id, line as i64));
@@ -271,7 +271,8 @@ async fn plan(file: &LogFile, appenders: &[TableAppender], cluster: &str) -> Res
     let held = held_under_either_key(appenders, cluster, &mut file.key, file.legacy_key.take());
     let all_held = held.iter().all(Option::is_some);
     let start = held.iter().map(|h| h.unwrap_or(0)).min().unwrap_or(0);
-    let reopen = reopen_point(&appenders[slot(Table::States)], cluster, &file.key).filter(|(offset, _)| *offset < start);
+    let reopen =
+        reopen_point(&appenders[slot(Table::States)], cluster, &file.key).filter(|(offset, _)| *offset < start);
     // A gzip file is never appended to, but it may hold more than the plain log it was
     // rotated from held when last read. Its trailer gives its length (mod 2^32); where that
     // differs (several members, or a file cut short) the file itself says whether more follows.
@@ -279,7 +280,8 @@ async fn plan(file: &LogFile, appenders: &[TableAppender], cluster: &str) -> Res
         Some(end) => start >= end,
         None => {
             all_held
-                && (source::gzip_length(&file.path) == Some(start as u32) || !source::gzip_continues_after(&file.path, start))
+                && (source::gzip_length(&file.path) == Some(start as u32)
+                    || !source::gzip_continues_after(&file.path, start))
         }
     };
     let held_below: Vec<u64> = held.iter().map(|h| h.unwrap_or(0)).collect();
@@ -289,7 +291,12 @@ async fn plan(file: &LogFile, appenders: &[TableAppender], cluster: &str) -> Res
     let (first_line, read_from) = match reopen {
         Some((offset, line)) => (line, offset),
         None if start == 0 => (1, 0),
-        None => (source::count_lines(&file.path, file.gzip, start).with_context(|| format!("{}: cannot read", file.display))? + 1, start),
+        None => (
+            source::count_lines(&file.path, file.gzip, start)
+                .with_context(|| format!("{}: cannot read", file.display))?
+                + 1,
+            start,
+        ),
     };
     Ok(PlannedFile { file, start: read_from, first_line, held_below, replay_below: start, grown: !done })
 }
@@ -338,7 +345,12 @@ fn reopen_point(states: &TableAppender, cluster: &str, file_key: &str) -> Option
 
 /// How far each table holds a file: under `key`, or else under `legacy`, the key an older
 /// version gave it, which then becomes `key`.
-fn held_under_either_key(appenders: &[TableAppender], cluster: &str, key: &mut String, legacy: Option<String>) -> Vec<Option<u64>> {
+fn held_under_either_key(
+    appenders: &[TableAppender],
+    cluster: &str,
+    key: &mut String,
+    legacy: Option<String>,
+) -> Vec<Option<u64>> {
     let held = held_by_tables(appenders, &file_app_id(cluster, key));
     if let Some(legacy) = legacy {
         let held_before = held_by_tables(appenders, &file_app_id(cluster, &legacy));
@@ -492,8 +504,10 @@ fn progress_bar(enabled: bool, total: u64) -> ProgressBar {
     // Drawn to stderr, and only when stderr is a terminal.
     let bar = ProgressBar::new(total);
     bar.set_style(
-        ProgressStyle::with_template("{spinner} [{elapsed_precise}] {wide_bar} {bytes}/{total_bytes} {binary_bytes_per_sec} {msg}")
-            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+        ProgressStyle::with_template(
+            "{spinner} [{elapsed_precise}] {wide_bar} {bytes}/{total_bytes} {binary_bytes_per_sec} {msg}",
+        )
+        .unwrap_or_else(|_| ProgressStyle::default_bar()),
     );
     bar.enable_steady_tick(Duration::from_millis(200));
     bar
@@ -510,15 +524,27 @@ mod tests {
         let dir = tempfile::tempdir()?;
         let folder = dir.path().join("logs/node1/userlogs/attempt_200808231712_0001_m_000001_0");
         std::fs::create_dir_all(&folder)?;
-        std::fs::write(folder.join("syslog"), "2008-08-23 17:12:30,000 INFO org.apache.hadoop.mapred.MapTask: numReduceTasks: 1\n")?;
-        let file = discover::classify(&folder.join("syslog"), &Hints::default()).map_err(|r| anyhow::anyhow!(r.reason))?;
+        std::fs::write(
+            folder.join("syslog"),
+            "2008-08-23 17:12:30,000 INFO org.apache.hadoop.mapred.MapTask: numReduceTasks: 1\n",
+        )?;
+        let file =
+            discover::classify(&folder.join("syslog"), &Hints::default()).map_err(|r| anyhow::anyhow!(r.reason))?;
         let warehouse = Warehouse::new(&dir.path().join("wh"));
-        let open = || futures::future::try_join_all(Table::ALL.map(|table| TableAppender::open(&warehouse, table, "c1")));
+        let open =
+            || futures::future::try_join_all(Table::ALL.map(|table| TableAppender::open(&warehouse, table, "c1")));
         let fresh = plan(&file, &open().await?, "c1").await?;
         assert_eq!((fresh.start, fresh.grown), (0, true));
         let legacy = file.legacy_key.clone().context("an attempt's log has a legacy key")?;
         for appender in open().await? {
-            appender.commit(Vec::new(), Vec::new(), vec![Transaction::new(file_app_id("c1", &legacy), file.size as i64)], "older").await?;
+            appender
+                .commit(
+                    Vec::new(),
+                    Vec::new(),
+                    vec![Transaction::new(file_app_id("c1", &legacy), file.size as i64)],
+                    "older",
+                )
+                .await?;
         }
         let held = plan(&file, &open().await?, "c1").await?;
         assert_eq!((held.start, held.grown), (file.size, false));

@@ -90,7 +90,16 @@ pub fn classify(path: &Path) -> Option<Result<RecordFile, Refusal>> {
         hasher.write(&head);
         let key = format!("{:016x}", hasher.finish());
         let format = Format::SaBinary;
-        return Some(Ok(RecordFile { path: path.to_path_buf(), display, size, gzip, format, end: None, key, legacy_key: None }));
+        return Some(Ok(RecordFile {
+            path: path.to_path_buf(),
+            display,
+            size,
+            gzip,
+            format,
+            end: None,
+            key,
+            legacy_key: None,
+        }));
     }
     let mut reader = LineReader::open(path, gzip, 0, None, 1).ok()?;
     // The first lines, and where each ends.
@@ -323,7 +332,8 @@ pub fn read(ctx: &RunContext, hints: &Hints, planned: &PlannedRecord, emit: &mut
     };
     // A resumed file's earlier lines are read once: shown to the parser, and counted for the
     // number its next line gets.
-    let first_number = if planned.start > 0 { replay(parser.as_mut(), &mut sink, path, gzip, planned.start) } else { Ok(1) };
+    let first_number =
+        if planned.start > 0 { replay(parser.as_mut(), &mut sink, path, gzip, planned.start) } else { Ok(1) };
     let opened = first_number.and_then(|number| LineReader::open(path, gzip, planned.start, file.end, number));
     let mut source = match opened {
         Ok(source) => source,
@@ -462,10 +472,18 @@ mod tests {
 
         let file = classify(&export).and_then(Result::ok).context("an export")?;
         let warehouse = crate::warehouse::Warehouse::new(dir.path().join("wh"));
-        let open = || futures::future::try_join_all(Table::ALL.map(|table| TableAppender::open(&warehouse, table, "c1")));
+        let open =
+            || futures::future::try_join_all(Table::ALL.map(|table| TableAppender::open(&warehouse, table, "c1")));
         assert_eq!(plan(&file, &open().await?, "c1").await?.map(|p| p.start), Some(0));
         for appender in open().await? {
-            appender.commit(Vec::new(), Vec::new(), vec![Transaction::new(file_app_id("c1", &legacy), file.size as i64)], "older").await?;
+            appender
+                .commit(
+                    Vec::new(),
+                    Vec::new(),
+                    vec![Transaction::new(file_app_id("c1", &legacy), file.size as i64)],
+                    "older",
+                )
+                .await?;
         }
         assert!(plan(&file, &open().await?, "c1").await?.is_none());
         Ok(())

@@ -51,7 +51,8 @@ impl<'a> Line<'a> {
 
     /// Text only if it is valid UTF-8, holds no NUL byte and is not overlong.
     pub fn check(&self) -> Checked<'a> {
-        let reject = |reason: String| Checked::Rejected { reason, raw: String::from_utf8_lossy(self.bytes).into_owned() };
+        let reject =
+            |reason: String| Checked::Rejected { reason, raw: String::from_utf8_lossy(self.bytes).into_owned() };
         if self.overlong.is_some() {
             return reject(format!("line longer than {} KiB", MAX_LINE / 1024));
         }
@@ -124,7 +125,9 @@ impl LineReader {
         // the parsing of a cluster's thousands of short attempt logs. Longer lines grow it.
         let capacity = match gzip {
             true => CHUNK,
-            false => usize::try_from(file.metadata()?.len().saturating_sub(start) + 1).map_or(CHUNK, |len| len.min(CHUNK)),
+            false => {
+                usize::try_from(file.metadata()?.len().saturating_sub(start) + 1).map_or(CHUNK, |len| len.min(CHUNK))
+            }
         };
         let input: Box<dyn Read + Send> = if gzip {
             let mut decoder = MultiGzDecoder::new(io::BufReader::with_capacity(CHUNK, file));
@@ -348,7 +351,8 @@ pub fn last_line_end(path: &Path, size: u64) -> io::Result<u64> {
 /// less one.
 pub fn count_lines(path: &Path, gzip: bool, upto: u64) -> io::Result<u64> {
     let file = File::open(path)?;
-    let input: Box<dyn Read> = if gzip { Box::new(MultiGzDecoder::new(io::BufReader::new(file))) } else { Box::new(file) };
+    let input: Box<dyn Read> =
+        if gzip { Box::new(MultiGzDecoder::new(io::BufReader::new(file))) } else { Box::new(file) };
     let mut input = input.take(upto);
     let mut buf = vec![0u8; CHUNK];
     let mut lines = 0;
@@ -394,12 +398,19 @@ mod tests {
     use super::*;
     use std::io::Write;
 
-    fn lines(path: &Path, gzip: bool, start: u64, end: Option<u64>) -> (Vec<(u64, u64, String, Option<u64>)>, Option<String>) {
+    fn lines(
+        path: &Path,
+        gzip: bool,
+        start: u64,
+        end: Option<u64>,
+    ) -> (Vec<(u64, u64, String, Option<u64>)>, Option<String>) {
         let mut reader = LineReader::open(path, gzip, start, end, 1).unwrap();
         let mut out = Vec::new();
         loop {
             match reader.next_line() {
-                Ok(Some(l)) => out.push((l.number, l.offset, String::from_utf8_lossy(l.bytes()).into_owned(), l.overlong)),
+                Ok(Some(l)) => {
+                    out.push((l.number, l.offset, String::from_utf8_lossy(l.bytes()).into_owned(), l.overlong))
+                }
                 Ok(None) => return (out, None),
                 Err(e) => return (out, Some(e.to_string())),
             }
@@ -499,7 +510,9 @@ mod tests {
             };
             let got = match line.check() {
                 Checked::Text(text) => Ok(text.to_string()),
-                Checked::Rejected { reason, .. } => Err(if reason.starts_with("NUL") { "NUL byte in line" } else { "invalid UTF-8" }),
+                Checked::Rejected { reason, .. } => {
+                    Err(if reason.starts_with("NUL") { "NUL byte in line" } else { "invalid UTF-8" })
+                }
             };
             assert_eq!(got, expected, "line {}", line.number);
             nul += usize::from(expected == Err("NUL byte in line"));

@@ -184,9 +184,7 @@ impl Machine {
                 Some(open) => *open = Open { kind, mark, detail },
                 None => self.observe(Token::Start { kind, key, detail }, mark, out),
             },
-            Token::Forget { key } => {
-                while self.take_open(&key).is_some() {}
-            }
+            Token::Forget { key } => while self.take_open(&key).is_some() {},
             Token::End { kind, key, outcome, detail } => {
                 let thread_start = self.take_connection_start(kind);
                 let (start, mut full) = match self.take_open(&key) {
@@ -229,10 +227,7 @@ impl Machine {
                 // The clienttrace duration is the daemon's own measure: it wins over the start
                 // line's time, which only stops the start from being left unterminated.
                 let closed = closes.and_then(|key| self.take_open(&key)).map(|open| open.mark);
-                let start = duration_ms.map(|d| Mark {
-                    ts_ms: mark.ts_ms - d.round() as i64,
-                    ..mark.clone()
-                });
+                let start = duration_ms.map(|d| Mark { ts_ms: mark.ts_ms - d.round() as i64, ..mark.clone() });
                 out.push(State {
                     kind,
                     host: mark.host.clone(),
@@ -268,10 +263,7 @@ impl Machine {
 
     /// Each DataNode thread raised the connection count once; its end consumes that start.
     fn take_connection_start(&mut self, kind: StateKind) -> Option<Mark> {
-        let datanode = matches!(
-            kind,
-            StateKind::ReadBlock | StateKind::WriteBlock | StateKind::WriteBlockReplicated
-        );
+        let datanode = matches!(kind, StateKind::ReadBlock | StateKind::WriteBlock | StateKind::WriteBlockReplicated);
         if datanode { self.connection_starts.pop_front() } else { None }
     }
 
@@ -347,7 +339,11 @@ mod tests {
     fn a_complete_line_closes_the_start_it_names() {
         let mut m = Machine::default();
         let mut out = Vec::new();
-        let write = || Token::Start { kind: StateKind::WriteBlock, key: "write:blk_1:10.0.0.1".into(), detail: Detail::default() };
+        let write = || Token::Start {
+            kind: StateKind::WriteBlock,
+            key: "write:blk_1:10.0.0.1".into(),
+            detail: Detail::default(),
+        };
         m.observe(write(), mark(1000, 1), &mut out);
         let complete = |closes: Option<&str>| Token::Complete {
             kind: StateKind::WriteBlock,
@@ -394,7 +390,12 @@ mod tests {
         let mut m = Machine::default();
         let mut out = Vec::new();
         let copy = |map: &str| Token::Start { kind: StateKind::ReduceCopy, key: map.into(), detail: Detail::default() };
-        let read = |map: &str| Token::End { kind: StateKind::ReduceCopy, key: map.into(), outcome: Outcome::Succeeded, detail: Detail::default() };
+        let read = |map: &str| Token::End {
+            kind: StateKind::ReduceCopy,
+            key: map.into(),
+            outcome: Outcome::Succeeded,
+            detail: Detail::default(),
+        };
         let source = |map: &str, host: &str| Token::Amend {
             key: map.into(),
             detail: Detail { peer_host: Some(host.into()), ..Detail::default() },
@@ -415,7 +416,14 @@ mod tests {
             .iter()
             .map(|s| (s.start.as_ref().map(|m| m.line), s.detail.peer_host.as_deref(), s.duration_ms))
             .collect();
-        assert_eq!(got, vec![(Some(2), Some("r01n02"), Some(500.0)), (Some(1), Some("r01n01"), Some(500.0)), (Some(8), None, Some(500.0))]);
+        assert_eq!(
+            got,
+            vec![
+                (Some(2), Some("r01n02"), Some(500.0)),
+                (Some(1), Some("r01n01"), Some(500.0)),
+                (Some(8), None, Some(500.0))
+            ]
+        );
         // More ends than are held: the oldest is let go unamended.
         let mut m = Machine::default();
         let mut out = Vec::new();
@@ -425,4 +433,3 @@ mod tests {
         assert_eq!(out.iter().map(|s| s.end.as_ref().map(|m| m.line)).collect::<Vec<_>>(), vec![Some(0)]);
     }
 }
-

@@ -9,12 +9,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use chrono_tz::Tz;
 
+use super::addresses::{self, AddressBook};
 use super::discover::{Daemon, HostOrigin, LogFile};
 use super::ids::{find_attempt, find_block, find_job, job_number_of_attempt};
 use super::log4j::{Head, HeadParser, ZoneConverter};
 use super::source::{Checked, LineReader, RAW_KEPT};
 use super::states::{Machine, Mark, State, Token};
-use super::addresses::{self, AddressBook};
 use super::{clienttrace, datanode, slot, tasktracker};
 use crate::warehouse::tables::{Rows, Table, date_of_ms};
 
@@ -264,7 +264,9 @@ pub fn read_stream(ctx: &RunContext, files: &[PlannedFile], emit: &mut dyn FnMut
         reader.read_file(index, emit);
     }
     let mut reopen: Vec<Option<(u64, u64)>> = vec![None; files.len()];
-    for mark in reader.machine.keyed_open_marks().filter(|m| m.ts_ms >= reader.newest_ts.saturating_sub(REOPEN_WINDOW_MS)) {
+    for mark in
+        reader.machine.keyed_open_marks().filter(|m| m.ts_ms >= reader.newest_ts.saturating_sub(REOPEN_WINDOW_MS))
+    {
         let earliest = &mut reopen[mark.file];
         if earliest.is_none_or(|(offset, _)| mark.offset < offset) {
             *earliest = Some((mark.offset, mark.line));
@@ -449,7 +451,13 @@ impl StreamReader<'_> {
         append_reject(rows, &self.ctx.ingest_id, &self.files[index].file.display, line, offset, &reason, raw);
     }
 
-    fn flush_event(&mut self, event: &mut Pending, index: usize, report: &mut FileReport, emit: &mut dyn FnMut(Output)) {
+    fn flush_event(
+        &mut self,
+        event: &mut Pending,
+        index: usize,
+        report: &mut FileReport,
+        emit: &mut dyn FnMut(Output),
+    ) {
         event.active = false;
         report.events += 1;
         let planned = &self.files[index];
@@ -463,10 +471,9 @@ impl StreamReader<'_> {
         let message = event.message.as_str();
         let (daemon, host) = match &file.host {
             HostOrigin::Known(host) => (file.daemon, Some(host.as_str())),
-            HostOrigin::Merged => (
-                Daemon::of_logger(&event.logger).unwrap_or(file.daemon),
-                datanode::own_host(message),
-            ),
+            HostOrigin::Merged => {
+                (Daemon::of_logger(&event.logger).unwrap_or(file.daemon), datanode::own_host(message))
+            }
         };
         if self.wants_rows(index, Table::Logs, event.offset) {
             let task = find_attempt(message).map(|(a, _)| a);
@@ -547,7 +554,12 @@ impl StreamReader<'_> {
                     date: date_of_ms(start.ts_ms),
                 });
             }
-            let job = state.detail.task_id.as_deref().and_then(job_number_of_attempt).map(|n| job_id_into(n, &mut self.job_id));
+            let job = state
+                .detail
+                .task_id
+                .as_deref()
+                .and_then(job_number_of_attempt)
+                .map(|n| job_id_into(n, &mut self.job_id));
             let when = state.start.as_ref().or(state.end.as_ref()).map_or(0, |m| m.ts_ms);
             let rows = self.states.rows_for(date_of_ms(when), emit);
             rows.row()
@@ -578,7 +590,15 @@ impl StreamReader<'_> {
 }
 
 /// One `rejects` row; the raw line is cut to [`RAW_KEPT`] bytes, at a character boundary.
-pub(super) fn append_reject(rows: &mut Rows, ingest_id: &str, file: &str, line: u64, offset: u64, reason: &str, raw: &str) {
+pub(super) fn append_reject(
+    rows: &mut Rows,
+    ingest_id: &str,
+    file: &str,
+    line: u64,
+    offset: u64,
+    reason: &str,
+    raw: &str,
+) {
     let mut cut = raw.len().min(RAW_KEPT);
     while !raw.is_char_boundary(cut) {
         cut -= 1;

@@ -56,8 +56,13 @@ fn recognize_own(msg: &str, own: &str) -> Option<Token> {
         let (_, map) = split_at_first(rest, " from ")?;
         let (map, _) = find_attempt(map)?;
         // The raw (compressed) length is what crosses the network.
-        let raw = split_at_first(rest, " bytes (").and_then(|(_, r)| r.split_once(' ')).and_then(|(n, _)| n.parse().ok());
-        return Some(Token::Start { kind: StateKind::ReduceCopy, key: copy_key(own, map), detail: detail(map, None, raw) });
+        let raw =
+            split_at_first(rest, " bytes (").and_then(|(_, r)| r.split_once(' ')).and_then(|(n, _)| n.parse().ok());
+        return Some(Token::Start {
+            kind: StateKind::ReduceCopy,
+            key: copy_key(own, map),
+            detail: detail(map, None, raw),
+        });
     }
     if let Some(rest) = msg.strip_prefix("Read ")
         && let Some((_, map)) = split_at_first(rest, " bytes from map-output for ")
@@ -105,11 +110,7 @@ pub fn recognize(msg: &str, own: Option<&str>) -> Option<Token> {
     // `LaunchTaskAction: <id>` (≤0.18) and `LaunchTaskAction (registerTask): <id> task's state:…`.
     if let Some(rest) = msg.strip_prefix("LaunchTaskAction") {
         let (attempt, _) = find_attempt(rest)?;
-        return Some(Token::Start {
-            kind: task_kind(attempt),
-            key: task_key(attempt),
-            detail: task(attempt),
-        });
+        return Some(Token::Start { kind: task_kind(attempt), key: task_key(attempt), detail: task(attempt) });
     }
     if let Some(rest) = msg.strip_prefix("Task ")
         && let Some(attempt) = rest.strip_suffix(" is done.")
@@ -192,7 +193,10 @@ mod tests {
         let start = recognize(&format!("LaunchTaskAction (registerTask): {R} task's state:UNASSIGNED"), None).unwrap();
         assert_eq!(start, Token::Start { kind: StateKind::Reduce, key: format!("task:{R}"), detail: task(R) });
         assert_eq!(recognize(&format!("Task {M} is done."), None), Some(task_end(M, Outcome::Succeeded)));
-        assert_eq!(recognize(&format!("Received KillTaskAction for task: {M}"), None), Some(task_end(M, Outcome::Killed)));
+        assert_eq!(
+            recognize(&format!("Received KillTaskAction for task: {M}"), None),
+            Some(task_end(M, Outcome::Killed))
+        );
         assert_eq!(
             recognize(&format!("{M}: Task {M} failed to report status for 600 seconds. Killing!"), None),
             Some(task_end(M, Outcome::Failed))
@@ -235,16 +239,24 @@ mod tests {
         let start = recognize(&format!("Shuffling 1234 bytes (567 raw bytes) into RAM from {M}"), own);
         let Some(Token::Start { kind: StateKind::ReduceCopy, key, detail }) = start else { panic!("{start:?}") };
         assert_eq!(key, format!("copy:{R}:{M}"));
-        assert_eq!((detail.task_id.as_deref(), detail.peer_task_id.as_deref(), detail.bytes), (Some(R), Some(M), Some(567)));
+        assert_eq!(
+            (detail.task_id.as_deref(), detail.peer_task_id.as_deref(), detail.bytes),
+            (Some(R), Some(M), Some(567))
+        );
         let end = recognize(&format!("Read 1234 bytes from map-output for {M}"), own);
-        assert!(matches!(end, Some(Token::End { kind: StateKind::ReduceCopy, outcome: Outcome::Succeeded, ref key, .. }) if *key == format!("copy:{R}:{M}")));
-        let Some(Token::Amend { key, detail }) = recognize(&format!("Rec #1 from {M} -> (12, 40) from r01n07"), own) else {
+        assert!(
+            matches!(end, Some(Token::End { kind: StateKind::ReduceCopy, outcome: Outcome::Succeeded, ref key, .. }) if *key == format!("copy:{R}:{M}"))
+        );
+        let Some(Token::Amend { key, detail }) = recognize(&format!("Rec #1 from {M} -> (12, 40) from r01n07"), own)
+        else {
             panic!("no amendment")
         };
         assert_eq!((key, detail.peer_host.as_deref()), (format!("copy:{R}:{M}"), Some("r01n07")));
         // The reduce's failure names it and the map's host itself, and ends the same copy.
         let failed = recognize(&format!("{R} copy failed: {M} from r01n07"), own);
-        assert!(matches!(failed, Some(Token::End { outcome: Outcome::Failed, ref key, .. }) if *key == format!("copy:{R}:{M}")));
+        assert!(
+            matches!(failed, Some(Token::End { outcome: Outcome::Failed, ref key, .. }) if *key == format!("copy:{R}:{M}"))
+        );
         // Outside an attempt's log nothing says whose copy it is.
         assert_eq!(recognize(&format!("Read 1234 bytes from map-output for {M}"), None), None);
     }
@@ -265,7 +277,11 @@ mod tests {
         let (mut machine, mut out) = (Machine::default(), Vec::new());
         for (line, (ts_ms, msg)) in lines.iter().enumerate() {
             let token = recognize(msg, Some(R)).unwrap_or_else(|| panic!("no token for {msg}"));
-            machine.observe(token, Mark { file: 0, ts_ms: *ts_ms, line: line as u64 + 1, offset: 0, host: None }, &mut out);
+            machine.observe(
+                token,
+                Mark { file: 0, ts_ms: *ts_ms, line: line as u64 + 1, offset: 0, host: None },
+                &mut out,
+            );
         }
         machine.finish(&mut out);
         let merges: Vec<_> = out
@@ -274,7 +290,10 @@ mod tests {
             .collect();
         assert_eq!(
             merges,
-            [(StateKind::ReduceMergeCopy, Some(2), Some(3), Some(5000.0)), (StateKind::ReduceMergeCopy, Some(4), Some(5), Some(8000.0))]
+            [
+                (StateKind::ReduceMergeCopy, Some(2), Some(3), Some(5000.0)),
+                (StateKind::ReduceMergeCopy, Some(4), Some(5), Some(8000.0))
+            ]
         );
         // A reduce with too few map outputs to merge in memory: its thread's start is no state.
         let (mut machine, mut out) = (Machine::default(), Vec::new());

@@ -534,7 +534,11 @@ pub async fn run_with_retries(
             Err(e) if last => return Err(e.context(format!("{} for {run_date}: attempt {attempt}", job.name))),
             Err(e) => {
                 let wait = plan::backoff(policy.backoff, attempt, policy.max_backoff);
-                eprintln!("{} for {run_date}: attempt {attempt} failed ({e:#}); retrying in {} s", job.name, wait.as_secs());
+                eprintln!(
+                    "{} for {run_date}: attempt {attempt} failed ({e:#}); retrying in {} s",
+                    job.name,
+                    wait.as_secs()
+                );
                 clock.sleep_until(clock.now() + chrono::Duration::from_std(wait).unwrap_or_default()).await;
                 attempt += 1;
             }
@@ -565,7 +569,11 @@ pub async fn run_scheduler(
         for (index, job) in jobs.iter().enumerate() {
             let last = handled.get(&job.name).copied();
             let occurrences = plan::due(&job.schedule, last, started, now, job.catch_up);
-            due.extend(occurrences.into_iter().map(|(occurrence, caught_up)| (occurrence, order.stages[index], index, caught_up)));
+            due.extend(
+                occurrences
+                    .into_iter()
+                    .map(|(occurrence, caught_up)| (occurrence, order.stages[index], index, caught_up)),
+            );
         }
         // Oldest first; at one instant, a job after those that write what it reads.
         due.sort_by_key(|&(occurrence, stage, index, _)| (occurrence, stage, index));
@@ -573,7 +581,8 @@ pub async fn run_scheduler(
             // Jobs of one instant: each after those that write what it reads; the others side
             // by side (their commits one at a time, see `results::write`). An ingest runs alone.
             let occurrence = together[0].0;
-            let caught_up: HashMap<usize, bool> = together.iter().map(|&(_, _, index, caught_up)| (index, caught_up)).collect();
+            let caught_up: HashMap<usize, bool> =
+                together.iter().map(|&(_, _, index, caught_up)| (index, caught_up)).collect();
             let indices: Vec<usize> = together.iter().map(|&(_, _, index, _)| index).collect();
             let alone = |index: usize| matches!(jobs[index].work, Work::Ingest { .. });
             let run = |index: usize| {
@@ -581,7 +590,8 @@ pub async fn run_scheduler(
                 let run_date = job.schedule.run_date(occurrence, job.days_back);
                 let trigger = if caught_up[&index] { "catch-up" } else { "schedule" };
                 async move {
-                    let outcome = run_with_retries(job, run_date, Some(occurrence), trigger, runner, ledger, clock, policy).await;
+                    let outcome =
+                        run_with_retries(job, run_date, Some(occurrence), trigger, runner, ledger, clock, policy).await;
                     (run_date, trigger, outcome)
                 }
             };
@@ -629,7 +639,13 @@ pub async fn backfill(
     for date in from.iter_days().take_while(|d| *d <= to) {
         let (start, end) = plan::day_window(date, job.schedule.zone)?;
         if dry_run {
-            writeln!(out, "{} for {date}: window [{}, {}), would replace its partition", job.name, start.to_rfc3339(), end.to_rfc3339())?;
+            writeln!(
+                out,
+                "{} for {date}: window [{}, {}), would replace its partition",
+                job.name,
+                start.to_rfc3339(),
+                end.to_rfc3339()
+            )?;
             continue;
         }
         match run_with_retries(job, date, None, "backfill", runner, ledger, clock, policy).await {
@@ -758,7 +774,16 @@ mod tests {
         let job = nightly("wb", CatchUp::None);
 
         let flaky = Script { calls: Mutex::new(Vec::new()), failures: 2 };
-        run_scheduler(std::slice::from_ref(&job), &flaky, &ledger, &clock, &policy(), Some(utc("2024-01-02T12:00:00Z"))).await.unwrap();
+        run_scheduler(
+            std::slice::from_ref(&job),
+            &flaky,
+            &ledger,
+            &clock,
+            &policy(),
+            Some(utc("2024-01-02T12:00:00Z")),
+        )
+        .await
+        .unwrap();
         assert_eq!(
             clock.sleeps(),
             vec![utc("2024-01-02T02:00:00Z"), utc("2024-01-02T02:01:00Z"), utc("2024-01-02T02:03:00Z")],
@@ -782,7 +807,10 @@ mod tests {
         backfill(&job, day(7), day(9), true, &broken, &ledger, &clock, &policy(), out).await.unwrap();
         let plan = String::from_utf8_lossy(out).into_owned();
         assert_eq!(plan.lines().count(), 3, "{plan}");
-        assert!(plan.starts_with("wb for 2024-01-07: window [2024-01-07T00:00:00+00:00, 2024-01-08T00:00:00+00:00)"), "{plan}");
+        assert!(
+            plan.starts_with("wb for 2024-01-07: window [2024-01-07T00:00:00+00:00, 2024-01-08T00:00:00+00:00)"),
+            "{plan}"
+        );
         assert_eq!(broken.calls.lock().unwrap().len(), 3, "a dry run runs nothing");
     }
 
@@ -848,7 +876,9 @@ mod tests {
         let ledger = Ledger::new(wh.clone());
         let clock = FakeClock::new(utc("2024-01-01T12:00:00Z"));
         let overlap = Overlap { events: Mutex::new(Vec::new()) };
-        run_scheduler(&jobs, &overlap, &ledger, &clock, &config.policy(), Some(utc("2024-01-02T12:00:00Z"))).await.unwrap();
+        run_scheduler(&jobs, &overlap, &ledger, &clock, &config.policy(), Some(utc("2024-01-02T12:00:00Z")))
+            .await
+            .unwrap();
         let events = overlap.events.lock().unwrap().clone();
         let at = |event: &str| events.iter().position(|e| e == event).unwrap_or_else(|| panic!("{event}: {events:?}"));
         assert_eq!(&events[..4], ["start ingest", "end ingest", "start controlflow", "start kahuna_wb"], "{events:?}");
@@ -879,10 +909,19 @@ mod tests {
         for (text, expected) in [
             ("[[jobs]]\nquery = 'kahuna_wb'\ncron = '0 2 * *'\n", "jobs[0]: cron expression `0 2 * *`"),
             ("[[jobs]]\nquery = 'kahuna_wb'\ncron = '0 2 * * *'\nzone = 'Mars/Base'\n", "jobs[0]: zone Mars/Base"),
-            ("[[jobs]]\nname = 'x'\nquery = 'kahuna_wb'\ncron = '0 2 * * *'\nparams = { treshold = 1 }\n", "jobs[0] (x)"),
+            (
+                "[[jobs]]\nname = 'x'\nquery = 'kahuna_wb'\ncron = '0 2 * * *'\nparams = { treshold = 1 }\n",
+                "jobs[0] (x)",
+            ),
             ("[[jobs]]\ncron = '0 2 * * *'\n", "a job has either `query` or `ingest`"),
-            ("[[jobs]]\nquery = 'kahuna_wb'\ncron = '0 2 * * *'\ntz = 'Asia/Tokyo'\n", "jobs[0]: `tz` is for ingest jobs"),
-            ("[[jobs]]\ningest = ['logs']\ncron = '0 2 * * *'\ndaemon = 'jobtrack'\n", "jobs[0]: --daemon jobtrack: not a daemon"),
+            (
+                "[[jobs]]\nquery = 'kahuna_wb'\ncron = '0 2 * * *'\ntz = 'Asia/Tokyo'\n",
+                "jobs[0]: `tz` is for ingest jobs",
+            ),
+            (
+                "[[jobs]]\ningest = ['logs']\ncron = '0 2 * * *'\ndaemon = 'jobtrack'\n",
+                "jobs[0]: --daemon jobtrack: not a daemon",
+            ),
             ("[[jobs]]\ningest = ['logs']\ncron = '0 2 * * *'\ntz = 'Mars/Base'\n", "jobs[0]: zone Mars/Base"),
         ] {
             let err = format!("{:#}", read(text).unwrap_err());
@@ -893,7 +932,10 @@ mod tests {
             .unwrap();
         let Work::Ingest { zone, hints, .. } = &jobs[0].work else { panic!("an ingest job") };
         assert_eq!(*zone, Some(chrono_tz::America::Los_Angeles));
-        assert_eq!((hints.host.as_deref(), hints.daemon), (Some("r01n07"), Some(crate::ingest::discover::Daemon::DataNode)));
+        assert_eq!(
+            (hints.host.as_deref(), hints.daemon),
+            (Some("r01n07"), Some(crate::ingest::discover::Daemon::DataNode))
+        );
         let err = format!("{:#}", read("catch_up = 'sometimes'\n").unwrap_err());
         assert!(err.contains("sometimes"), "{err}");
     }

@@ -69,7 +69,17 @@ pub fn run_command(args: Args) -> Result<()> {
         if !(args.scale > 0.0 && args.months > 0.0) {
             bail!("--scale and --months must be above 0");
         }
-        let cfg = HistoryConfig { months: args.months, scale: args.scale, seed: args.seed, out: args.out, version, gzip: args.gzip, logs: !args.no_logs, threads, progress: true };
+        let cfg = HistoryConfig {
+            months: args.months,
+            scale: args.scale,
+            seed: args.seed,
+            out: args.out,
+            version,
+            gzip: args.gzip,
+            logs: !args.no_logs,
+            threads,
+            progress: true,
+        };
         let summary = run_history(&cfg)?;
         println!("{}", serde_json::to_string_pretty(&summary)?);
         return Ok(());
@@ -86,7 +96,8 @@ pub fn run_command(args: Args) -> Result<()> {
     let workload = Workload::parse(&args.workload).with_context(|| {
         format!("--workload {}: one of {}", args.workload, Workload::ALL.map(Workload::name).join(", "))
     })?;
-    let fault = args.fault.as_deref().map(str::parse::<FaultSpec>).transpose().map_err(|e| anyhow::anyhow!("--fault {e}"))?;
+    let fault =
+        args.fault.as_deref().map(str::parse::<FaultSpec>).transpose().map_err(|e| anyhow::anyhow!("--fault {e}"))?;
     let cfg = Config {
         nodes: args.nodes,
         workload,

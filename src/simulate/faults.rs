@@ -17,7 +17,6 @@
 use std::fmt;
 use std::str::FromStr;
 
-
 /// `mapred.task.timeout`: a task silent this long is killed.
 pub const TASK_TIMEOUT_MS: i64 = 600_000;
 
@@ -107,9 +106,8 @@ impl FromStr for FaultSpec {
             Some(_) => return Err(format!("{s}: nothing after @")),
             None => (rest, None),
         };
-        let fault = Fault::parse(name).ok_or_else(|| {
-            format!("{name}: not a fault; one of {}", Fault::ALL.map(Fault::name).join(", "))
-        })?;
+        let fault = Fault::parse(name)
+            .ok_or_else(|| format!("{name}: not a fault; one of {}", Fault::ALL.map(Fault::name).join(", ")))?;
         Ok(FaultSpec { fault, node, start_s })
     }
 }
@@ -192,7 +190,9 @@ impl Injected {
     /// written its 20 GB with the share of the disk it takes.
     pub fn new(fault: Fault, node: usize, start_ms: i64, run_end_ms: i64, disk_mb_s: f64) -> Injected {
         let end_ms = match fault {
-            Fault::DiskHog => (start_ms + (DISK_HOG_MB / Injected::disk_hog_mb_s(disk_mb_s) * 1000.0) as i64).min(run_end_ms),
+            Fault::DiskHog => {
+                (start_ms + (DISK_HOG_MB / Injected::disk_hog_mb_s(disk_mb_s) * 1000.0) as i64).min(run_end_ms)
+            }
             _ => run_end_ms,
         };
         Injected { fault, node, start_ms, end_ms: end_ms.max(start_ms) }

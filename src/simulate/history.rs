@@ -25,7 +25,7 @@ use super::jobhistory::Status;
 use super::rng::{Rng, Stream};
 use super::scheduler::{JobSource, RunSpec};
 use super::workload::{JobSpec, research_job};
-use super::{Layout, Outcome, Version, execute, fault_json, iso, jt_stamp, job_json, progress_bar, write_truth};
+use super::{Layout, Outcome, Version, execute, fault_json, iso, job_json, jt_stamp, progress_bar, write_truth};
 
 pub const EXPERIMENTS_PER_5_MONTHS: f64 = 12854.0;
 pub const USERS: usize = 26;
@@ -56,12 +56,30 @@ pub const MINUTES: Tail = Tail { lo: 0.5, mu: 0.80189, sigma: 2.12832, cap: 23.3
 
 /// The inverse of the standard normal CDF (Acklam's rational approximation, |error| < 1.2e-9).
 pub fn normal_quantile(p: f64) -> f64 {
-    const A: [f64; 6] = [-3.969683028665376e1, 2.209460984245205e2, -2.759285104469687e2, 1.38357751867269e2, -3.066479806614716e1, 2.506_628_277_459_239];
-    const B: [f64; 5] = [-5.447609879822406e1, 1.615858368580409e2, -1.556989798598866e2, 6.680131188771972e1, -1.328068155288572e1];
-    const C: [f64; 6] = [-7.784894002430293e-3, -3.223964580411365e-1, -2.400758277161838, -2.549732539343734, 4.374664141464968, 2.938163982698783];
+    const A: [f64; 6] = [
+        -3.969683028665376e1,
+        2.209460984245205e2,
+        -2.759285104469687e2,
+        1.38357751867269e2,
+        -3.066479806614716e1,
+        2.506_628_277_459_239,
+    ];
+    const B: [f64; 5] =
+        [-5.447609879822406e1, 1.615858368580409e2, -1.556989798598866e2, 6.680131188771972e1, -1.328068155288572e1];
+    const C: [f64; 6] = [
+        -7.784894002430293e-3,
+        -3.223964580411365e-1,
+        -2.400758277161838,
+        -2.549732539343734,
+        4.374664141464968,
+        2.938163982698783,
+    ];
     const D: [f64; 4] = [7.784695709041462e-3, 3.224671290700398e-1, 2.445134137142996, 3.754408661907416];
     let p = p.clamp(1e-300, 1.0 - 1e-16);
-    let tail = |q: f64| (((((C[0] * q + C[1]) * q + C[2]) * q + C[3]) * q + C[4]) * q + C[5]) / ((((D[0] * q + D[1]) * q + D[2]) * q + D[3]) * q + 1.0);
+    let tail = |q: f64| {
+        (((((C[0] * q + C[1]) * q + C[2]) * q + C[3]) * q + C[4]) * q + C[5])
+            / ((((D[0] * q + D[1]) * q + D[2]) * q + D[3]) * q + 1.0)
+    };
     if p < 0.02425 {
         tail((-2.0 * p.ln()).sqrt())
     } else if p > 1.0 - 0.02425 {
@@ -69,7 +87,8 @@ pub fn normal_quantile(p: f64) -> f64 {
     } else {
         let q = p - 0.5;
         let r = q * q;
-        (((((A[0] * r + A[1]) * r + A[2]) * r + A[3]) * r + A[4]) * r + A[5]) * q / (((((B[0] * r + B[1]) * r + B[2]) * r + B[3]) * r + B[4]) * r + 1.0)
+        (((((A[0] * r + A[1]) * r + A[2]) * r + A[3]) * r + A[4]) * r + A[5]) * q
+            / (((((B[0] * r + B[1]) * r + B[2]) * r + B[3]) * r + B[4]) * r + 1.0)
     }
 }
 
@@ -83,7 +102,10 @@ impl Tail {
         const POINTS: usize = 16;
         (0..n)
             .map(|i| {
-                (0..POINTS).map(|k| self.quantile((i as f64 + (k as f64 + 0.5) / POINTS as f64) / n as f64)).sum::<f64>() / POINTS as f64
+                (0..POINTS)
+                    .map(|k| self.quantile((i as f64 + (k as f64 + 0.5) / POINTS as f64) / n as f64))
+                    .sum::<f64>()
+                    / POINTS as f64
             })
             .collect()
     }
@@ -152,7 +174,8 @@ pub fn plan(months: f64, scale: f64, seed: u64) -> Vec<Experiment> {
         });
         let want = (round_randomly(nodes[i], &mut rng) as usize).clamp(1, CLUSTER_NODES);
         // HOD hands out the nodes that are free soonest (ties at random).
-        let mut candidates: Vec<(i64, u64, usize)> = (0..CLUSTER_NODES).map(|g| (free_at[g], rng.next_u64(), g)).collect();
+        let mut candidates: Vec<(i64, u64, usize)> =
+            (0..CLUSTER_NODES).map(|g| (free_at[g], rng.next_u64(), g)).collect();
         candidates.sort_unstable();
         let mut chosen: Vec<usize> = candidates[..want].iter().map(|c| c.2).collect();
         chosen.sort_unstable();
@@ -267,12 +290,26 @@ pub(crate) fn run_one(e: &Experiment, cfg: &HistoryConfig) -> Result<Ran> {
         threads: 1,
         epoch_ms: e.start_ms,
     };
-    let spec = RunSpec { seed: cfg.seed ^ (e.id as u64) << 20, version: cfg.version, cluster: &cluster, fault, end_ms, jt_stamp: jt_stamp(e.start_ms), usage: false };
+    let spec = RunSpec {
+        seed: cfg.seed ^ (e.id as u64) << 20,
+        version: cfg.version,
+        cluster: &cluster,
+        fault,
+        end_ms,
+        jt_stamp: jt_stamp(e.start_ms),
+        usage: false,
+    };
     let outcome = execute(spec, ExperimentJobs::new(e, cfg.seed), &layout, &ProgressBar::hidden())
         .with_context(|| format!("experiment e{:05}", e.id))?;
     let first_submit_ms = outcome.jobs.iter().map(|j| j.submit_ms).min().unwrap_or(0);
     let last_end_ms = outcome.jobs.iter().map(|j| j.finish_ms.unwrap_or(end_ms)).max().unwrap_or(first_submit_ms);
-    Ok(Ran { hosts: cluster.nodes.iter().map(|n| n.name.clone()).collect(), cluster, outcome, first_submit_ms, last_end_ms })
+    Ok(Ran {
+        hosts: cluster.nodes.iter().map(|n| n.name.clone()).collect(),
+        cluster,
+        outcome,
+        first_submit_ms,
+        last_end_ms,
+    })
 }
 
 fn mean_sd(xs: &[f64]) -> Value {
@@ -393,7 +430,8 @@ mod tests {
         assert_eq!(plan.len(), 129);
         for (i, a) in plan.iter().enumerate() {
             for b in &plan[i + 1..] {
-                let overlap = a.start_ms < b.start_ms + limit_ms(b.planned_minutes) && b.start_ms < a.start_ms + limit_ms(a.planned_minutes);
+                let overlap = a.start_ms < b.start_ms + limit_ms(b.planned_minutes)
+                    && b.start_ms < a.start_ms + limit_ms(a.planned_minutes);
                 assert!(!overlap || a.nodes.iter().all(|n| !b.nodes.contains(n)), "{} and {}", a.id, b.id);
             }
         }

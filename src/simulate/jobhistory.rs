@@ -132,7 +132,13 @@ pub fn write(path: &Path, job: u32, spec: &JobSpec, recs: &[HistRec], names: &Na
     let mut out = Out::create(path, gzip)?;
     let job_name = &names.jobs[job as usize];
     let job_id = format!("job_{}", job_name.id);
-    let mut r = Record { buf: Vec::with_capacity(512), scratch: Vec::with_capacity(128), version: names.version, epoch_ms: names.epoch_ms, names };
+    let mut r = Record {
+        buf: Vec::with_capacity(512),
+        scratch: Vec::with_capacity(128),
+        version: names.version,
+        epoch_ms: names.epoch_ms,
+        names,
+    };
     if names.version == Version::V020 {
         r.start("Meta");
         r.kv("VERSION", "1");
@@ -262,7 +268,8 @@ mod tests {
         let hosts = vec![("r01n01".to_string(), "10.1.1.10".to_string())];
         let jobs = vec![JobName { id: "200808250000_0001".into(), input: "/user/hadoop/in".into(), input_mb: 64.0 }];
         let names = Names { version: Version::V020, epoch_ms: 1_000_000, hosts: &hosts, jobs: &jobs };
-        let mut spec = crate::simulate::workload::Driver::new(crate::simulate::workload::Workload::Sort, 1, 1).next(0).1;
+        let mut spec =
+            crate::simulate::workload::Driver::new(crate::simulate::workload::Workload::Sort, 1, 1).next(0).1;
         spec.maps = 1;
         spec.reduces = 0;
         let m = TaskRef { job: 0, idx: 0, attempt: 0, reduce: false };
@@ -270,8 +277,14 @@ mod tests {
             HistRec { ts_ms: 0, h: Hist::Submit },
             HistRec { ts_ms: 10, h: Hist::Launch },
             HistRec { ts_ms: 20, h: Hist::AttemptStart { task: m, node: 0 } },
-            HistRec { ts_ms: 90, h: Hist::AttemptEnd { task: m, node: 0, status: Status::Success, shuffle_ms: 0, sort_ms: 0 } },
-            HistRec { ts_ms: 99, h: Hist::JobEnd { status: Status::Success, maps: 1, reduces: 0, failed_maps: 0, failed_reduces: 0 } },
+            HistRec {
+                ts_ms: 90,
+                h: Hist::AttemptEnd { task: m, node: 0, status: Status::Success, shuffle_ms: 0, sort_ms: 0 },
+            },
+            HistRec {
+                ts_ms: 99,
+                h: Hist::JobEnd { status: Status::Success, maps: 1, reduces: 0, failed_maps: 0, failed_reduces: 0 },
+            },
         ];
         let p = path(dir.path(), "master", 5, "200808250000_0001", &spec, false);
         assert!(p.ends_with("master_5_job_200808250000_0001_hadoop_sorter"));
@@ -283,7 +296,10 @@ mod tests {
             lines[1],
             "Job JOBID=\"job_200808250000_0001\" JOBNAME=\"sorter\" USER=\"hadoop\" SUBMIT_TIME=\"1000000\" JOBCONF=\"hdfs://master:9000/mapred/system/job_200808250000_0001/job\\.xml\" ."
         );
-        assert_eq!(lines[3], "Job JOBID=\"job_200808250000_0001\" LAUNCH_TIME=\"1000010\" TOTAL_MAPS=\"1\" TOTAL_REDUCES=\"0\" JOB_STATUS=\"PREP\" .");
+        assert_eq!(
+            lines[3],
+            "Job JOBID=\"job_200808250000_0001\" LAUNCH_TIME=\"1000010\" TOTAL_MAPS=\"1\" TOTAL_REDUCES=\"0\" JOB_STATUS=\"PREP\" ."
+        );
         assert!(lines[5].contains("TRACKER_NAME=\"tracker_r01n01:localhost/10\\.1\\.1\\.10:50050\""), "{}", lines[5]);
         assert_eq!(
             lines[7],

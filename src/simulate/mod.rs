@@ -182,7 +182,13 @@ fn execute<S: JobSource>(spec: RunSpec, source: S, layout: &Layout, bar: &Progre
         let more = sim.run_until(until);
         sim.lay_progress(until);
         let buffered: usize = sim.bufs.iter().map(Vec::len).sum();
-        step = if buffered > MAX_BUFFERED { (step / 2).max(MIN_STEP_MS) } else if buffered < MAX_BUFFERED / 4 { (step * 2).min(MAX_STEP_MS) } else { step };
+        step = if buffered > MAX_BUFFERED {
+            (step / 2).max(MIN_STEP_MS)
+        } else if buffered < MAX_BUFFERED / 4 {
+            (step * 2).min(MAX_STEP_MS)
+        } else {
+            step
+        };
         let names = Names { version, epoch_ms: layout.epoch_ms, hosts: &hosts, jobs: &sim.names };
         let due = Due { until, names: &names, fault: fault.as_ref(), killed: &sim.killed, threads: layout.threads };
         if layout.logs.is_some() {
@@ -197,7 +203,9 @@ fn execute<S: JobSource>(spec: RunSpec, source: S, layout: &Layout, bar: &Progre
         }
     }
     // The end: lines after it were never written; jobs still running keep what they have.
-    let still: Vec<u32> = (0..sim.jobs.len() as u32).filter(|&j| sim.jobs[j as usize].state != JobState::Waiting && sim.jobs[j as usize].finish_ms.is_none()).collect();
+    let still: Vec<u32> = (0..sim.jobs.len() as u32)
+        .filter(|&j| sim.jobs[j as usize].state != JobState::Waiting && sim.jobs[j as usize].finish_ms.is_none())
+        .collect();
     sim.closed.extend(still);
     write_histories(&mut sim, layout, &hosts, version, &cluster.master)?;
     for buf in &mut sim.bufs {
@@ -251,7 +259,13 @@ struct Due<'a> {
 }
 
 /// Writes one node's records due before `until` and its sadc rows.
-fn write_node(buf: &mut Vec<Rec>, usage: &mut sadc::Usage, w: &mut NodeWriter, sadc: Option<&mut SadcWriter>, due: &Due) -> std::io::Result<()> {
+fn write_node(
+    buf: &mut Vec<Rec>,
+    usage: &mut sadc::Usage,
+    w: &mut NodeWriter,
+    sadc: Option<&mut SadcWriter>,
+    due: &Due,
+) -> std::io::Result<()> {
     w.write_due(buf, due.until, due.names, due.killed)?;
     if let Some(s) = sadc {
         s.advance(usage, due.until / 1000, due.names.epoch_ms, due.fault)?;
@@ -260,7 +274,13 @@ fn write_node(buf: &mut Vec<Rec>, usage: &mut sadc::Usage, w: &mut NodeWriter, s
 }
 
 /// Writes each node's records due before `until`, in parallel across nodes.
-fn write_due(bufs: &mut [Vec<Rec>], usage: &mut [sadc::Usage], logs: &mut [NodeWriter], sadcs: &mut [SadcWriter], due: &Due) -> Result<()> {
+fn write_due(
+    bufs: &mut [Vec<Rec>],
+    usage: &mut [sadc::Usage],
+    logs: &mut [NodeWriter],
+    sadcs: &mut [SadcWriter],
+    due: &Due,
+) -> Result<()> {
     if due.threads <= 1 {
         let mut sadcs = sadcs.iter_mut();
         for ((buf, usage), w) in bufs.iter_mut().zip(usage.iter_mut()).zip(logs.iter_mut()) {
@@ -285,7 +305,10 @@ fn write_due(bufs: &mut [Vec<Rec>], usage: &mut [sadc::Usage], logs: &mut [NodeW
                 })
             })
             .collect();
-        handles.into_iter().map(|h| h.join().unwrap_or_else(|_| Err(std::io::Error::other("a writer thread panicked")))).collect()
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap_or_else(|_| Err(std::io::Error::other("a writer thread panicked"))))
+            .collect()
     });
     for r in results {
         r.context("cannot write the logs")?;
@@ -293,7 +316,13 @@ fn write_due(bufs: &mut [Vec<Rec>], usage: &mut [sadc::Usage], logs: &mut [NodeW
     Ok(())
 }
 
-fn write_histories<S: JobSource>(sim: &mut Sim<S>, layout: &Layout, hosts: &[(String, String)], version: Version, master: &str) -> Result<()> {
+fn write_histories<S: JobSource>(
+    sim: &mut Sim<S>,
+    layout: &Layout,
+    hosts: &[(String, String)],
+    version: Version,
+    master: &str,
+) -> Result<()> {
     let closed = std::mem::take(&mut sim.closed);
     let names = Names { version, epoch_ms: layout.epoch_ms, hosts, jobs: &sim.names };
     for job in closed {
@@ -346,7 +375,9 @@ pub fn run(cfg: &Config) -> Result<Outcome> {
         None => None,
         Some(f) => {
             let node = match &f.node {
-                Some(name) => cluster.find(name).with_context(|| format!("--fault {}@{name}: no such node in a {}-node cluster", f.fault, cfg.nodes))?,
+                Some(name) => cluster.find(name).with_context(|| {
+                    format!("--fault {}@{name}: no such node in a {}-node cluster", f.fault, cfg.nodes)
+                })?,
                 None => Rng::derive(cfg.seed, Stream::FaultNode, &[]).below(cfg.nodes as u64) as usize,
             };
             let disk = cluster.nodes[node].disk_mb_s;
@@ -363,7 +394,15 @@ pub fn run(cfg: &Config) -> Result<Outcome> {
         threads: cfg.threads,
         epoch_ms: cfg.epoch_ms,
     };
-    let spec = RunSpec { seed: cfg.seed, version: cfg.version, cluster: &cluster, fault, end_ms, jt_stamp: jt_stamp(cfg.epoch_ms), usage: cfg.sadc };
+    let spec = RunSpec {
+        seed: cfg.seed,
+        version: cfg.version,
+        cluster: &cluster,
+        fault,
+        end_ms,
+        jt_stamp: jt_stamp(cfg.epoch_ms),
+        usage: cfg.sadc,
+    };
     let source = WorkloadSource { driver: Driver::new(cfg.workload, cfg.seed, cfg.nodes), end_ms };
     let bar = progress_bar(cfg.progress, (end_ms / 1000) as u64, "simulated s");
     let outcome = execute(spec, source, &layout, &bar)?;
@@ -451,7 +490,10 @@ impl Suite {
     pub fn parse(text: &str) -> Result<Suite> {
         let v: Value = serde_json::from_str(text).context("a suite is a JSON object")?;
         let strings = |key: &str| -> Vec<String> {
-            v.get(key).and_then(Value::as_array).map(|a| a.iter().filter_map(|x| x.as_str().map(str::to_string)).collect()).unwrap_or_default()
+            v.get(key)
+                .and_then(Value::as_array)
+                .map(|a| a.iter().filter_map(|x| x.as_str().map(str::to_string)).collect())
+                .unwrap_or_default()
         };
         let workloads = strings("workloads")
             .iter()
@@ -531,7 +573,13 @@ pub fn slowdown(control: &Outcome, faulty: &Outcome) -> Option<f64> {
 
 /// Runs a suite under `out/<workload>/<fault>/n<nodes>/r<rep>/` and writes `suite.json` with
 /// each pair's mean slowdown; returns the rows (workload, fault, nodes, mean slowdown).
-pub fn run_suite(suite: &Suite, out: &Path, gzip: bool, threads: usize, progress: bool) -> Result<Vec<(Workload, Fault, usize, f64)>> {
+pub fn run_suite(
+    suite: &Suite,
+    out: &Path,
+    gzip: bool,
+    threads: usize,
+    progress: bool,
+) -> Result<Vec<(Workload, Fault, usize, f64)>> {
     let total = suite.workloads.len() * suite.faults.len() * suite.nodes.len() * suite.repetitions as usize;
     let bar = progress_bar(progress, total as u64, "runs");
     let mut rows = Vec::new();
@@ -549,7 +597,11 @@ pub fn run_suite(suite: &Suite, out: &Path, gzip: bool, threads: usize, progress
                         fault: fault.map(|f| FaultSpec { fault: f, node: None, start_s: 0.0 }),
                         duration_s: suite.duration_s,
                         seed: suite.seed + rep,
-                        out: out.join(workload.name()).join(fault_name).join(format!("n{nodes}")).join(format!("r{rep}")),
+                        out: out
+                            .join(workload.name())
+                            .join(fault_name)
+                            .join(format!("n{nodes}"))
+                            .join(format!("r{rep}")),
                         version: suite.version,
                         gzip,
                         sadc: suite.sadc,
@@ -586,7 +638,10 @@ mod tests {
 
     #[test]
     fn suites_parse_with_defaults() {
-        let s = Suite::parse(r#"{"workloads": ["sort", "pig"], "faults": ["none", "CPUHog"], "nodes": [10], "duration": "10m"}"#).unwrap();
+        let s = Suite::parse(
+            r#"{"workloads": ["sort", "pig"], "faults": ["none", "CPUHog"], "nodes": [10], "duration": "10m"}"#,
+        )
+        .unwrap();
         assert_eq!(s.workloads, vec![Workload::Sort, Workload::Pig]);
         assert_eq!(s.faults, vec![None, Some(Fault::CpuHog)]);
         assert_eq!((s.nodes.clone(), s.repetitions, s.duration_s, s.version), (vec![10], 10, 600.0, Version::V018));

@@ -119,10 +119,12 @@ mod tests {
 
     #[test]
     fn streams_are_reproducible_and_independent() {
-        let a: Vec<u64> = (0..4).map({
-            let mut r = Rng::new(7);
-            move |_| r.next_u64()
-        }).collect();
+        let a: Vec<u64> = (0..4)
+            .map({
+                let mut r = Rng::new(7);
+                move |_| r.next_u64()
+            })
+            .collect();
         let mut r = Rng::new(7);
         assert_eq!(a, (0..4).map(|_| r.next_u64()).collect::<Vec<_>>());
         assert_ne!(Rng::derive(7, Stream::Map, &[1, 2]).next_u64(), Rng::derive(7, Stream::Map, &[2, 1]).next_u64());

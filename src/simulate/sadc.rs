@@ -126,7 +126,15 @@ pub struct SadcWriter {
 }
 
 impl SadcWriter {
-    pub fn create(dir: &Path, node: usize, host: &str, cores: f64, disk_mb_s: f64, seed: u64, gzip: bool) -> io::Result<SadcWriter> {
+    pub fn create(
+        dir: &Path,
+        node: usize,
+        host: &str,
+        cores: f64,
+        disk_mb_s: f64,
+        seed: u64,
+        gzip: bool,
+    ) -> io::Result<SadcWriter> {
         std::fs::create_dir_all(dir)?;
         let spool_path = dir.join(format!(".{host}.spool"));
         Ok(SadcWriter {
@@ -146,7 +154,13 @@ impl SadcWriter {
     }
 
     /// Writes the rows of every second before `second` (relative to the run's start).
-    pub fn advance(&mut self, usage: &mut Usage, second: i64, epoch_ms: i64, fault: Option<&Injected>) -> io::Result<()> {
+    pub fn advance(
+        &mut self,
+        usage: &mut Usage,
+        second: i64,
+        epoch_ms: i64,
+        fault: Option<&Injected>,
+    ) -> io::Result<()> {
         for (s, bin) in usage.take_before(second) {
             self.row(s, &bin, epoch_ms, fault)?;
         }
@@ -170,8 +184,10 @@ impl SadcWriter {
         let busy = demand.min(cores);
         let disk_util = ((disk_r + disk_w) / self.disk_mb_s).min(1.0);
         let user = (100.0 * busy * 0.9 / cores * r.jitter(0.03)).clamp(0.0, 100.0);
-        let system = (100.0 * (busy * 0.08 + (disk_r + disk_w + rx + tx) * 0.004) / cores * r.jitter(0.05) + 0.3).min(100.0 - user);
-        let iowait = (100.0 * disk_util * (cores - busy).max(0.0) / cores * 0.5 * r.jitter(0.05)).min(100.0 - user - system);
+        let system = (100.0 * (busy * 0.08 + (disk_r + disk_w + rx + tx) * 0.004) / cores * r.jitter(0.05) + 0.3)
+            .min(100.0 - user);
+        let iowait =
+            (100.0 * disk_util * (cores - busy).max(0.0) / cores * 0.5 * r.jitter(0.05)).min(100.0 - user - system);
         let idle = (100.0 - user - system - iowait).max(0.0);
         let blocked = (disk_util * tasks).round();
         let running = demand + blocked;
@@ -183,7 +199,14 @@ impl SadcWriter {
         let io_kb = (disk_r + disk_w) * 1024.0;
         let rows: [(u8, String); 6] = [
             (0, format!("-1;{user:.2};0.00;{system:.2};{iowait:.2};0.00;{idle:.2}")),
-            (1, format!("{:.2};{:.2}", launches * 6.0 + r.below(2) as f64, (350.0 + 900.0 * tasks + 25.0 * (io_kb / 1024.0 + rx + tx)) * r.jitter(0.05))),
+            (
+                1,
+                format!(
+                    "{:.2};{:.2}",
+                    launches * 6.0 + r.below(2) as f64,
+                    (350.0 + 900.0 * tasks + 25.0 * (io_kb / 1024.0 + rx + tx)) * r.jitter(0.05)
+                ),
+            ),
             (2, {
                 let faults = (150.0 + 2500.0 * launches + 300.0 * tasks) * r.jitter(0.08);
                 format!(
@@ -196,16 +219,24 @@ impl SadcWriter {
             }),
             (3, {
                 let (rtps, wtps) = (disk_r * 8.0, disk_w * 8.0 + 0.5);
-                format!("{:.2};{rtps:.2};{wtps:.2};0.00;{:.2};{:.2};0.00", rtps + wtps, disk_r * 2048.0, disk_w * 2048.0)
+                format!(
+                    "{:.2};{rtps:.2};{wtps:.2};0.00;{:.2};{:.2};0.00",
+                    rtps + wtps,
+                    disk_r * 2048.0,
+                    disk_w * 2048.0
+                )
             }),
-            (4, format!(
-                "{};{};{:.2};{:.2};{:.2};{blocked}",
-                (demand - cores).max(0.0).round() as u64 + r.below(2),
-                (160.0 + 45.0 * tasks).round(),
-                self.load[0],
-                self.load[1],
-                self.load[2]
-            )),
+            (
+                4,
+                format!(
+                    "{};{};{:.2};{:.2};{:.2};{blocked}",
+                    (demand - cores).max(0.0).round() as u64 + r.below(2),
+                    (160.0 + 45.0 * tasks).round(),
+                    self.load[0],
+                    self.load[1],
+                    self.load[2]
+                ),
+            ),
             (5, {
                 let (rx_kb, tx_kb) = (rx * 1024.0, tx * 1024.0);
                 let (rx_pck, tx_pck) = (rx_kb / 1.45 + tx_kb / 30.0 + 4.0, tx_kb / 1.45 + rx_kb / 30.0 + 4.0);

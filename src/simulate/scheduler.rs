@@ -63,14 +63,34 @@ enum End {
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 enum Ev {
-    Submit { job: u32 },
-    Launch { job: u32 },
-    Heartbeat { node: u16 },
-    MapEnd { job: u32, idx: u32, attempt: u8, end: End },
-    ReduceEnd { job: u32, idx: u32, attempt: u8, end: End },
-    KillJob { job: u32 },
+    Submit {
+        job: u32,
+    },
+    Launch {
+        job: u32,
+    },
+    Heartbeat {
+        node: u16,
+    },
+    MapEnd {
+        job: u32,
+        idx: u32,
+        attempt: u8,
+        end: End,
+    },
+    ReduceEnd {
+        job: u32,
+        idx: u32,
+        attempt: u8,
+        end: End,
+    },
+    KillJob {
+        job: u32,
+    },
     /// The JobTracker's look for stragglers, once a heartbeat interval while the job runs.
-    Speculate { job: u32 },
+    Speculate {
+        job: u32,
+    },
 }
 
 /// How a job ended, or that it has not.
@@ -104,8 +124,11 @@ const RENAME_TRIES: u32 = 3;
 /// `total` tasks (`done` of them finished) by `SPECULATIVE_GAP`; least progressed first.
 fn stragglers(progress: Vec<(u32, f32)>, done: u32, total: u32, eligible: impl Fn(u32) -> bool) -> Vec<u32> {
     let average = (done as f32 + progress.iter().map(|p| p.1).sum::<f32>()) / total.max(1) as f32;
-    let mut late: Vec<(f32, u32)> =
-        progress.into_iter().filter(|&(i, p)| eligible(i) && average - p >= SPECULATIVE_GAP).map(|(i, p)| (p, i)).collect();
+    let mut late: Vec<(f32, u32)> = progress
+        .into_iter()
+        .filter(|&(i, p)| eligible(i) && average - p >= SPECULATIVE_GAP)
+        .map(|(i, p)| (p, i))
+        .collect();
     late.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
     late.into_iter().map(|(_, i)| i).collect()
 }
@@ -435,9 +458,10 @@ impl<'a, S: JobSource> Sim<'a, S> {
         for &job in &self.active {
             let j = &self.jobs[job as usize];
             let allowed = |i: &u32| j.maps[*i as usize].avoid != Some(node);
-            let local = j.pending_maps.iter().position(|i| {
-                allowed(i) && j.maps[*i as usize].replicas.is_some_and(|r| r.contains(&node))
-            });
+            let local = j
+                .pending_maps
+                .iter()
+                .position(|i| allowed(i) && j.maps[*i as usize].replicas.is_some_and(|r| r.contains(&node)));
             let at = local.or_else(|| j.pending_maps.iter().position(allowed));
             if let Some(at) = at {
                 let idx = self.jobs[job as usize].pending_maps.remove(at);
@@ -579,7 +603,15 @@ impl<'a, S: JobSource> Sim<'a, S> {
     }
 
     /// Progress reports of a task over [from, to), fractions `lo..hi` of the way.
-    fn progress(&mut self, node: usize, task: TaskRef, (from, to): (i64, i64), (lo, hi): (f32, f32), phase: Option<ReducePhase>, rng: &mut Rng) {
+    fn progress(
+        &mut self,
+        node: usize,
+        task: TaskRef,
+        (from, to): (i64, i64),
+        (lo, hi): (f32, f32),
+        phase: Option<ReducePhase>,
+        rng: &mut Rng,
+    ) {
         let mut rng = Rng::new(rng.next_u64());
         let next = from + (rng.range(0.3, 1.0) * PROGRESS_MS) as i64;
         if next < to {
@@ -634,7 +666,9 @@ impl<'a, S: JobSource> Sim<'a, S> {
             let timeout = died + TASK_TIMEOUT_MS + rng.below(3000) as i64;
             self.push(n, timeout, owner, Line::Timeout { task });
             self.use_rate(owner, n, (t0, died), Use::Tasks, 1.0);
-            self.jobs[job as usize].maps[idx as usize].runs.push(run(Prog { t0: start, t1: died, f0: 0.0, f1: 0.02 }, 0.0));
+            self.jobs[job as usize].maps[idx as usize]
+                .runs
+                .push(run(Prog { t0: start, t1: died, f0: 0.0, f1: 0.02 }, 0.0));
             self.at(timeout, Ev::MapEnd { job, idx, attempt, end: End::TimedOut });
             return;
         }
@@ -644,12 +678,18 @@ impl<'a, S: JobSource> Sim<'a, S> {
         if let (false, Some(replicas)) = (generated, replicas) {
             // Local if it can; else a replica whose DataNode answers (the client skips a dead one).
             let fault = self.spec.fault.as_ref();
-            let live: Vec<u16> = replicas.iter().copied().filter(|&r| !Injected::drops_connections(fault, usize::from(r), t)).collect();
+            let live: Vec<u16> =
+                replicas.iter().copied().filter(|&r| !Injected::drops_connections(fault, usize::from(r), t)).collect();
             let pool = if live.is_empty() { &replicas[..] } else { &live[..] };
-            let src = if replicas.contains(&node) { n } else { usize::from(pool[rng.below(pool.len() as u64) as usize]) };
+            let src =
+                if replicas.contains(&node) { n } else { usize::from(pool[rng.below(pool.len() as u64) as usize]) };
             t = self.read_block(src, n, t, spec.input_mb * rng.jitter(0.02), task, &mut rng);
         }
-        let (in_mb, out_mb) = if generated { (spec.map_out_mb, spec.map_out_mb) } else { (spec.input_mb, spec.input_mb * spec.map_out_mb) };
+        let (in_mb, out_mb) = if generated {
+            (spec.map_out_mb, spec.map_out_mb)
+        } else {
+            (spec.input_mb, spec.input_mb * spec.map_out_mb)
+        };
         let out_mb = out_mb * rng.jitter(0.03);
         if spec.map_wait_s > 0.0 {
             // Waiting on the outside world (a fetcher's web servers), through the node's NIC.
@@ -717,7 +757,8 @@ impl<'a, S: JobSource> Sim<'a, S> {
     /// when the last acknowledgement is back.
     fn write_block(&mut self, client: usize, t: i64, mb: f64, copies: usize, task: TaskRef, rng: &mut Rng) -> i64 {
         let fault = self.spec.fault.clone();
-        let mut replicas = hdfs::place(client, &self.spec.cluster.nodes, rng, |i| Injected::refuses_writes(fault.as_ref(), i, t));
+        let mut replicas =
+            hdfs::place(client, &self.spec.cluster.nodes, rng, |i| Injected::refuses_writes(fault.as_ref(), i, t));
         replicas.truncate(copies.max(1));
         if replicas.is_empty() {
             return t;
@@ -771,7 +812,15 @@ impl<'a, S: JobSource> Sim<'a, S> {
             let downstream = (replicas.len() - 1 - i) as u8;
             self.push(r, t + 2 * i as i64, owner, Line::Receiving { block, src: src as u16, port });
             let done = end - i64::from(downstream);
-            let line = Line::Received { block, src: src as u16, port, size, client: task, dur_ms: (done - t) as u32, downstream };
+            let line = Line::Received {
+                block,
+                src: src as u16,
+                port,
+                size,
+                client: task,
+                dur_ms: (done - t) as u32,
+                downstream,
+            };
             self.push(r, done, owner, line);
             self.use_total(owner, r, (t, end), Use::DiskWrite, mb);
             if r != src {
@@ -815,7 +864,8 @@ impl<'a, S: JobSource> Sim<'a, S> {
             }
         }
         self.free_slot(node, task.reduce);
-        self.jobs[task.job as usize].hist(now, Hist::AttemptEnd { task, node, status: Status::Killed, shuffle_ms: 0, sort_ms: 0 });
+        self.jobs[task.job as usize]
+            .hist(now, Hist::AttemptEnd { task, node, status: Status::Killed, shuffle_ms: 0, sort_ms: 0 });
         self.wake(node, now);
     }
 
@@ -890,7 +940,8 @@ impl<'a, S: JobSource> Sim<'a, S> {
             j.live_reduces.push(idx);
         }
         let task = TaskRef { job, idx, attempt, reduce: true };
-        let mut rng = Rng::derive(self.spec.seed, Stream::Reduce, &[u64::from(job), u64::from(idx), u64::from(attempt)]);
+        let mut rng =
+            Rng::derive(self.spec.seed, Stream::Reduce, &[u64::from(job), u64::from(idx), u64::from(attempt)]);
         if first_start {
             j.hist(t0, Hist::TaskStart { idx, reduce: true, splits: None });
         }
@@ -963,7 +1014,11 @@ impl<'a, S: JobSource> Sim<'a, S> {
         let out_mb = j.maps[map as usize].out_mb;
         let map_task = TaskRef { job, idx: map, attempt: map_attempt, reduce: false };
         let task = TaskRef { job, idx: r, attempt, reduce: true };
-        let mut rng = Rng::derive(self.spec.seed, Stream::Copy, &[u64::from(job), u64::from(r), u64::from(attempt), u64::from(map)]);
+        let mut rng = Rng::derive(
+            self.spec.seed,
+            Stream::Copy,
+            &[u64::from(job), u64::from(r), u64::from(attempt), u64::from(map)],
+        );
         let Some(run) = j.reduces[r as usize].runs.iter().find(|x| x.attempt == attempt) else { return };
         if run.stall.is_some() {
             return;
@@ -991,7 +1046,12 @@ impl<'a, S: JobSource> Sim<'a, S> {
             for _ in 0..RENAME_TRIES {
                 self.push(node, start, owner, Line::CopyStart { reduce: task, map: map_task, from, bytes });
                 let failed = start + dur;
-                self.push(node, failed, owner, Line::CopyFailed { reduce: task, map: map_task, from, why: CopyFault::Rename });
+                self.push(
+                    node,
+                    failed,
+                    owner,
+                    Line::CopyFailed { reduce: task, map: map_task, from, why: CopyFault::Rename },
+                );
                 self.use_total(owner, from_n, (start, failed), Use::DiskRead, mb);
                 start = failed + 4000 + rng.below(8000) as i64;
             }
@@ -1004,13 +1064,23 @@ impl<'a, S: JobSource> Sim<'a, S> {
         if rng.chance(link.fail_p) {
             self.push(node, start, owner, Line::CopyStart { reduce: task, map: map_task, from, bytes });
             start += 30_000;
-            self.push(node, start, owner, Line::CopyFailed { reduce: task, map: map_task, from, why: CopyFault::Timeout });
+            self.push(
+                node,
+                start,
+                owner,
+                Line::CopyFailed { reduce: task, map: map_task, from, why: CopyFault::Timeout },
+            );
             start += 1000;
         }
         let end = start + dur;
         self.push(node, start, owner, Line::CopyStart { reduce: task, map: map_task, from, bytes });
         self.push(node, end, owner, Line::CopyDone { reduce: task, map: map_task, from, bytes });
-        self.push(from_n, end, owner, Line::ShuffleServed { map: map_task, reduce: task, to: node as u16, port, bytes, dur_ms: dur as u32 });
+        self.push(
+            from_n,
+            end,
+            owner,
+            Line::ShuffleServed { map: map_task, reduce: task, to: node as u16, port, bytes, dur_ms: dur as u32 },
+        );
         self.use_total(owner, from_n, (start, end), Use::DiskRead, mb);
         if from_n != node {
             self.use_total(owner, from_n, (start, end), Use::Tx, mb);
@@ -1035,7 +1105,12 @@ impl<'a, S: JobSource> Sim<'a, S> {
             } else {
                 let m_end = m_start + (run.batch_mb / disk * 1000.0) as i64 + 100;
                 run.merges += 1;
-                let merged = Line::MergeDone { reduce: task, files: run.batch_files, merge: run.merges, bytes: (run.batch_mb * 1048576.0) as u32 };
+                let merged = Line::MergeDone {
+                    reduce: task,
+                    files: run.batch_files,
+                    merge: run.merges,
+                    bytes: (run.batch_mb * 1048576.0) as u32,
+                };
                 lines.push((m_end, merged));
                 run.merge_free = m_end;
                 run.batch_files = 0;
@@ -1069,14 +1144,20 @@ impl<'a, S: JobSource> Sim<'a, S> {
         let task = TaskRef { job, idx: r, attempt, reduce: true };
         let owner = task.key();
         let node = usize::from(run.node);
-        let mut rng = Rng::derive(self.spec.seed, Stream::ReduceEnd, &[u64::from(job), u64::from(r), u64::from(attempt)]);
+        let mut rng =
+            Rng::derive(self.spec.seed, Stream::ReduceEnd, &[u64::from(job), u64::from(r), u64::from(attempt)]);
         let total_mb = run.copied_mb;
         let mut t = run.lanes.iter().copied().max().unwrap_or(run.start).max(run.merge_free).max(self.now);
         let (batch_files, batch_mb, merges, start) = (run.batch_files, run.batch_mb, run.merges, run.start);
         if batch_files > 0 {
             self.push(node, t, owner, Line::MergeStart { reduce: task, files: batch_files });
             let m_end = t + (batch_mb / self.disk_rate(node, t, true) * 1000.0) as i64 + 100;
-            let merged = Line::MergeDone { reduce: task, files: batch_files, merge: merges + 1, bytes: (batch_mb * 1048576.0) as u32 };
+            let merged = Line::MergeDone {
+                reduce: task,
+                files: batch_files,
+                merge: merges + 1,
+                bytes: (batch_mb * 1048576.0) as u32,
+            };
             self.push(node, m_end, owner, merged);
             self.use_total(owner, node, (t, m_end), Use::DiskWrite, batch_mb);
             t = m_end;
@@ -1157,7 +1238,8 @@ impl<'a, S: JobSource> Sim<'a, S> {
         let now = self.now;
         let j = &mut self.jobs[task.job as usize];
         j.hist(now, Hist::AttemptEnd { task, node, status: Status::Failed, shuffle_ms: 0, sort_ms: 0 });
-        let failures = if task.reduce { j.reduces[task.idx as usize].failures } else { j.maps[task.idx as usize].failures };
+        let failures =
+            if task.reduce { j.reduces[task.idx as usize].failures } else { j.maps[task.idx as usize].failures };
         if failures >= MAX_ATTEMPTS {
             self.abort(task.job, Status::Failed);
             return;
@@ -1218,10 +1300,14 @@ impl<'a, S: JobSource> Sim<'a, S> {
         let mut running = Vec::new();
         let j = &mut self.jobs[job as usize];
         for (idx, m) in j.maps.iter_mut().enumerate() {
-            running.extend(m.runs.drain(..).map(|x| (TaskRef { job, idx: idx as u32, attempt: x.attempt, reduce: false }, x.node)));
+            running.extend(
+                m.runs.drain(..).map(|x| (TaskRef { job, idx: idx as u32, attempt: x.attempt, reduce: false }, x.node)),
+            );
         }
         for (idx, r) in j.reduces.iter_mut().enumerate() {
-            running.extend(r.runs.drain(..).map(|x| (TaskRef { job, idx: idx as u32, attempt: x.attempt, reduce: true }, x.node)));
+            running.extend(
+                r.runs.drain(..).map(|x| (TaskRef { job, idx: idx as u32, attempt: x.attempt, reduce: true }, x.node)),
+            );
         }
         j.live_maps.clear();
         j.live_reduces.clear();
@@ -1248,11 +1334,23 @@ impl<'a, S: JobSource> Sim<'a, S> {
             })
             .collect();
         let reduces = (0..spec.reduces)
-            .map(|_| ReduceTask { next_attempt: 0, failures: 0, runs: Vec::new(), done: false, avoid: None, started: None })
+            .map(|_| ReduceTask {
+                next_attempt: 0,
+                failures: 0,
+                runs: Vec::new(),
+                done: false,
+                avoid: None,
+                started: None,
+            })
             .collect();
         self.names.push(JobName {
             id: format!("{}_{:04}", self.spec.jt_stamp, job + 1),
-            input: format!("/user/{}/{}/in-{:04}", spec.user, spec.name.split([' ', ':']).next().unwrap_or("job"), job + 1),
+            input: format!(
+                "/user/{}/{}/in-{:04}",
+                spec.user,
+                spec.name.split([' ', ':']).next().unwrap_or("job"),
+                job + 1
+            ),
             input_mb: spec.input_mb,
         });
         self.jobs.push(Job {

@@ -234,12 +234,8 @@ impl Driver {
                 1 => JobSpec::new("GridmixCombiner", "gridmix", 3 * n, n.div_ceil(2), 64.0)
                     .cpu(0.25, 0.1)
                     .output(0.1, 0.5),
-                2 => JobSpec::new("GridmixMonsterQuery", "gridmix", 4 * n, n, 64.0)
-                    .cpu(0.2, 0.15)
-                    .output(0.5, 0.3),
-                3 => JobSpec::new("GridmixWebdataScan", "gridmix", 5 * n, 1, 64.0)
-                    .cpu(0.05, 0.05)
-                    .output(0.01, 1.0),
+                2 => JobSpec::new("GridmixMonsterQuery", "gridmix", 4 * n, n, 64.0).cpu(0.2, 0.15).output(0.5, 0.3),
+                3 => JobSpec::new("GridmixWebdataScan", "gridmix", 5 * n, 1, 64.0).cpu(0.05, 0.05).output(0.01, 1.0),
                 _ => JobSpec::new("GridmixWebdataSort", "gridmix", 6 * n, n, 64.0).cpu(0.1, 0.08),
             },
         };

@@ -27,7 +27,10 @@ pub struct TaskRef {
 impl TaskRef {
     /// One number per attempt, to find an attempt's records again.
     pub fn key(self) -> u64 {
-        (u64::from(self.job) << 32) | (u64::from(self.idx) << 9) | (u64::from(self.attempt) << 1) | u64::from(self.reduce)
+        (u64::from(self.job) << 32)
+            | (u64::from(self.idx) << 9)
+            | (u64::from(self.attempt) << 1)
+            | u64::from(self.reduce)
     }
 }
 
@@ -51,29 +54,105 @@ pub enum CopyFault {
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Line {
     // TaskTracker log.
-    Launch { task: TaskRef, free_slots: u8 },
-    MapProgress { task: TaskRef, frac: f32 },
-    ReduceProgress { task: TaskRef, frac: f32, phase: ReducePhase },
-    Done { task: TaskRef },
-    Timeout { task: TaskRef },
-    ChildError { task: TaskRef },
-    Kill { task: TaskRef },
+    Launch {
+        task: TaskRef,
+        free_slots: u8,
+    },
+    MapProgress {
+        task: TaskRef,
+        frac: f32,
+    },
+    ReduceProgress {
+        task: TaskRef,
+        frac: f32,
+        phase: ReducePhase,
+    },
+    Done {
+        task: TaskRef,
+    },
+    Timeout {
+        task: TaskRef,
+    },
+    ChildError {
+        task: TaskRef,
+    },
+    Kill {
+        task: TaskRef,
+    },
     /// The map's TaskTracker served its output to a reduce on `to`.
-    ShuffleServed { map: TaskRef, reduce: TaskRef, to: u16, port: u16, bytes: u32, dur_ms: u32 },
+    ShuffleServed {
+        map: TaskRef,
+        reduce: TaskRef,
+        to: u16,
+        port: u16,
+        bytes: u32,
+        dur_ms: u32,
+    },
     // A reduce attempt's syslog.
-    SyslogOpen { task: TaskRef, maps: u32 },
-    CopyStart { reduce: TaskRef, map: TaskRef, from: u16, bytes: u32 },
-    CopyDone { reduce: TaskRef, map: TaskRef, from: u16, bytes: u32 },
-    CopyFailed { reduce: TaskRef, map: TaskRef, from: u16, why: CopyFault },
-    MergeStart { reduce: TaskRef, files: u16 },
-    MergeDone { reduce: TaskRef, files: u16, merge: u16, bytes: u32 },
-    SyslogClose { task: TaskRef, done: bool },
+    SyslogOpen {
+        task: TaskRef,
+        maps: u32,
+    },
+    CopyStart {
+        reduce: TaskRef,
+        map: TaskRef,
+        from: u16,
+        bytes: u32,
+    },
+    CopyDone {
+        reduce: TaskRef,
+        map: TaskRef,
+        from: u16,
+        bytes: u32,
+    },
+    CopyFailed {
+        reduce: TaskRef,
+        map: TaskRef,
+        from: u16,
+        why: CopyFault,
+    },
+    MergeStart {
+        reduce: TaskRef,
+        files: u16,
+    },
+    MergeDone {
+        reduce: TaskRef,
+        files: u16,
+        merge: u16,
+        bytes: u32,
+    },
+    SyslogClose {
+        task: TaskRef,
+        done: bool,
+    },
     // DataNode log.
-    Receiving { block: i64, src: u16, port: u16 },
-    Received { block: i64, src: u16, port: u16, size: u32, client: TaskRef, dur_ms: u32, downstream: u8 },
+    Receiving {
+        block: i64,
+        src: u16,
+        port: u16,
+    },
+    Received {
+        block: i64,
+        src: u16,
+        port: u16,
+        size: u32,
+        client: TaskRef,
+        dur_ms: u32,
+        downstream: u8,
+    },
     ReadStart,
-    Served { block: i64, to: u16, port: u16, size: u32, client: TaskRef, dur_ms: u32 },
-    ServeFailed { block: i64, to: u16 },
+    Served {
+        block: i64,
+        to: u16,
+        port: u16,
+        size: u32,
+        client: TaskRef,
+        dur_ms: u32,
+    },
+    ServeFailed {
+        block: i64,
+        to: u16,
+    },
     DiskFull,
 }
 
@@ -257,7 +336,12 @@ impl Clock {
     fn push_stamp(&mut self, buf: &mut Vec<u8>, ms: i64) {
         buf.extend_from_slice(self.seconds_text(ms.div_euclid(1000)));
         let milli = ms.rem_euclid(1000) as u32;
-        buf.extend_from_slice(&[b',', b'0' + (milli / 100) as u8, b'0' + (milli / 10 % 10) as u8, b'0' + (milli % 10) as u8]);
+        buf.extend_from_slice(&[
+            b',',
+            b'0' + (milli / 100) as u8,
+            b'0' + (milli / 10 % 10) as u8,
+            b'0' + (milli % 10) as u8,
+        ]);
     }
 }
 
@@ -386,7 +470,8 @@ impl NodeWriter {
     fn emit(&mut self, dest: Dest) -> io::Result<()> {
         // Lines as a reader counts them: an event with a stack trace is several.
         let body = &self.buf[..self.buf.len().saturating_sub(1)];
-        let lines = if memchr::memchr(b'\n', body).is_none() { 1 } else { 1 + memchr::memchr_iter(b'\n', body).count() as u64 };
+        let lines =
+            if memchr::memchr(b'\n', body).is_none() { 1 } else { 1 + memchr::memchr_iter(b'\n', body).count() as u64 };
         let out = match dest {
             Dest::TaskTracker => {
                 self.counts.tasktracker += lines;
@@ -415,11 +500,22 @@ impl NodeWriter {
     /// Writes the records due before `until` in time order (records of one instant in the
     /// order they were made), but none of an attempt after it was killed (`killed`: owner keys
     /// with the kill's time, sorted by key), and keeps the others in `buf`.
-    pub fn write_due(&mut self, buf: &mut Vec<Rec>, until: i64, names: &Names, killed: &[(u64, i64)]) -> io::Result<()> {
+    pub fn write_due(
+        &mut self,
+        buf: &mut Vec<Rec>,
+        until: i64,
+        names: &Names,
+        killed: &[(u64, i64)],
+    ) -> io::Result<()> {
         // Sort keys rather than records: (time from the earliest due, index) in one u64.
         let base = buf.iter().map(|r| r.ts_ms).filter(|&t| t < until).min().unwrap_or(until);
         self.keys.clear();
-        self.keys.extend(buf.iter().enumerate().filter(|(_, r)| r.ts_ms < until).map(|(i, r)| ((r.ts_ms - base) as u64) << 32 | i as u64));
+        self.keys.extend(
+            buf.iter()
+                .enumerate()
+                .filter(|(_, r)| r.ts_ms < until)
+                .map(|(i, r)| ((r.ts_ms - base) as u64) << 32 | i as u64),
+        );
         self.keys.sort_unstable();
         let keys = std::mem::take(&mut self.keys);
         for &k in &keys {
@@ -603,7 +699,8 @@ impl NodeWriter {
                 self.emit(Dest::TaskTracker)
             }
             Line::SyslogOpen { task, maps } => {
-                let path = self.dir.join("userlogs").join(attempt_text(task, names)).join(file_name("syslog", self.gzip));
+                let path =
+                    self.dir.join("userlogs").join(attempt_text(task, names)).join(file_name("syslog", self.gzip));
                 let out = Out::create(&path, self.gzip)?;
                 self.syslogs.push((task, out));
                 self.head(ms, "INFO", "org.apache.hadoop.metrics.jvm.JvmMetrics");
@@ -647,7 +744,11 @@ impl NodeWriter {
                 self.n(u64::from(bytes));
                 self.s(" bytes (");
                 self.n(u64::from(bytes));
-                self.s(if bytes > MAX_SINGLE_SHUFFLE { " raw bytes) into Local-FS from " } else { " raw bytes) into RAM from " });
+                self.s(if bytes > MAX_SINGLE_SHUFFLE {
+                    " raw bytes) into Local-FS from "
+                } else {
+                    " raw bytes) into RAM from "
+                });
                 self.attempt(map, names);
                 self.s("\n");
                 self.emit(Dest::Syslog(reduce))
@@ -784,7 +885,15 @@ impl NodeWriter {
                         self.s("\n");
                     }
                     Version::V020 => {
-                        let trace = Trace { src: (src, port), dest: (self.node, 50010), size, op: "HDFS_WRITE", client, block, dur_ms };
+                        let trace = Trace {
+                            src: (src, port),
+                            dest: (self.node, 50010),
+                            size,
+                            op: "HDFS_WRITE",
+                            client,
+                            block,
+                            dur_ms,
+                        };
                         self.datanode_trace(ms, &trace, names);
                     }
                 }
@@ -811,7 +920,15 @@ impl NodeWriter {
                         self.s("\n");
                     }
                     Version::V020 => {
-                        let trace = Trace { src: (self.node, 50010), dest: (to, port), size, op: "HDFS_READ", client, block, dur_ms };
+                        let trace = Trace {
+                            src: (self.node, 50010),
+                            dest: (to, port),
+                            size,
+                            op: "HDFS_READ",
+                            client,
+                            block,
+                            dur_ms,
+                        };
                         self.datanode_trace(ms, &trace, names);
                     }
                 }
@@ -933,7 +1050,8 @@ mod tests {
     #[test]
     fn lines_read_as_hadoop_wrote_them() {
         let dir = tempfile::tempdir().unwrap();
-        let hosts = vec![("r01n01".to_string(), "10.1.1.10".to_string()), ("r01n02".to_string(), "10.1.1.11".to_string())];
+        let hosts =
+            vec![("r01n01".to_string(), "10.1.1.10".to_string()), ("r01n02".to_string(), "10.1.1.11".to_string())];
         let jobs = vec![JobName { id: "200808250000_0001".into(), input: "/user/hadoop/in".into(), input_mb: 64.0 }];
         let names = Names { version: Version::V018, epoch_ms: 1_219_622_400_000, hosts: &hosts, jobs: &jobs };
         let mut w = NodeWriter::create(dir.path(), 0, "hadoop", &names, false).unwrap();
@@ -949,17 +1067,26 @@ mod tests {
             Line::Receiving { block: -42, src: 1, port: 40001 },
             Line::Received { block: -42, src: 1, port: 40001, size: 100, client: m, dur_ms: 5, downstream: 0 },
         ];
-        let mut recs: Vec<Rec> = recs.iter().enumerate().map(|(i, &line)| Rec { ts_ms: i as i64 * 10, owner: 0, line }).collect();
+        let mut recs: Vec<Rec> =
+            recs.iter().enumerate().map(|(i, &line)| Rec { ts_ms: i as i64 * 10, owner: 0, line }).collect();
         w.write_due(&mut recs, i64::MAX, &names, &[]).unwrap();
         assert!(recs.is_empty());
         assert_eq!(w.finish().unwrap(), LineCounts { tasktracker: 7 + 3, datanode: 7 + 5, syslog: 7 });
         let tt = std::fs::read_to_string(dir.path().join("r01n01/hadoop-hadoop-tasktracker-r01n01.log")).unwrap();
         let tt: Vec<&str> = tt.lines().filter(|l| l.starts_with("2008")).collect();
-        assert_eq!(tt[1], "2008-08-25 00:00:00,000 INFO org.apache.hadoop.mapred.TaskTracker: LaunchTaskAction: attempt_200808250000_0001_m_000003_0");
-        assert_eq!(tt[2], "2008-08-25 00:00:00,010 INFO org.apache.hadoop.mapred.TaskTracker: attempt_200808250000_0001_m_000003_0 0.5% hdfs://master:9000/user/hadoop/in/part-00003:0+67108864");
+        assert_eq!(
+            tt[1],
+            "2008-08-25 00:00:00,000 INFO org.apache.hadoop.mapred.TaskTracker: LaunchTaskAction: attempt_200808250000_0001_m_000003_0"
+        );
+        assert_eq!(
+            tt[2],
+            "2008-08-25 00:00:00,010 INFO org.apache.hadoop.mapred.TaskTracker: attempt_200808250000_0001_m_000003_0 0.5% hdfs://master:9000/user/hadoop/in/part-00003:0+67108864"
+        );
         let syslog = dir.path().join("r01n01/userlogs/attempt_200808250000_0001_r_000000_1/syslog");
         let syslog = std::fs::read_to_string(syslog).unwrap();
-        assert!(syslog.contains("attempt_200808250000_0001_r_000000_1 Copying attempt_200808250000_0001_m_000003_0 output from r01n02.\n"));
+        assert!(syslog.contains(
+            "attempt_200808250000_0001_r_000000_1 Copying attempt_200808250000_0001_m_000003_0 output from r01n02.\n"
+        ));
         let dn = std::fs::read_to_string(dir.path().join("r01n01/hadoop-hadoop-datanode-r01n01.log")).unwrap();
         assert!(dn.contains("DataNode: Receiving block blk_-42 src: /10.1.1.11:40001 dest: /10.1.1.10:50010\n"));
         assert!(dn.contains("DataNode: Received block blk_-42 of size 100 from /10.1.1.11\n"));

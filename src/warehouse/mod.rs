@@ -18,22 +18,22 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{Context, Result};
-use deltalake::kernel::engine::arrow_conversion::TryIntoKernel as _;
-use deltalake::kernel::transaction::{CommitBuilder, CommitProperties};
-use delta_kernel::expressions::Scalar;
 use datafusion::arrow::array::{Array, AsArray, BooleanArray, RecordBatch};
 use datafusion::arrow::compute::{BatchCoalescer, filter_record_batch, interleave_record_batch};
 use datafusion::arrow::datatypes::{Int64Type, SchemaRef, TimestampMicrosecondType};
+use datafusion::object_store::ObjectStoreExt as _;
+use delta_kernel::expressions::Scalar;
+use deltalake::DeltaTable;
+use deltalake::TableProperty;
+use deltalake::kernel::engine::arrow_conversion::TryIntoKernel as _;
+use deltalake::kernel::transaction::{CommitBuilder, CommitProperties};
 use deltalake::kernel::{Action, Add, CommitInfo, Remove, StructField, Transaction};
 use deltalake::parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use deltalake::parquet::basic::{Compression, Encoding, ZstdLevel};
 use deltalake::parquet::file::properties::{EnabledStatistics, WriterProperties};
 use deltalake::parquet::schema::types::ColumnPath;
 use deltalake::protocol::{DeltaOperation, SaveMode};
-use deltalake::TableProperty;
 use deltalake::writer::{DeltaWriter, RecordBatchWriter};
-use deltalake::DeltaTable;
-use datafusion::object_store::ObjectStoreExt as _;
 use futures::TryStreamExt;
 use indexmap::IndexMap;
 use url::Url;
@@ -195,7 +195,9 @@ impl Warehouse {
                 ));
                 continue;
             }
-            let table = Self::with_table_properties(table).await.with_context(|| format!("cannot set the properties of {name}"))?;
+            let table = Self::with_table_properties(table)
+                .await
+                .with_context(|| format!("cannot set the properties of {name}"))?;
             let known = Table::ALL.into_iter().find(|t| t.name() == name);
             let (table, metrics) = table
                 .optimize()
@@ -315,11 +317,18 @@ impl TableAppender {
 
     /// One commit: every file the part writers wrote plus one transaction per source file, so
     /// this table says exactly how far it holds each; and the files it replaces, if any.
-    pub async fn commit(&self, adds: Vec<Add>, removes: Vec<Remove>, transactions: Vec<Transaction>, ingest_id: &str) -> Result<Option<i64>> {
+    pub async fn commit(
+        &self,
+        adds: Vec<Add>,
+        removes: Vec<Remove>,
+        transactions: Vec<Transaction>,
+        ingest_id: &str,
+    ) -> Result<Option<i64>> {
         if adds.is_empty() && removes.is_empty() && transactions.is_empty() {
             return Ok(None);
         }
-        let actions: Vec<Action> = adds.into_iter().map(Action::Add).chain(removes.into_iter().map(Action::Remove)).collect();
+        let actions: Vec<Action> =
+            adds.into_iter().map(Action::Add).chain(removes.into_iter().map(Action::Remove)).collect();
         let properties = CommitProperties::default()
             .with_application_transactions(transactions)
             .with_metadata(HashMap::from([(INGEST_ID_KEY.to_string(), serde_json::json!(ingest_id))]));
@@ -340,7 +349,10 @@ impl TableAppender {
     /// The `states` files of this cluster holding the unterminated rows named in `rows` (by
     /// date, then [`StartKey`], with how many), rewritten without them: the removes and adds of
     /// the commit whose rows replace them. Files without such a row are left alone.
-    pub async fn without_unterminated(&self, rows: &BTreeMap<i32, HashMap<StartKey, usize>>) -> Result<(Vec<Remove>, Vec<Add>)> {
+    pub async fn without_unterminated(
+        &self,
+        rows: &BTreeMap<i32, HashMap<StartKey, usize>>,
+    ) -> Result<(Vec<Remove>, Vec<Add>)> {
         let (mut removes, mut writer) = (Vec::new(), self.part_writer()?);
         if rows.is_empty() || self.delta.version().is_none() {
             return Ok((removes, writer.finish().await?));
@@ -385,10 +397,13 @@ pub type StartKey = (Option<String>, String, i64, i64);
 /// Which rows of a `states` batch stay: all but the unterminated ones `left` names, each as many
 /// times as it says.
 fn unterminated_rows_kept(batch: &RecordBatch, left: &mut HashMap<StartKey, usize>) -> Result<BooleanArray> {
-    let column = |name: &str| batch.column_by_name(name).with_context(|| format!("a states file without column {name}"));
+    let column =
+        |name: &str| batch.column_by_name(name).with_context(|| format!("a states file without column {name}"));
     let hosts = column("host")?.as_string_opt::<i32>().context("states.host is not text")?;
     let daemons = column("daemon")?.as_string_opt::<i32>().context("states.daemon is not text")?;
-    let starts = column("start_ts")?.as_primitive_opt::<TimestampMicrosecondType>().context("states.start_ts is not a timestamp")?;
+    let starts = column("start_ts")?
+        .as_primitive_opt::<TimestampMicrosecondType>()
+        .context("states.start_ts is not a timestamp")?;
     let lines = column("start_line")?.as_primitive_opt::<Int64Type>().context("states.start_line is not an integer")?;
     let ends = column("end_ts")?;
     Ok((0..batch.num_rows())
@@ -431,12 +446,14 @@ impl PartWriter {
     /// A writer of the first files of `table`, before it exists ([`Warehouse::create`]).
     pub fn for_new_table(warehouse: &Warehouse, table: Table, cluster: &str) -> Result<PartWriter> {
         let partitions = Some(PARTITION_COLUMNS.map(String::from).to_vec());
-        let writer = RecordBatchWriter::try_new(warehouse.table_url(table.name())?, table.table_schema(), partitions, None)?;
+        let writer =
+            RecordBatchWriter::try_new(warehouse.table_url(table.name())?, table.table_schema(), partitions, None)?;
         Ok(PartWriter::new(table, writer, cluster))
     }
 
     fn new(table: Table, writer: RecordBatchWriter, cluster: &str) -> PartWriter {
-        let writer = writer.with_writer_properties(writer_properties(Some(table))).with_target_file_size(TARGET_FILE_BYTES);
+        let writer =
+            writer.with_writer_properties(writer_properties(Some(table))).with_target_file_size(TARGET_FILE_BYTES);
         PartWriter {
             table,
             writer,
@@ -479,10 +496,8 @@ impl PartWriter {
     }
 
     async fn write_partition(&mut self, batch: RecordBatch, date: i32) -> Result<()> {
-        let partition: IndexMap<String, Scalar> = IndexMap::from([
-            ("cluster".to_string(), self.cluster.clone()),
-            ("date".to_string(), Scalar::Date(date)),
-        ]);
+        let partition: IndexMap<String, Scalar> =
+            IndexMap::from([("cluster".to_string(), self.cluster.clone()), ("date".to_string(), Scalar::Date(date))]);
         self.writer
             .write_partition(batch, &partition, deltalake::writer::WriteMode::Default)
             .await
@@ -528,7 +543,8 @@ const HELD_BATCH_ROWS: usize = 8 * 1024;
 
 impl HeldRows {
     fn new(schema: SchemaRef) -> HeldRows {
-        let batches = BatchCoalescer::new(schema, HELD_BATCH_ROWS).with_biggest_coalesce_batch_size(Some(HELD_BATCH_ROWS / 2));
+        let batches =
+            BatchCoalescer::new(schema, HELD_BATCH_ROWS).with_biggest_coalesce_batch_size(Some(HELD_BATCH_ROWS / 2));
         HeldRows { batches, rows: 0 }
     }
 
@@ -567,10 +583,9 @@ fn grouped_order(table: Table, batches: &[&RecordBatch]) -> Result<RowsOf> {
         .map(|batch| {
             (table.row_group_order().iter())
                 .map(|&name| {
-                    batch
-                        .column_by_name(name)
-                        .and_then(|column| column.as_string_opt::<i32>())
-                        .with_context(|| format!("table {} has no text column {name} to order its rows by", table.name()))
+                    batch.column_by_name(name).and_then(|column| column.as_string_opt::<i32>()).with_context(|| {
+                        format!("table {} has no text column {name} to order its rows by", table.name())
+                    })
                 })
                 .collect::<Result<Vec<_>>>()
         })
@@ -611,7 +626,13 @@ mod tests {
     /// One `rejects` row of run `ingest_id` on day `date`.
     fn one_reject(date: i32, ingest_id: &str) -> Rows {
         let mut rows = Rows::new(Table::Rejects, date);
-        rows.row().text(Some(ingest_id)).text(Some("f.log")).int(Some(1)).int(Some(0)).text(Some("why")).text(Some("raw"));
+        rows.row()
+            .text(Some(ingest_id))
+            .text(Some("f.log"))
+            .int(Some(1))
+            .int(Some(0))
+            .text(Some("why"))
+            .text(Some("raw"));
         rows
     }
 
@@ -661,10 +682,25 @@ mod tests {
                     let (state, daemon) = kinds[line % kinds.len()];
                     let line = Some(line as i64);
                     rows.row()
-                        .text(Some("h1")).text(Some(daemon)).text(Some(state))
-                        .text(None).text(None).text(None).text(None).text(None).text(None)
-                        .ms(Some(0)).ms(None).float(None).int(None).text(None)
-                        .text(Some("log")).text(Some("f.log")).int(line).int(None).text(Some("i1"));
+                        .text(Some("h1"))
+                        .text(Some(daemon))
+                        .text(Some(state))
+                        .text(None)
+                        .text(None)
+                        .text(None)
+                        .text(None)
+                        .text(None)
+                        .text(None)
+                        .ms(Some(0))
+                        .ms(None)
+                        .float(None)
+                        .int(None)
+                        .text(None)
+                        .text(Some("log"))
+                        .text(Some("f.log"))
+                        .int(line)
+                        .int(None)
+                        .text(Some("i1"));
                 }
                 writer.write(rows).await?;
             }
@@ -685,7 +721,8 @@ mod tests {
                     let batch = batch?;
                     let text = |name: &str| batch.column_by_name(name).and_then(|c| c.as_string_opt::<i32>().cloned());
                     let (states, daemons) = (text("state").context("state")?, text("daemon").context("daemon")?);
-                    let lines = batch.column_by_name("start_line").context("start_line")?.as_primitive::<Int64Type>().clone();
+                    let lines =
+                        batch.column_by_name("start_line").context("start_line")?.as_primitive::<Int64Type>().clone();
                     for row in 0..batch.num_rows() {
                         rows.push((states.value(row).to_string(), daemons.value(row).to_string(), lines.value(row)));
                     }
@@ -693,8 +730,10 @@ mod tests {
                 groups_by_date.entry(date.clone()).or_default().push(rows);
             }
         }
-        let sizes: Vec<(&str, Vec<usize>)> =
-            groups_by_date.iter().map(|(date, groups)| (date.as_str(), groups.iter().map(Vec::len).collect())).collect();
+        let sizes: Vec<(&str, Vec<usize>)> = groups_by_date
+            .iter()
+            .map(|(date, groups)| (date.as_str(), groups.iter().map(Vec::len).collect()))
+            .collect();
         assert_eq!(
             sizes,
             [
@@ -713,7 +752,10 @@ mod tests {
             assert!(lines.iter().copied().eq(0..*count as i64), "rows lost or written twice");
         }
         // The first row group's first kind in order is Map from the history, lines 3, 7, …
-        assert_eq!(groups_by_date["1970-01-02"][0][..2], [("Map".into(), "history".into(), 3), ("Map".into(), "history".into(), 7)]);
+        assert_eq!(
+            groups_by_date["1970-01-02"][0][..2],
+            [("Map".into(), "history".into(), 3), ("Map".into(), "history".into(), 7)]
+        );
         Ok(())
     }
 
@@ -722,14 +764,19 @@ mod tests {
     #[test]
     fn sar_records_settings_reach_their_columns() -> Result<()> {
         use datafusion::arrow::array::{ArrayRef, Float64Array, ListArray, StringArray, TimestampMicrosecondArray};
-        use std::sync::Arc;
         use datafusion::arrow::buffer::OffsetBuffer;
         use datafusion::arrow::datatypes::DataType;
         use datafusion::arrow::record_batch::RecordBatch;
         use deltalake::parquet::arrow::ArrowWriter;
         use deltalake::parquet::file::reader::{FileReader, SerializedFileReader};
+        use std::sync::Arc;
         let figures = Float64Array::from(vec![1.5, 2.5, 3.5]);
-        let lists = ListArray::new(Arc::new(tables::list_element(DataType::Float64)), OffsetBuffer::from_lengths([2, 1]), Arc::new(figures), None);
+        let lists = ListArray::new(
+            Arc::new(tables::list_element(DataType::Float64)),
+            OffsetBuffer::from_lengths([2, 1]),
+            Arc::new(figures),
+            None,
+        );
         let columns: Vec<ArrayRef> = vec![
             Arc::new(StringArray::from(vec!["h1", "h1"])),
             Arc::new(TimestampMicrosecondArray::from(vec![1_000_000, 2_000_000]).with_timezone("UTC")),
@@ -740,13 +787,19 @@ mod tests {
         ];
         let batch = RecordBatch::try_new(Table::SarRecords.data_schema(), columns)?;
         let file = tempfile::tempfile()?;
-        let mut writer = ArrowWriter::try_new(file.try_clone()?, batch.schema(), Some(writer_properties(Some(Table::SarRecords))))?;
+        let mut writer =
+            ArrowWriter::try_new(file.try_clone()?, batch.schema(), Some(writer_properties(Some(Table::SarRecords))))?;
         writer.write(&batch)?;
         writer.close()?;
         let reader = SerializedFileReader::new(file)?;
         let group = reader.metadata().row_group(0);
         let encodings = |path: &str| -> Vec<Encoding> {
-            group.columns().iter().find(|c| c.column_path().string() == path).map(|c| c.encodings().collect()).unwrap_or_default()
+            group
+                .columns()
+                .iter()
+                .find(|c| c.column_path().string() == path)
+                .map(|c| c.encodings().collect())
+                .unwrap_or_default()
         };
         assert!(encodings("ts").contains(&Encoding::DELTA_BINARY_PACKED), "{:?}", encodings("ts"));
         let values = encodings("metric_values.list.element");

@@ -34,8 +34,8 @@ use deltalake::protocol::{DeltaOperation, SaveMode};
 use deltalake::writer::{DeltaWriter as _, RecordBatchWriter};
 use futures::TryStreamExt as _;
 
-use super::{Warehouse, writer_properties};
 use super::tables::PARTITION_COLUMNS;
+use super::{Warehouse, writer_properties};
 
 pub const DIAGNOSES: &str = "diagnoses";
 pub const SCHEDULE_RUNS: &str = "schedule_runs";
@@ -302,7 +302,11 @@ pub async fn write(warehouse: &Warehouse, name: &str, batch: RecordBatch, replac
 /// only replaced rows or none. None sends the write through Delta's own operation, which plans
 /// it with DataFusion and rewrites a file whose rows are only partly replaced (as a compacted
 /// one may be). A batch with rows outside the replaced partitions is an error.
-async fn replaced_files(table: &DeltaTable, batch: &RecordBatch, replace: Option<&Replace>) -> Result<Option<Vec<Remove>>> {
+async fn replaced_files(
+    table: &DeltaTable,
+    batch: &RecordBatch,
+    replace: Option<&Replace>,
+) -> Result<Option<Vec<Remove>>> {
     if !table.snapshot()?.metadata().partition_columns().iter().map(String::as_str).eq(PARTITION_COLUMNS) {
         return Ok(None);
     }
@@ -406,7 +410,10 @@ fn rows_of_run(file: impl ChunkReader + 'static, query: &str, parameters: &str) 
             return Ok(None);
         };
         let of_run = |row: usize| {
-            queries.is_valid(row) && queries.value(row) == query && values.is_valid(row) && values.value(row) == parameters
+            queries.is_valid(row)
+                && queries.value(row) == query
+                && values.is_valid(row)
+                && values.value(row) == parameters
         };
         matching += (0..batch.num_rows()).filter(|&row| of_run(row)).count();
     }
@@ -414,7 +421,12 @@ fn rows_of_run(file: impl ChunkReader + 'static, query: &str, parameters: &str) 
 }
 
 /// The write as Delta's own operation.
-async fn write_through_datafusion(table: DeltaTable, name: &str, batch: RecordBatch, replace: Option<&Replace>) -> Result<DeltaTable> {
+async fn write_through_datafusion(
+    table: DeltaTable,
+    name: &str,
+    batch: RecordBatch,
+    replace: Option<&Replace>,
+) -> Result<DeltaTable> {
     // New columns join the table (an operator's copy of a table query that returns one more,
     // or a table written before the run columns); the rows before have them NULL.
     let builder = table
@@ -505,7 +517,10 @@ mod tests {
     }
 
     fn verdict(cluster: &str, hosts: &[&str]) -> Vec<Diagnosis> {
-        hosts.iter().map(|h| Diagnosis { cluster: cluster.into(), host: Some(h.to_string()), ..Diagnosis::default() }).collect()
+        hosts
+            .iter()
+            .map(|h| Diagnosis { cluster: cluster.into(), host: Some(h.to_string()), ..Diagnosis::default() })
+            .collect()
     }
 
     /// The actions of `table`'s latest commit, its JSON lines.
@@ -520,14 +535,26 @@ mod tests {
         let wh = Warehouse::new(dir.path());
         let d1 = NaiveDate::from_ymd_opt(2008, 8, 23).unwrap();
         let d2 = d1.succ_opt().unwrap();
-        let replace = |c: &str, d| Some(Replace { cluster: Some(c.into()), date: d, run: Some(("q".into(), "{}".into())) });
-        write(&wh, DIAGNOSES, diagnoses_batch(&run("r1", d1), &verdict("c1", &["a", "b"])).unwrap(), replace("c1", d1)).await.unwrap();
-        write(&wh, DIAGNOSES, diagnoses_batch(&run("r2", d2), &verdict("c1", &["a"])).unwrap(), replace("c1", d2)).await.unwrap();
-        write(&wh, DIAGNOSES, diagnoses_batch(&run("r3", d1), &verdict("c2", &["x"])).unwrap(), replace("c2", d1)).await.unwrap();
-        // The rerun of c1 on the 23rd: its three rows replace the two, nothing else moves.
-        write(&wh, DIAGNOSES, diagnoses_batch(&run("r4", d1), &verdict("c1", &["a", "b", "c"])).unwrap(), replace("c1", d1))
+        let replace =
+            |c: &str, d| Some(Replace { cluster: Some(c.into()), date: d, run: Some(("q".into(), "{}".into())) });
+        write(&wh, DIAGNOSES, diagnoses_batch(&run("r1", d1), &verdict("c1", &["a", "b"])).unwrap(), replace("c1", d1))
             .await
             .unwrap();
+        write(&wh, DIAGNOSES, diagnoses_batch(&run("r2", d2), &verdict("c1", &["a"])).unwrap(), replace("c1", d2))
+            .await
+            .unwrap();
+        write(&wh, DIAGNOSES, diagnoses_batch(&run("r3", d1), &verdict("c2", &["x"])).unwrap(), replace("c2", d1))
+            .await
+            .unwrap();
+        // The rerun of c1 on the 23rd: its three rows replace the two, nothing else moves.
+        write(
+            &wh,
+            DIAGNOSES,
+            diagnoses_batch(&run("r4", d1), &verdict("c1", &["a", "b", "c"])).unwrap(),
+            replace("c1", d1),
+        )
+        .await
+        .unwrap();
         let sql = "SELECT cluster, CAST(date AS VARCHAR) AS d, run_id, count(*) FROM diagnoses GROUP BY 1, 2, 3 ORDER BY 1, 2";
         assert_eq!(query_rows(&wh, sql).await, vec!["c1 2008-08-23 r4 3", "c1 2008-08-24 r2 1", "c2 2008-08-23 r3 1"]);
         // Appends add.
@@ -552,9 +579,25 @@ mod tests {
             Some(Replace { cluster: Some("c1".into()), date: d1, run: Some((query.into(), parameters.into())) })
         };
         let (q, k1) = ("q", r#"{"k":"1"}"#);
-        write(&wh, DIAGNOSES, diagnoses_batch(&of_run("r1", q, "{}"), &verdict("c1", &["a", "b"])).unwrap(), replace(q, "{}")).await.unwrap();
-        write(&wh, DIAGNOSES, diagnoses_batch(&of_run("r1", q, k1), &verdict("c1", &["y"])).unwrap(), replace(q, k1)).await.unwrap();
-        write(&wh, DIAGNOSES, diagnoses_batch(&of_run("r2", q, "{}"), &verdict("c1", &["c"])).unwrap(), replace(q, "{}")).await.unwrap();
+        write(
+            &wh,
+            DIAGNOSES,
+            diagnoses_batch(&of_run("r1", q, "{}"), &verdict("c1", &["a", "b"])).unwrap(),
+            replace(q, "{}"),
+        )
+        .await
+        .unwrap();
+        write(&wh, DIAGNOSES, diagnoses_batch(&of_run("r1", q, k1), &verdict("c1", &["y"])).unwrap(), replace(q, k1))
+            .await
+            .unwrap();
+        write(
+            &wh,
+            DIAGNOSES,
+            diagnoses_batch(&of_run("r2", q, "{}"), &verdict("c1", &["c"])).unwrap(),
+            replace(q, "{}"),
+        )
+        .await
+        .unwrap();
         let sql = "SELECT query, parameters, run_id, host FROM diagnoses ORDER BY 1, 2, 3, 4";
         assert_eq!(query_rows(&wh, sql).await, vec![r#"q {"k":"1"} r1 y"#, "q {} r2 c"]);
         // The rerun removed one file and added one, in a commit of its own making: not Delta's
@@ -573,7 +616,14 @@ mod tests {
         )
         .unwrap();
         write(&wh, DIAGNOSES, shared, None).await.unwrap();
-        write(&wh, DIAGNOSES, diagnoses_batch(&of_run("r4", q, "{}"), &verdict("c1", &["d"])).unwrap(), replace(q, "{}")).await.unwrap();
+        write(
+            &wh,
+            DIAGNOSES,
+            diagnoses_batch(&of_run("r4", q, "{}"), &verdict("c1", &["d"])).unwrap(),
+            replace(q, "{}"),
+        )
+        .await
+        .unwrap();
         assert_eq!(query_rows(&wh, sql).await, vec!["other {} r3 x", r#"q {"k":"1"} r1 y"#, "q {} r4 d"]);
     }
 
@@ -584,8 +634,12 @@ mod tests {
         let wh = Warehouse::new(dir.path());
         let d1 = NaiveDate::from_ymd_opt(2008, 8, 23).unwrap();
         let replace = || Some(Replace { cluster: Some("c1".into()), date: d1, run: Some(("q".into(), "{}".into())) });
-        write(&wh, DIAGNOSES, diagnoses_batch(&run("r1", d1), &verdict("c1", &["a"])).unwrap(), replace()).await.unwrap();
-        let error = write(&wh, DIAGNOSES, diagnoses_batch(&run("r2", d1), &verdict("c2", &["b"])).unwrap(), replace()).await.unwrap_err();
+        write(&wh, DIAGNOSES, diagnoses_batch(&run("r1", d1), &verdict("c1", &["a"])).unwrap(), replace())
+            .await
+            .unwrap();
+        let error = write(&wh, DIAGNOSES, diagnoses_batch(&run("r2", d1), &verdict("c2", &["b"])).unwrap(), replace())
+            .await
+            .unwrap_err();
         assert_eq!(
             format!("{error:#}"),
             "cannot replace query = 'q' AND parameters = '{}' AND cluster = 'c1' AND date = DATE '2008-08-23' in table \
@@ -602,7 +656,9 @@ mod tests {
         let wh = Warehouse::new(dir.path());
         let d1 = NaiveDate::from_ymd_opt(2008, 8, 23).unwrap();
         let replace = Some(Replace { cluster: Some("c1".into()), date: d1, run: Some(("q".into(), "{}".into())) });
-        write(&wh, DIAGNOSES, diagnoses_batch(&run("r1", d1), &verdict("c1", &["a"])).unwrap(), replace.clone()).await.unwrap();
+        write(&wh, DIAGNOSES, diagnoses_batch(&run("r1", d1), &verdict("c1", &["a"])).unwrap(), replace.clone())
+            .await
+            .unwrap();
         // Another process appends, through a table of its own.
         let other = wh.open(DIAGNOSES).await.unwrap().unwrap();
         other.write(vec![diagnoses_batch(&run("r2", d1), &verdict("c1", &["b", "c"])).unwrap()]).await.unwrap();
@@ -643,7 +699,10 @@ mod tests {
         // A table it creates has the property from its first commit.
         write(&wh, "edges", batch(), None).await.unwrap();
         let edges = wh.open("edges").await.unwrap().unwrap();
-        assert_eq!((edges.version(), edges.snapshot().unwrap().table_config().checkpoint_interval().get()), (Some(0), 10));
+        assert_eq!(
+            (edges.version(), edges.snapshot().unwrap().table_config().checkpoint_interval().get()),
+            (Some(0), 10)
+        );
         // An interval an operator chose stays.
         DeltaTable::try_from_url(wh.table_url("chosen").unwrap())
             .await
@@ -655,7 +714,10 @@ mod tests {
             .unwrap();
         write(&wh, "chosen", batch(), None).await.unwrap();
         let chosen = wh.open("chosen").await.unwrap().unwrap();
-        assert_eq!((chosen.version(), chosen.snapshot().unwrap().table_config().checkpoint_interval().get()), (Some(1), 5));
+        assert_eq!(
+            (chosen.version(), chosen.snapshot().unwrap().table_config().checkpoint_interval().get()),
+            (Some(1), 5)
+        );
     }
 
     /// A table query's text comes from DataFusion as `Utf8View`, which Delta reads back as
@@ -668,10 +730,14 @@ mod tests {
         let wh = Warehouse::new(dir.path());
         let d1 = NaiveDate::from_ymd_opt(2008, 8, 23).unwrap();
         let schema = Arc::new(Schema::new(vec![Field::new("src", DataType::Utf8View, true)]));
-        let result = |hosts: Vec<&str>| RecordBatch::try_new(schema.clone(), vec![Arc::new(StringViewArray::from(hosts))]).unwrap();
+        let result = |hosts: Vec<&str>| {
+            RecordBatch::try_new(schema.clone(), vec![Arc::new(StringViewArray::from(hosts))]).unwrap()
+        };
         let replace = || Some(Replace { cluster: Some("c1".into()), date: d1, run: None });
         for (id, hosts) in [("r1", vec!["a", "b"]), ("r2", vec!["c"])] {
-            write(&wh, "edges", table_batch(&[result(hosts)], schema.clone(), &run(id, d1), "c1").unwrap(), replace()).await.unwrap();
+            write(&wh, "edges", table_batch(&[result(hosts)], schema.clone(), &run(id, d1), "c1").unwrap(), replace())
+                .await
+                .unwrap();
         }
         assert_eq!(query_rows(&wh, "SELECT run_id, src FROM edges").await, ["r2 c"]);
         let log = last_commit(&wh, "edges").await;
@@ -687,8 +753,10 @@ mod tests {
         let d1 = NaiveDate::from_ymd_opt(2008, 8, 23).unwrap();
         let d2 = NaiveDate::from_ymd_opt(2008, 8, 24).unwrap();
         let result = |columns: &[(&str, i64)]| {
-            let fields: Vec<Field> = columns.iter().map(|(name, _)| Field::new(*name, DataType::Int64, false)).collect();
-            let arrays: Vec<ArrayRef> = columns.iter().map(|(_, v)| Arc::new(Int64Array::from(vec![*v])) as ArrayRef).collect();
+            let fields: Vec<Field> =
+                columns.iter().map(|(name, _)| Field::new(*name, DataType::Int64, false)).collect();
+            let arrays: Vec<ArrayRef> =
+                columns.iter().map(|(_, v)| Arc::new(Int64Array::from(vec![*v])) as ArrayRef).collect();
             let batch = RecordBatch::try_new(Arc::new(Schema::new(fields)), arrays).unwrap();
             (batch.schema(), vec![batch])
         };

@@ -241,7 +241,9 @@ impl Table {
             Table::Sadc => &SADC_WITHOUT_DICTIONARY,
             Table::SarRecords => &["ts", "host", "activity", "device", "metric_names", SAR_VALUES_LEAF],
             Table::Jobs => &["job_id", "submit_ts", "launch_ts", "finish_ts"],
-            Table::Attempts => &["task_id", "attempt_id", "start_ts", "finish_ts", "shuffle_finish_ts", "sort_finish_ts"],
+            Table::Attempts => {
+                &["task_id", "attempt_id", "start_ts", "finish_ts", "shuffle_finish_ts", "sort_finish_ts"]
+            }
             Table::Addresses | Table::Ingests => &[],
         }
     }
@@ -400,7 +402,9 @@ impl Rows {
         let room = |n: usize| n + n / 8;
         let rows = room(self.len).max(DEFAULT_ROWS);
         let columns = (self.schema.fields().iter().enumerate())
-            .map(|(at, field)| Column::for_type(field.data_type(), rows, room(self.columns.get(at).map_or(0, Column::text_bytes))))
+            .map(|(at, field)| {
+                Column::for_type(field.data_type(), rows, room(self.columns.get(at).map_or(0, Column::text_bytes)))
+            })
             .collect();
         Rows { table: self.table, date, schema: self.schema.clone(), columns, len: 0, built: None }
     }

@@ -41,8 +41,7 @@ pub fn latest_versions(log_dir: &Path, version: u64) -> Result<HashMap<String, i
 /// The newest complete checkpoint at or below `version`: `<v>.checkpoint.parquet`, or every
 /// part of a multi-part one (`<v>.checkpoint.<i>.<n>.parquet`).
 fn newest_checkpoint(log_dir: &Path, version: u64) -> Result<Option<(u64, Vec<PathBuf>)>> {
-    let entries =
-        std::fs::read_dir(log_dir).with_context(|| format!("cannot list {}", log_dir.display()))?;
+    let entries = std::fs::read_dir(log_dir).with_context(|| format!("cannot list {}", log_dir.display()))?;
     let mut by_version: BTreeMap<u64, (usize, Vec<PathBuf>)> = BTreeMap::new();
     for entry in entries {
         let path = entry?.path();
@@ -59,51 +58,30 @@ fn newest_checkpoint(log_dir: &Path, version: u64) -> Result<Option<(u64, Vec<Pa
             continue;
         };
         if checkpoint_version <= version {
-            let found = by_version
-                .entry(checkpoint_version)
-                .or_insert((parts, Vec::new()));
+            let found = by_version.entry(checkpoint_version).or_insert((parts, Vec::new()));
             found.1.push(path);
         }
     }
-    Ok(by_version
-        .into_iter()
-        .rev()
-        .find(|(_, (parts, paths))| paths.len() == *parts)
-        .map(|(v, (_, paths))| (v, paths)))
+    Ok(by_version.into_iter().rev().find(|(_, (parts, paths))| paths.len() == *parts).map(|(v, (_, paths))| (v, paths)))
 }
 
 fn read_checkpoint_part(path: &Path, versions: &mut HashMap<String, i64>) -> Result<()> {
     let context = || format!("cannot read checkpoint {}", path.display());
-    let builder = ParquetRecordBatchReaderBuilder::try_new(File::open(path).with_context(context)?)
-        .with_context(context)?;
-    let Some(txn_root) = builder
-        .parquet_schema()
-        .root_schema()
-        .get_fields()
-        .iter()
-        .position(|f| f.name() == "txn")
+    let builder =
+        ParquetRecordBatchReaderBuilder::try_new(File::open(path).with_context(context)?).with_context(context)?;
+    let Some(txn_root) = builder.parquet_schema().root_schema().get_fields().iter().position(|f| f.name() == "txn")
     else {
         return Ok(());
     };
     let projection = ProjectionMask::roots(builder.parquet_schema(), [txn_root]);
-    for batch in builder
-        .with_projection(projection)
-        .build()
-        .with_context(context)?
-    {
+    for batch in builder.with_projection(projection).build().with_context(context)? {
         let batch = batch.with_context(context)?;
-        let txn = batch
-            .column(0)
-            .as_struct_opt()
-            .ok_or_else(|| anyhow!("{}: txn is not a struct", path.display()))?;
-        let (Some(app_ids), Some(txn_versions)) =
-            (txn.column_by_name("appId"), txn.column_by_name("version"))
-        else {
+        let txn = batch.column(0).as_struct_opt().ok_or_else(|| anyhow!("{}: txn is not a struct", path.display()))?;
+        let (Some(app_ids), Some(txn_versions)) = (txn.column_by_name("appId"), txn.column_by_name("version")) else {
             return Err(anyhow!("{}: txn lacks appId or version", path.display()));
         };
-        let app_ids = app_ids
-            .as_string_opt::<i32>()
-            .ok_or_else(|| anyhow!("{}: appId is not a string", path.display()))?;
+        let app_ids =
+            app_ids.as_string_opt::<i32>().ok_or_else(|| anyhow!("{}: appId is not a string", path.display()))?;
         let txn_versions = txn_versions
             .as_primitive_opt::<Int64Type>()
             .ok_or_else(|| anyhow!("{}: txn version is not a long", path.display()))?;
@@ -127,8 +105,7 @@ struct Txn {
 }
 
 fn read_commit(path: &Path, versions: &mut HashMap<String, i64>) -> Result<()> {
-    let file =
-        File::open(path).with_context(|| format!("cannot read commit {}", path.display()))?;
+    let file = File::open(path).with_context(|| format!("cannot read commit {}", path.display()))?;
     for (number, line) in BufReader::new(file).lines().enumerate() {
         let line = line.with_context(|| format!("cannot read commit {}", path.display()))?;
         let action: Action = serde_json::from_str(&line)
@@ -164,51 +141,24 @@ mod tests {
         let ids = ["a", "b", "c", "d", "never"];
         for (n, transactions) in commits.into_iter().enumerate() {
             let appender = TableAppender::open(&warehouse, Table::Ingests, "c1").await?;
-            appender
-                .commit(Vec::new(), Vec::new(), transactions, &format!("run{n}"))
-                .await?;
+            appender.commit(Vec::new(), Vec::new(), transactions, &format!("run{n}")).await?;
             if n == 1 {
-                let table = warehouse
-                    .open(Table::Ingests.name())
-                    .await?
-                    .ok_or_else(|| anyhow!("no table"))?;
+                let table = warehouse.open(Table::Ingests.name()).await?.ok_or_else(|| anyhow!("no table"))?;
                 deltalake::checkpoints::create_checkpoint(&table, None).await?;
             }
         }
-        let table = warehouse
-            .open(Table::Ingests.name())
-            .await?
-            .ok_or_else(|| anyhow!("no table"))?;
+        let table = warehouse.open(Table::Ingests.name()).await?.ok_or_else(|| anyhow!("no table"))?;
         let version = table.version().ok_or_else(|| anyhow!("no version"))? as u64;
         let log_dir = dir.path().join(Table::Ingests.name()).join("_delta_log");
-        assert!(
-            log_dir
-                .join(format!("{:020}.checkpoint.parquet", 2))
-                .exists(),
-            "the test needs a checkpoint"
-        );
+        assert!(log_dir.join(format!("{:020}.checkpoint.parquet", 2)).exists(), "the test needs a checkpoint");
         let ours = latest_versions(&log_dir, version)?;
-        assert_eq!(
-            ours,
-            HashMap::from([
-                ("a".into(), 40),
-                ("b".into(), 25),
-                ("c".into(), 5),
-                ("d".into(), 7)
-            ])
-        );
+        assert_eq!(ours, HashMap::from([("a".into(), 40), ("b".into(), 25), ("c".into(), 5), ("d".into(), 7)]));
         for id in ids {
-            let theirs = table
-                .snapshot()?
-                .transaction_version(table.log_store().as_ref(), id)
-                .await?;
+            let theirs = table.snapshot()?.transaction_version(table.log_store().as_ref(), id).await?;
             assert_eq!(ours.get(id).copied(), theirs, "app id {id}");
         }
         // As of the checkpoint's own version, nothing after it counts.
-        assert_eq!(
-            latest_versions(&log_dir, 2)?,
-            HashMap::from([("a".into(), 15), ("b".into(), 20), ("d".into(), 7)])
-        );
+        assert_eq!(latest_versions(&log_dir, 2)?, HashMap::from([("a".into(), 15), ("b".into(), 20), ("d".into(), 7)]));
         Ok(())
     }
 }

@@ -56,9 +56,7 @@ pub async fn rows(warehouse: &Path, sql: &str) -> Vec<Vec<String>> {
     let mut out = Vec::new();
     for batch in batches {
         for row in 0..batch.num_rows() {
-            out.push(
-                batch.columns().iter().map(|c| array_value_to_string(c, row).expect("display")).collect(),
-            );
+            out.push(batch.columns().iter().map(|c| array_value_to_string(c, row).expect("display")).collect());
         }
     }
     out

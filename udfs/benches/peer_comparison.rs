@@ -229,10 +229,7 @@ fn bench_indict() {
             kernels::count_far_peers("indict", list, 0.5).expect("counts");
         }
     });
-    println!(
-        "indict over 25 peer groups of 16 such histograms (3000 pairs): {:.1} µs",
-        t.as_nanos() as f64 / 1e3
-    );
+    println!("indict over 25 peer groups of 16 such histograms (3000 pairs): {:.1} µs", t.as_nanos() as f64 / 1e3);
 }
 
 fn bench_gmm(scale: usize) {

@@ -9,7 +9,9 @@ use std::sync::{Arc, LazyLock};
 use datafusion::arrow::array::{Array, ArrayRef, AsArray, BooleanArray, Float64Array, Int64Array, ListArray};
 use datafusion::arrow::datatypes::{DataType, Field, FieldRef};
 use datafusion::common::{Result, ScalarValue};
-use datafusion::logical_expr::function::{AccumulatorArgs, PartitionEvaluatorArgs, StateFieldsArgs, WindowUDFFieldArgs};
+use datafusion::logical_expr::function::{
+    AccumulatorArgs, PartitionEvaluatorArgs, StateFieldsArgs, WindowUDFFieldArgs,
+};
 use datafusion::logical_expr::utils::format_state_name;
 use datafusion::logical_expr::{
     Accumulator, AggregateUDFImpl, Documentation, EmitTo, GroupsAccumulator, PartitionEvaluator, Signature, Volatility,
@@ -17,8 +19,8 @@ use datafusion::logical_expr::{
 };
 
 use crate::args::{
-    Literals, arg_error, check_arity, exec_error, is_number, list_item, physical_literals, require_number, require_time,
-    times_to_f64, to_f64,
+    Literals, arg_error, check_arity, exec_error, is_number, list_item, physical_literals, require_number,
+    require_time, times_to_f64, to_f64,
 };
 use crate::cells::{ByGroup, emit_to_groups, lists_side_by_side, passes, values_with_groups};
 

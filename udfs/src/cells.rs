@@ -11,7 +11,12 @@ use datafusion::logical_expr::EmitTo;
 use crate::args::{exec_error, list_row, to_f64_list};
 
 /// Calls `f(row, cells)` for every non-NULL list in a state column, checking its width.
-pub(crate) fn for_each_cells(func: &str, states: &ArrayRef, width: usize, mut f: impl FnMut(usize, &[f64])) -> Result<()> {
+pub(crate) fn for_each_cells(
+    func: &str,
+    states: &ArrayRef,
+    width: usize,
+    mut f: impl FnMut(usize, &[f64]),
+) -> Result<()> {
     let lists = to_f64_list(states)?;
     let mut scratch = Vec::new();
     for row in 0..lists.len() {
@@ -26,7 +31,13 @@ pub(crate) fn for_each_cells(func: &str, states: &ArrayRef, width: usize, mut f:
 }
 
 /// Adds partial states (`states`) to their groups' cells in `cells` (`width` a group).
-pub(crate) fn merge_into(func: &str, cells: &mut [f64], states: &ArrayRef, group_indices: &[usize], width: usize) -> Result<()> {
+pub(crate) fn merge_into(
+    func: &str,
+    cells: &mut [f64],
+    states: &ArrayRef,
+    group_indices: &[usize],
+    width: usize,
+) -> Result<()> {
     for_each_cells(func, states, width, |row, h| {
         let start = group_indices[row] * width;
         cells[start..start + width].iter_mut().zip(h).for_each(|(c, x)| *c += x);

@@ -208,7 +208,13 @@ impl FarTest {
     /// Whether normalised `p` and `q` (with their `Σ x·log2 x`) are far: settled by the
     /// triangular discrimination where it can be, else by the divergence.
     #[inline(always)]
-    fn is_far_pair<const LANES: usize, const FUSED: bool>(&self, p: &[f64], p_log_p: f64, q: &[f64], q_log_q: f64) -> bool {
+    fn is_far_pair<const LANES: usize, const FUSED: bool>(
+        &self,
+        p: &[f64],
+        p_log_p: f64,
+        q: &[f64],
+        q_log_q: f64,
+    ) -> bool {
         let triangular = triangular_lanes::<LANES>(p, q);
         if triangular < self.near_below {
             return false;
@@ -232,7 +238,13 @@ impl FarTest {
 /// farther than the test's threshold. Counts are added without branches: whether a pair is
 /// far is a coin toss the branch predictor would lose (whether Δ settles it is mostly yes).
 #[inline(always)]
-fn far_counts_lanes<const LANES: usize, const FUSED: bool>(flat: &[f64], stride: usize, entropies: &[f64], test: FarTest, far: &mut [usize]) {
+fn far_counts_lanes<const LANES: usize, const FUSED: bool>(
+    flat: &[f64],
+    stride: usize,
+    entropies: &[f64],
+    test: FarTest,
+    far: &mut [usize],
+) {
     let n = entropies.len();
     for i in 0..n {
         let p = &flat[i * stride..(i + 1) * stride];
@@ -608,7 +620,11 @@ mod tests {
                 divergences.extend([up, down]);
             }
             for x in divergences {
-                assert_eq!(test.is_far(x), x.clamp(0.0, 1.0).sqrt() > threshold, "threshold {threshold}, divergence {x:e}");
+                assert_eq!(
+                    test.is_far(x),
+                    x.clamp(0.0, 1.0).sqrt() > threshold,
+                    "threshold {threshold}, divergence {x:e}"
+                );
                 checked += 1;
             }
         }

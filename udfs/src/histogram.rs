@@ -26,7 +26,8 @@ use datafusion::logical_expr::{
 
 use crate::args::{
     Literals, arg_error, check_arity, exec_error, f64_list_type, fixed_width_list, list_row, list_scalar,
-    logical_literals, physical_literals, require_integer, require_number, require_time, times_to_f64, to_f64, to_f64_list,
+    logical_literals, physical_literals, require_integer, require_number, require_time, times_to_f64, to_f64,
+    to_f64_list,
 };
 use crate::cells::{emit_to_groups, for_each_cells, merge_into, passes, take_groups};
 
@@ -42,7 +43,12 @@ pub(crate) trait Binner: Clone + Debug + Send + Sync + 'static {
 
 /// Calls `f(row, bin, weight)` for every row that is binned and has a weight: NULL and NaN
 /// weights skip the row, as NULL and NaN values do.
-fn weighted_rows<B: Binner>(binner: &B, values: &ArrayRef, weights: &ArrayRef, mut f: impl FnMut(usize, usize, f64)) -> Result<()> {
+fn weighted_rows<B: Binner>(
+    binner: &B,
+    values: &ArrayRef,
+    weights: &ArrayRef,
+    mut f: impl FnMut(usize, usize, f64),
+) -> Result<()> {
     let weights = to_f64(weights)?;
     binner.bin_rows(values, |row, bin| {
         let w = weights.value(row);
@@ -584,8 +590,12 @@ impl AggregateUDFImpl for BinnedHistogram {
         let lits = physical_literals(args.exprs);
         let weight = self.weight(&args);
         Ok(match self.binning {
-            Binning::Values => Box::new(HistogramAccumulator::new(ValueBinner::FUNC, ValueBinner::parse(&lits)?, weight)),
-            Binning::Labels => Box::new(HistogramAccumulator::new(LabelBinner::FUNC, LabelBinner::parse(&lits)?, weight)),
+            Binning::Values => {
+                Box::new(HistogramAccumulator::new(ValueBinner::FUNC, ValueBinner::parse(&lits)?, weight))
+            }
+            Binning::Labels => {
+                Box::new(HistogramAccumulator::new(LabelBinner::FUNC, LabelBinner::parse(&lits)?, weight))
+            }
         })
     }
 
@@ -614,7 +624,11 @@ impl AggregateUDFImpl for BinnedHistogram {
     }
 }
 
-fn groups_accumulator<B: Binner>(func: &'static str, binner: B, weight: Option<usize>) -> Result<Box<dyn GroupsAccumulator>> {
+fn groups_accumulator<B: Binner>(
+    func: &'static str,
+    binner: B,
+    weight: Option<usize>,
+) -> Result<Box<dyn GroupsAccumulator>> {
     Ok(match weight {
         None => Box::new(HistogramGroupsAccumulator::new(func, binner)),
         Some(weight) => Box::new(WeightedGroupsAccumulator { func, binner, weight, sums: Vec::new() }),
@@ -907,7 +921,9 @@ mod tests {
         }
         let first = acc.evaluate(EmitTo::First(7)).unwrap();
         let rest = acc.evaluate(EmitTo::All).unwrap();
-        let cells = |a: &ArrayRef| a.as_list::<i32>().values().as_primitive::<datafusion::arrow::datatypes::Float64Type>().values().to_vec();
+        let cells = |a: &ArrayRef| {
+            a.as_list::<i32>().values().as_primitive::<datafusion::arrow::datatypes::Float64Type>().values().to_vec()
+        };
         let got = [cells(&first), cells(&rest)].concat();
         assert_eq!(got.len(), expect.len());
         assert!(got == expect, "counts differ");

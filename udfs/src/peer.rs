@@ -17,14 +17,15 @@ use std::mem::size_of;
 use std::sync::{Arc, LazyLock};
 
 use datafusion::arrow::array::{
-    Array, ArrayRef, BooleanArray, Float64Array, Float64Builder, ListArray, ListBuilder, StructArray,
-    new_empty_array,
+    Array, ArrayRef, BooleanArray, Float64Array, Float64Builder, ListArray, ListBuilder, StructArray, new_empty_array,
 };
 use datafusion::arrow::compute::interleave;
 use datafusion::arrow::datatypes::{DataType, Field, FieldRef, Fields};
 use datafusion::common::{Result, ScalarValue};
 use datafusion::logical_expr::expr::AggregateFunctionParams;
-use datafusion::logical_expr::function::{AccumulatorArgs, PartitionEvaluatorArgs, StateFieldsArgs, WindowUDFFieldArgs};
+use datafusion::logical_expr::function::{
+    AccumulatorArgs, PartitionEvaluatorArgs, StateFieldsArgs, WindowUDFFieldArgs,
+};
 use datafusion::logical_expr::utils::format_state_name;
 use datafusion::logical_expr::{
     Accumulator, AggregateUDFImpl, Documentation, EmitTo, GroupsAccumulator, PartitionEvaluator, Signature, Volatility,
@@ -128,11 +129,7 @@ pub(crate) struct Distributions {
 
 impl Distributions {
     fn with_capacity(bins: usize, rows: usize) -> Self {
-        Self {
-            flat: Vec::with_capacity(bins + rows * WIDE_LANES),
-            entropies: Vec::with_capacity(rows),
-            width: None,
-        }
+        Self { flat: Vec::with_capacity(bins + rows * WIDE_LANES), entropies: Vec::with_capacity(rows), width: None }
     }
 
     pub(crate) fn len(&self) -> usize {
@@ -205,7 +202,8 @@ fn count_far_pairs(flat: &[f64], stride: usize, entropies: &[f64], threshold: f6
         }
     }
     let pivot_entropy = mean_x_log2_x(&pivot, &pivot);
-    let to_pivot: Vec<f64> = (0..n).map(|i| jsd_sqrt_normalised(dist(i), entropies[i], &pivot, pivot_entropy)).collect();
+    let to_pivot: Vec<f64> =
+        (0..n).map(|i| jsd_sqrt_normalised(dist(i), entropies[i], &pivot, pivot_entropy)).collect();
     let mut order: Vec<usize> = (0..n).collect();
     order.sort_by(|&x, &y| to_pivot[x].total_cmp(&to_pivot[y]));
     let sorted: Vec<f64> = order.iter().map(|&i| to_pivot[i]).collect();
@@ -518,12 +516,7 @@ impl PeerScoresGroups {
             hists.values().append_slice(hist.unwrap_or_default());
             hists.append(hist.is_some());
         }
-        let hists = ListArray::try_new(
-            list_item(f64_list_type()),
-            by_group.lengths(),
-            Arc::new(hists.finish()),
-            None,
-        )?;
+        let hists = ListArray::try_new(list_item(f64_list_type()), by_group.lengths(), Arc::new(hists.finish()), None)?;
         Ok(vec![Arc::new(members), Arc::new(hists)])
     }
 }
@@ -654,11 +647,7 @@ impl AggregateUDFImpl for PeerScores {
     fn state_fields(&self, args: StateFieldsArgs) -> Result<Vec<FieldRef>> {
         let member_type = args.input_fields[0].data_type().clone();
         Ok(vec![
-            Arc::new(Field::new(
-                format_state_name(args.name, "members"),
-                DataType::List(list_item(member_type)),
-                true,
-            )),
+            Arc::new(Field::new(format_state_name(args.name, "members"), DataType::List(list_item(member_type)), true)),
             Arc::new(Field::new(
                 format_state_name(args.name, "dists"),
                 DataType::List(list_item(f64_list_type())),
@@ -734,12 +723,17 @@ mod tests {
             }
             // The reference: every distance, both ways, from the histograms alone.
             let row = |i: usize| &flat[i * stride..(i + 1) * stride];
-            let distances: Vec<Vec<f64>> =
-                (0..n).map(|i| (0..n).map(|j| crate::distance::jsd_sqrt_raw(row(i), row(j)).unwrap()).collect()).collect();
+            let distances: Vec<Vec<f64>> = (0..n)
+                .map(|i| (0..n).map(|j| crate::distance::jsd_sqrt_raw(row(i), row(j)).unwrap()).collect())
+                .collect();
             for threshold in [0.0, 0.02, 0.05, 0.1, 0.2, 0.3, 0.5, 0.7, 1.0] {
                 let expected: Vec<usize> =
                     (0..n).map(|i| (0..n).filter(|&j| j != i && distances[i][j] > threshold).count()).collect();
-                assert_eq!(count_far_pairs(&flat, stride, &entropies, threshold), expected, "n {n}, threshold {threshold}");
+                assert_eq!(
+                    count_far_pairs(&flat, stride, &entropies, threshold),
+                    expected,
+                    "n {n}, threshold {threshold}"
+                );
                 mixed += usize::from(expected.iter().any(|&f| f > 0 && f < n - 1));
             }
         }
@@ -775,10 +769,9 @@ mod tests {
         // not cast before the window, which would convert the whole column for each partition
         // (`require_number_list_uncast`); each partition converts its own rows, with the same
         // verdicts.
-        let narrow = sql.replace(
-            "FROM (VALUES",
-            "FROM (SELECT g, h, arrow_cast(hist, 'List(Float32)') AS hist FROM (VALUES",
-        ).replace("AS v(g, h, hist)", "AS v(g, h, hist))");
+        let narrow = sql
+            .replace("FROM (VALUES", "FROM (SELECT g, h, arrow_cast(hist, 'List(Float32)') AS hist FROM (VALUES")
+            .replace("AS v(g, h, hist)", "AS v(g, h, hist))");
         for (query, list) in [(sql, "Int64"), (narrow.as_str(), "Float32")] {
             let plan = strings(&ctx, &format!("EXPLAIN {query}")).await.join("\n");
             assert!(plan.contains(list) && !plan.contains("AS List(Float64)"), "{plan}");
@@ -852,11 +845,8 @@ mod tests {
     #[test]
     fn peer_scores_emit_in_parts_and_merge() {
         let members: ArrayRef = Arc::new(datafusion::arrow::array::Int64Array::from(vec![10, 11, 20, 21, 22, 30]));
-        let hists: ArrayRef = Arc::new(fixed_width_list(
-            vec![1.0, 0.0, 0.0, 1.0, 1.0, 0.0, 1.0, 0.0, 0.0, 1.0, 0.0, 0.0],
-            2,
-            6,
-        ));
+        let hists: ArrayRef =
+            Arc::new(fixed_width_list(vec![1.0, 0.0, 0.0, 1.0, 1.0, 0.0, 1.0, 0.0, 0.0, 1.0, 0.0, 0.0], 2, 6));
         let groups = [0, 0, 1, 1, 1, 2];
         let scores = |array: ArrayRef| -> Vec<String> {
             let options = FormatOptions::default().with_null("NULL");

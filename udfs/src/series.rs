@@ -16,10 +16,10 @@ use datafusion::logical_expr::function::{
 };
 use datafusion::logical_expr::utils::format_state_name;
 use datafusion::logical_expr::{
-    Accumulator, AggregateUDFImpl, ColumnarValue, Documentation, EmitTo, GroupsAccumulator, PartitionEvaluator, ScalarFunctionArgs,
-    ScalarUDFImpl, Signature, Volatility, WindowUDFImpl, aggregate_doc_sections::DOC_SECTION_GENERAL,
-    scalar_doc_sections::DOC_SECTION_MATH, window_doc_sections::DOC_SECTION_ANALYTICAL,
-    udaf_default_schema_name, udaf_default_window_function_schema_name,
+    Accumulator, AggregateUDFImpl, ColumnarValue, Documentation, EmitTo, GroupsAccumulator, PartitionEvaluator,
+    ScalarFunctionArgs, ScalarUDFImpl, Signature, Volatility, WindowUDFImpl,
+    aggregate_doc_sections::DOC_SECTION_GENERAL, scalar_doc_sections::DOC_SECTION_MATH, udaf_default_schema_name,
+    udaf_default_window_function_schema_name, window_doc_sections::DOC_SECTION_ANALYTICAL,
 };
 
 use crate::args::{
@@ -453,19 +453,13 @@ pub fn peer_correlations(func: &str, series: &ArrayRef) -> Result<Vec<Option<Low
     let lists = to_f64_list(series)?;
     let values = lists.values().as_primitive::<Float64Type>();
     let offsets = lists.value_offsets();
-    let rows: Vec<usize> = (0..lists.len())
-        .filter(|&row| lists.is_valid(row))
-        .collect();
+    let rows: Vec<usize> = (0..lists.len()).filter(|&row| lists.is_valid(row)).collect();
     let span = |row: usize| offsets[row] as usize..offsets[row + 1] as usize;
     let width = rows.first().map_or(0, |&row| span(row).len());
     if let Some(&row) = rows.iter().find(|&&row| span(row).len() != width) {
         return Err(exec_error(
             func,
-            format!(
-                "rows {} and {row} of a partition have series of {width} and {} values",
-                rows[0],
-                span(row).len()
-            ),
+            format!("rows {} and {row} of a partition have series of {width} and {} values", rows[0], span(row).len()),
         ));
     }
     // Plain: no missing or non-finite item, decided once per series, not once per pair.
@@ -484,13 +478,8 @@ pub fn peer_correlations(func: &str, series: &ArrayRef) -> Result<Vec<Option<Low
         .map(|(&row, &plain)| {
             let xs = &values.values()[span(row)];
             let mean = xs.iter().sum::<f64>() / xs.len().max(1) as f64;
-            let norm = xs
-                .iter()
-                .map(|x| (x - mean) * (x - mean))
-                .sum::<f64>()
-                .sqrt();
-            (plain && xs.len() >= 2 && norm > 0.0)
-                .then(|| xs.iter().map(|x| (x - mean) / norm).collect())
+            let norm = xs.iter().map(|x| (x - mean) * (x - mean)).sum::<f64>().sqrt();
+            (plain && xs.len() >= 2 && norm > 0.0).then(|| xs.iter().map(|x| (x - mean) / norm).collect())
         })
         .collect();
     let pair = |i: usize, j: usize| -> Option<f64> {
@@ -499,11 +488,9 @@ pub fn peer_correlations(func: &str, series: &ArrayRef) -> Result<Vec<Option<Low
             return Some(dot(a, b).clamp(-1.0, 1.0));
         }
         let (a, b) = (span(rows[i]), span(rows[j]));
-        pearson_pairs(
-            &values.values()[a.clone()],
-            &values.values()[b.clone()],
-            |k| values.is_valid(a.start + k) && values.is_valid(b.start + k),
-        )
+        pearson_pairs(&values.values()[a.clone()], &values.values()[b.clone()], |k| {
+            values.is_valid(a.start + k) && values.is_valid(b.start + k)
+        })
     };
     let mut lowest = vec![f64::INFINITY; rows.len()];
     let mut sums = vec![(0.0, 0usize); rows.len()];
@@ -544,9 +531,7 @@ pub struct PeerPearson {
 
 impl Default for PeerPearson {
     fn default() -> Self {
-        Self {
-            signature: Signature::user_defined(Volatility::Immutable),
-        }
+        Self { signature: Signature::user_defined(Volatility::Immutable) }
     }
 }
 
@@ -578,11 +563,7 @@ impl PartitionEvaluator for PeerPearsonEvaluator {
         let lowest: Float64Array = found.iter().map(|f| f.map(|(lowest, _)| lowest)).collect();
         let mean: Float64Array = found.iter().map(|f| f.and_then(|(_, mean)| mean)).collect();
         let nulls = NullBuffer::from_iter(found.iter().map(Option::is_some));
-        Ok(Arc::new(StructArray::try_new(
-            peer_pearson_fields(),
-            vec![Arc::new(lowest), Arc::new(mean)],
-            Some(nulls),
-        )?))
+        Ok(Arc::new(StructArray::try_new(peer_pearson_fields(), vec![Arc::new(lowest), Arc::new(mean)], Some(nulls))?))
     }
 }
 
@@ -600,19 +581,12 @@ impl WindowUDFImpl for PeerPearson {
         Ok(vec![require_number_list_uncast(self.name(), 0, "series", &t[0])?])
     }
 
-    fn partition_evaluator(
-        &self,
-        _args: PartitionEvaluatorArgs,
-    ) -> Result<Box<dyn PartitionEvaluator>> {
+    fn partition_evaluator(&self, _args: PartitionEvaluatorArgs) -> Result<Box<dyn PartitionEvaluator>> {
         Ok(Box::new(PeerPearsonEvaluator))
     }
 
     fn field(&self, args: WindowUDFFieldArgs) -> Result<FieldRef> {
-        Ok(Arc::new(Field::new(
-            args.name(),
-            DataType::Struct(peer_pearson_fields()),
-            true,
-        )))
+        Ok(Arc::new(Field::new(args.name(), DataType::Struct(peer_pearson_fields()), true)))
     }
 
     fn documentation(&self) -> Option<&Documentation> {
@@ -723,15 +697,8 @@ mod tests {
     }
 
     fn series(rows: &[Option<Vec<f64>>]) -> ArrayRef {
-        let rows = rows.iter().map(|r| {
-            r.as_ref()
-                .map(|v| v.iter().copied().map(Some).collect::<Vec<_>>())
-        });
-        Arc::new(datafusion::arrow::array::ListArray::from_iter_primitive::<
-            Float64Type,
-            _,
-            _,
-        >(rows))
+        let rows = rows.iter().map(|r| r.as_ref().map(|v| v.iter().copied().map(Some).collect::<Vec<_>>()));
+        Arc::new(datafusion::arrow::array::ListArray::from_iter_primitive::<Float64Type, _, _>(rows))
     }
 
     #[test]
@@ -748,40 +715,24 @@ mod tests {
         ]);
         let r_ab = 11.0 / 130f64.sqrt();
         let got = peer_correlations("peer_pearson", &four).unwrap();
-        let want = [
-            (0.0, (r_ab + 1.0) / 2.0),
-            (0.0, r_ab),
-            (0.0, (1.0 + r_ab) / 2.0),
-        ];
+        let want = [(0.0, (r_ab + 1.0) / 2.0), (0.0, r_ab), (0.0, (1.0 + r_ab) / 2.0)];
         for (row, (lowest, mean)) in want.into_iter().enumerate() {
             let (got_lowest, got_mean) = got[row].unwrap();
             let got_mean = got_mean.unwrap();
             assert_eq!(got_lowest, lowest, "row {row}");
-            assert!(
-                (got_mean - mean).abs() < 1e-15,
-                "row {row}: {got_mean} against {mean}"
-            );
+            assert!((got_mean - mean).abs() < 1e-15, "row {row}: {got_mean} against {mean}");
         }
         assert_eq!(got[3], Some((0.0, None)));
         assert_eq!(got[4], None);
         // Without the constant series, a and c are perfectly (anti-)correlated; a lone series
         // has no peers.
-        let two = peer_correlations(
-            "peer_pearson",
-            &series(&[Some(vec![1.0, 2.0, 3.0]), Some(vec![3.0, 2.0, 1.0])]),
-        );
+        let two = peer_correlations("peer_pearson", &series(&[Some(vec![1.0, 2.0, 3.0]), Some(vec![3.0, 2.0, 1.0])]));
         for found in two.unwrap() {
             let (lowest, mean) = found.unwrap();
             let mean = mean.unwrap();
-            assert!(
-                (lowest - 1.0).abs() < 1e-15 && (mean - 1.0).abs() < 1e-15,
-                "{lowest} {mean}"
-            );
+            assert!((lowest - 1.0).abs() < 1e-15 && (mean - 1.0).abs() < 1e-15, "{lowest} {mean}");
         }
-        assert_eq!(
-            peer_correlations("peer_pearson", &series(&[Some(vec![1.0, 2.0])])).unwrap(),
-            [None]
-        );
+        assert_eq!(peer_correlations("peer_pearson", &series(&[Some(vec![1.0, 2.0])])).unwrap(), [None]);
     }
 
     #[tokio::test]
@@ -792,9 +743,8 @@ mod tests {
         let values = "(1, 'a', [1.0, 2.0, 3.0, 4.0, 2.0]), (1, 'b', [2.0, 4.0, 5.0, 9.0, 1.0]), \
                       (1, 'c', [3.0, NULL, 2.0, 1.0, 0.5]), (1, 'd', [0.0, 1.0, 0.0, 1.0, 0.0]), \
                       (2, 'e', [1.0, 2.0, 3.0, 4.0, 5.0]), (2, 'f', [7.0, 7.0, 7.0, 7.0, 7.0])";
-        let window = format!(
-            "SELECT h, peer_pearson(s) OVER (PARTITION BY g) AS p FROM (VALUES {values}) AS v(g, h, s)"
-        );
+        let window =
+            format!("SELECT h, peer_pearson(s) OVER (PARTITION BY g) AS p FROM (VALUES {values}) AS v(g, h, s)");
         let join = format!(
             "WITH v(g, h, s) AS (VALUES {values}) \
              SELECT a.h, min(coalesce(abs(pearson(a.s, b.s)), 0)) AS lowest, avg(abs(pearson(a.s, b.s))) AS mean \
@@ -810,10 +760,7 @@ mod tests {
         assert_eq!(got.len(), 6, "{got:?}");
         assert!(got.iter().all(|row| row.contains("|true|true|")), "{got:?}");
         // e and f: f is constant, so each one's lowest is 0.
-        assert!(
-            got[4].ends_with("|0.0") && got[5].ends_with("|0.0"),
-            "{got:?}"
-        );
+        assert!(got[4].ends_with("|0.0") && got[5].ends_with("|0.0"), "{got:?}");
         // The same series as `List<Float32>` (every value exact in it): no cast to
         // `List<Float64>` in the plan, the evaluator converts its partition's slice
         // (`require_number_list_uncast`), and the coefficients are the same.
@@ -825,15 +772,10 @@ mod tests {
         assert!(plan.contains("Float32") && !plan.contains("AS List(Float64)"), "{plan}");
         let ordered = |sql: &str| format!("SELECT h, p['lowest_abs_r'], p['mean_abs_r'] FROM ({sql}) ORDER BY h");
         assert_eq!(strings(&ctx, &ordered(&narrow)).await, strings(&ctx, &ordered(&window)).await);
-        let err = query_err(
-            &ctx,
-            "SELECT peer_pearson(s) OVER () FROM (VALUES ([1.0, 2.0]), ([1.0, 2.0, 3.0])) AS v(s)",
-        )
-        .await;
-        assert!(
-            err.contains("peer_pearson") && err.contains("series of 2 and 3 values"),
-            "{err}"
-        );
+        let err =
+            query_err(&ctx, "SELECT peer_pearson(s) OVER () FROM (VALUES ([1.0, 2.0]), ([1.0, 2.0, 3.0])) AS v(s)")
+                .await;
+        assert!(err.contains("peer_pearson") && err.contains("series of 2 and 3 values"), "{err}");
         let err = query_err(&ctx, "SELECT peer_pearson('x') OVER ()").await;
         assert!(err.contains("peer_pearson: argument 1 (series)"), "{err}");
     }

@@ -79,7 +79,8 @@ type MemberSample = (i64, Sample);
 
 /// The members, then the times and bins as `tick_histograms` keeps them.
 fn state_fields(name: &str) -> Vec<FieldRef> {
-    let members = Arc::new(Field::new(format_state_name(name, "members"), DataType::List(list_item(DataType::Int64)), true));
+    let members =
+        Arc::new(Field::new(format_state_name(name, "members"), DataType::List(list_item(DataType::Int64)), true));
     std::iter::once(members).chain(samples_state_fields(name)).collect()
 }
 
@@ -262,7 +263,12 @@ impl Scores {
             Arc::new(Float64Array::from(self.peer_levels)),
         ];
         let entries = StructArray::try_new(score_fields(), columns, None)?;
-        Ok(Arc::new(ListArray::try_new(score_item(), OffsetBuffer::from_lengths(self.per_group), Arc::new(entries), None)?))
+        Ok(Arc::new(ListArray::try_new(
+            score_item(),
+            OffsetBuffer::from_lengths(self.per_group),
+            Arc::new(entries),
+            None,
+        )?))
     }
 }
 
@@ -377,7 +383,9 @@ mod tests {
     fn values(rows: &[(i64, Option<i64>, i64, f64)]) -> String {
         let rows: Vec<String> = rows
             .iter()
-            .map(|(g, m, b, t)| format!("({g}, {}, {b}, {t:?})", m.map_or("CAST(NULL AS BIGINT)".into(), |m| m.to_string())))
+            .map(|(g, m, b, t)| {
+                format!("({g}, {}, {b}, {t:?})", m.map_or("CAST(NULL AS BIGINT)".into(), |m| m.to_string()))
+            })
             .collect();
         format!("(VALUES {}) AS v(g, m, b, t)", rows.join(", "))
     }
@@ -460,19 +468,33 @@ mod tests {
         assert_eq!(expected.iter().filter_map(hosts).max(), Some(40), "a tick with all 40 members");
         assert_eq!(strings(&ctx(4), &ordered(&one_pass)).await, expected);
         assert_eq!(strings(&ctx(1), &ordered(&one_pass)).await, expected, "one partition");
-        assert_eq!(strings(&ctx_skipping_partial_aggregation(4), &ordered(&one_pass)).await, expected, "rows as states");
+        assert_eq!(
+            strings(&ctx_skipping_partial_aggregation(4), &ordered(&one_pass)).await,
+            expected,
+            "rows as states"
+        );
     }
 
     #[tokio::test]
     async fn bad_arguments_fail_while_planning() {
         let ctx = ctx(1);
-        let call = |args: &str| format!("SELECT tick_peer_scores({args}) FROM (VALUES (1, 0, 2.5, 'a')) AS v(m, b, t, name)");
+        let call =
+            |args: &str| format!("SELECT tick_peer_scores({args}) FROM (VALUES (1, 0, 2.5, 'a')) AS v(m, b, t, name)");
         for (args, message) in [
             ("name, b, 12, t, 5, 24, 0.02, 0.1, 1, 0.5", "tick_peer_scores: argument 1 (member) must be an integer"),
             ("m, t, 12, t, 5, 24, 0.02, 0.1, 1, 0.5", "tick_peer_scores: argument 2 (bin) must be an integer"),
-            ("m, b, 12, t, 0, 24, 0.02, 0.1, 1, 0.5", "tick_peer_scores: argument 5 (step) must be a positive number literal"),
-            ("m, b, 12, t, 5, 24, 0.02, 0.1, -1, 0.5", "tick_peer_scores: argument 9 (bandwidth) must be a non-negative number literal"),
-            ("m, b, 12, t, 5, 24, 0.02, 0.1, 1, t", "tick_peer_scores: argument 10 (threshold) must be a number literal, got a non-literal"),
+            (
+                "m, b, 12, t, 0, 24, 0.02, 0.1, 1, 0.5",
+                "tick_peer_scores: argument 5 (step) must be a positive number literal",
+            ),
+            (
+                "m, b, 12, t, 5, 24, 0.02, 0.1, -1, 0.5",
+                "tick_peer_scores: argument 9 (bandwidth) must be a non-negative number literal",
+            ),
+            (
+                "m, b, 12, t, 5, 24, 0.02, 0.1, 1, t",
+                "tick_peer_scores: argument 10 (threshold) must be a number literal, got a non-literal",
+            ),
             ("m, b, 12, t, 5, 24, 0.02, 0.1, 1", "tick_peer_scores"),
         ] {
             let err = query_err(&ctx, &call(args)).await;

@@ -10,7 +10,9 @@
 use std::mem::size_of;
 use std::sync::{Arc, LazyLock};
 
-use datafusion::arrow::array::{Array, ArrayRef, AsArray, BooleanArray, Float64Array, Int64Array, ListArray, StructArray};
+use datafusion::arrow::array::{
+    Array, ArrayRef, AsArray, BooleanArray, Float64Array, Int64Array, ListArray, StructArray,
+};
 use datafusion::arrow::buffer::OffsetBuffer;
 use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::{DataType, Field, FieldRef, Fields, Int64Type};
@@ -23,8 +25,8 @@ use datafusion::logical_expr::{
 };
 
 use crate::args::{
-    Literals, check_arity, exec_error, f64_list_type, fixed_width_list, logical_literals, physical_literals, require_integer,
-    require_number, require_time, times_to_f64,
+    Literals, check_arity, exec_error, f64_list_type, fixed_width_list, logical_literals, physical_literals,
+    require_integer, require_number, require_time, times_to_f64,
 };
 use crate::cells::passes;
 use crate::histogram::{Decay, MAX_BINS, merge_samples, samples_state_fields};
@@ -201,7 +203,10 @@ impl Ticks {
         if self.hists.len() > i32::MAX as usize {
             return Err(exec_error(
                 FUNC,
-                format!("{} ticks of {bins} bins are more than one list array holds; aggregate fewer groups at once", self.ticks.len()),
+                format!(
+                    "{} ticks of {bins} bins are more than one list array holds; aggregate fewer groups at once",
+                    self.ticks.len()
+                ),
             ));
         }
         let rows = self.ticks.len();
@@ -214,7 +219,12 @@ impl Ticks {
             ],
             None,
         )?;
-        Ok(Arc::new(ListArray::try_new(tick_item(), OffsetBuffer::from_lengths(self.per_group), Arc::new(entries), None)?))
+        Ok(Arc::new(ListArray::try_new(
+            tick_item(),
+            OffsetBuffer::from_lengths(self.per_group),
+            Arc::new(entries),
+            None,
+        )?))
     }
 }
 
@@ -504,9 +514,13 @@ mod tests {
              UNION ALL SELECT 2, 1, CAST('NaN' AS DOUBLE)) GROUP BY g"
         );
         // By tick first: see [`same_as_every_sample_weighed_at_each_of_its_ticks`] on why.
-        let got = strings(&ctx, &format!("SELECT g, h['tick'], h['mean_bin'] FROM ({ticks}) ORDER BY h['tick'], g")).await;
+        let got =
+            strings(&ctx, &format!("SELECT g, h['tick'], h['mean_bin'] FROM ({ticks}) ORDER BY h['tick'], g")).await;
         // Sample at t is in ticks floor(t / 5) + 1 to floor(t / 5) + 3.
-        let expected = ["1|1|0.0", "2|1|1.0", "1|2|1.0", "2|2|1.0", "1|3|1.0", "2|3|1.0", "1|4|2.0", "1|7|1.0", "1|8|1.0", "1|9|1.0"];
+        let expected = [
+            "1|1|0.0", "2|1|1.0", "1|2|1.0", "2|2|1.0", "1|3|1.0", "2|3|1.0", "1|4|2.0", "1|7|1.0", "1|8|1.0",
+            "1|9|1.0",
+        ];
         assert_eq!(got, expected);
         let hists = f64_lists(&ctx, &format!("SELECT h['hist'] FROM ({ticks}) ORDER BY h['tick'], g")).await;
         // Weights exp(-0.1 · age), age = 5·tick - t.
@@ -584,7 +598,10 @@ mod tests {
         for (args, message) in [
             ("b, 12, t, 5, 0, 0.1", "tick_histograms: argument 5 (memory) must be a positive integer literal"),
             ("b, 12, t, 0, 24, 0.1", "tick_histograms: argument 4 (step) must be a positive number literal"),
-            ("b, 12, t, t, 24, 0.1", "tick_histograms: argument 4 (step) must be a positive number literal, got a non-literal"),
+            (
+                "b, 12, t, t, 24, 0.1",
+                "tick_histograms: argument 4 (step) must be a positive number literal, got a non-literal",
+            ),
             ("t, 12, t, 5, 24, 0.1", "tick_histograms: argument 1 (bin) must be an integer"),
             ("b, 12, t, 5, 24, -1", "tick_histograms: argument 6 (lambda) must be a non-negative number literal"),
             ("b, 12, t, 5, 24", "tick_histograms"),

@@ -111,7 +111,8 @@ impl AsyncDB for Kahuna {
 async fn slt_files() {
     // The folder the runner names now, not the one the binary was built in (`env!`): a build
     // shared by several checkouts (CI's cache) can outlive the checkout that made it.
-    let package = std::env::var_os("CARGO_MANIFEST_DIR").map_or_else(|| env!("CARGO_MANIFEST_DIR").into(), PathBuf::from);
+    let package =
+        std::env::var_os("CARGO_MANIFEST_DIR").map_or_else(|| env!("CARGO_MANIFEST_DIR").into(), PathBuf::from);
     let dir = package.join("tests/slt");
     let mut files: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).collect();
     files.retain(|p| p.extension().is_some_and(|e| e == "slt"));

@@ -6,7 +6,6 @@ use std::process::{Command, Stdio};
 use super::SADF_ACTIVITIES;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-
 /// A folder for sadf's output, removed when dropped.
 struct TempDir(PathBuf);
 
@@ -53,7 +52,8 @@ pub fn convert(path: &Path) -> Result<Converted, String> {
         Ok(warning) => warning,
         Err(reason) if reason.contains("convert") => {
             let upgraded = dir.0.join("converted.sa");
-            let file = std::fs::File::create(&upgraded).map_err(|e| format!("cannot write {}: {e}", upgraded.display()))?;
+            let file =
+                std::fs::File::create(&upgraded).map_err(|e| format!("cannot write {}: {e}", upgraded.display()))?;
             let out = Command::new("sadf")
                 .arg("-c")
                 .arg(path)
@@ -106,5 +106,3 @@ fn words(stderr: &[u8]) -> String {
     let lines: Vec<&str> = text.lines().map(str::trim).filter(|l| !l.is_empty()).collect();
     if lines.is_empty() { "no message".into() } else { lines.join("; ") }
 }
-
-

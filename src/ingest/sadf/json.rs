@@ -13,7 +13,6 @@ use super::{Common, Sample, parse_stamp};
 use crate::ingest::discover::Hints;
 use crate::ingest::records::{LineParser, Sink};
 
-
 /// A figure's name in `sadf -j` as sar prints it, so that `sar_records` reads the same from
 /// every export: `user` → `%user`, `cswch` → `cswch/s`, `vmeff-percent` → `%vmeff`.
 fn sar_name(activity: &str, name: &str) -> String {
@@ -52,7 +51,12 @@ fn activity_figures(name: &str, value: &Value, out: &mut Vec<(String, Option<Str
     }
 }
 
-fn numbers(activity: &str, device: Option<&str>, fields: &Map<String, Value>, out: &mut Vec<(String, Option<String>, String, f64)>) {
+fn numbers(
+    activity: &str,
+    device: Option<&str>,
+    fields: &Map<String, Value>,
+    out: &mut Vec<(String, Option<String>, String, f64)>,
+) {
     for (name, v) in fields {
         match v {
             Value::Number(n) => {
@@ -146,7 +150,8 @@ fn json_record(
     first: (u64, u64),
     last: (u64, u64),
 ) -> Result<(), String> {
-    let host = common.host.clone().or_else(|| nodename.map(str::to_string)).ok_or("record before the host's nodename")?;
+    let host =
+        common.host.clone().or_else(|| nodename.map(str::to_string)).ok_or("record before the host's nodename")?;
     if kind == Place::Restart {
         let stamp = value.get("boot").and_then(json_stamp).ok_or("restart without a boot date and time")?;
         let ts = common.utc_ms(stamp);
@@ -262,7 +267,8 @@ impl JsonParser {
             _ => return,
         };
         // The host's name comes before its records whatever the key order.
-        let (first, rest): (Vec<_>, Vec<_>) = children.into_iter().partition(|(s, _)| matches!(s, Seg::Key(k) if k == "nodename"));
+        let (first, rest): (Vec<_>, Vec<_>) =
+            children.into_iter().partition(|(s, _)| matches!(s, Seg::Key(k) if k == "nodename"));
         for (seg, v) in first.into_iter().chain(rest) {
             let mut child = path.clone();
             child.push(seg);
@@ -376,7 +382,12 @@ impl LineParser for JsonParser {
             self.broken_at = Some(number);
             let reason = format!("JSON: {e}");
             for line in std::mem::take(&mut self.pending) {
-                sink.reject(line.number, line.offset, &format!("record broken by the JSON syntax error at line {number}"), &line.raw);
+                sink.reject(
+                    line.number,
+                    line.offset,
+                    &format!("record broken by the JSON syntax error at line {number}"),
+                    &line.raw,
+                );
             }
             sink.reject(number, offset, &reason, text);
             return;
@@ -580,8 +591,12 @@ impl<'de> Visitor<'de> for Walk<'_, '_, '_> {
 
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
         match self.level {
-            Level::Hosts => while seq.next_element_seed(Walk { walker: &mut *self.walker, level: Level::Host })?.is_some() {},
-            Level::Records(kind) => while seq.next_element_seed(RecordSeed { walker: &mut *self.walker, kind })?.is_some() {},
+            Level::Hosts => {
+                while seq.next_element_seed(Walk { walker: &mut *self.walker, level: Level::Host })?.is_some() {}
+            }
+            Level::Records(kind) => {
+                while seq.next_element_seed(RecordSeed { walker: &mut *self.walker, kind })?.is_some() {}
+            }
             _ => while seq.next_element::<IgnoredAny>()?.is_some() {},
         }
         Ok(())
@@ -634,15 +649,31 @@ impl<'de> DeserializeSeed<'de> for RecordSeed<'_, '_, '_> {
 /// Reads a `sadf -j` document from `input` as a stream of records, writing each one's rows as
 /// it completes: memory holds one record whatever the length of the lines. A syntax error
 /// ends the reading; the records before it stay written, as in a document read line by line.
-pub fn read_document(input: std::io::Result<Box<dyn BufRead>>, hints: &Hints, zone: Option<Tz>, sink: &mut Sink) -> Document {
+pub fn read_document(
+    input: std::io::Result<Box<dyn BufRead>>,
+    hints: &Hints,
+    zone: Option<Tz>,
+    sink: &mut Sink,
+) -> Document {
     let input = match input {
         Ok(input) => input,
-        Err(e) => return Document { verdicts: BTreeMap::new(), broken: Some((1, format!("cannot read: {e}"))), records: 0 },
+        Err(e) => {
+            return Document { verdicts: BTreeMap::new(), broken: Some((1, format!("cannot read: {e}"))), records: 0 };
+        }
     };
     let at = Rc::new(Cell::new(Position::default()));
-    let mut walker = Walker { common: Common::new(hints, zone), nodename: None, sink, at: at.clone(), verdicts: BTreeMap::new(), records: 0 };
+    let mut walker = Walker {
+        common: Common::new(hints, zone),
+        nodename: None,
+        sink,
+        at: at.clone(),
+        verdicts: BTreeMap::new(),
+        records: 0,
+    };
     let mut deserializer = serde_json::Deserializer::from_reader(Counted { inner: input, at: at.clone() });
-    let result = Walk { walker: &mut walker, level: Level::Root }.deserialize(&mut deserializer).and_then(|()| deserializer.end());
+    let result = Walk { walker: &mut walker, level: Level::Root }
+        .deserialize(&mut deserializer)
+        .and_then(|()| deserializer.end());
     walker.common.finish(walker.sink);
     let broken = result.err().map(|e| {
         let read = at.get();

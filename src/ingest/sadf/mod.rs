@@ -30,8 +30,8 @@ use std::sync::Arc;
 
 use chrono_tz::Tz;
 use datafusion::arrow::array::{ArrayRef, Float64Array, ListArray, StringArray, TimestampMicrosecondArray};
-use datafusion::arrow::datatypes::DataType;
 use datafusion::arrow::buffer::{NullBuffer, OffsetBuffer, ScalarBuffer};
+use datafusion::arrow::datatypes::DataType;
 
 use super::discover::Hints;
 use super::log4j::ZoneConverter;
@@ -41,7 +41,6 @@ use crate::warehouse::tables::{METRIC_NAME_SEPARATOR, Rows, Table, date_of_ms, l
 pub use convert::{Converted, convert};
 pub use json::{JsonParser, read_document};
 pub use text::TextParser;
-
 
 /// The activities asked of `sadf` for a binary file: those of the 14 metrics (CPU, task
 /// switching, queue and load, network devices, paging, I/O), as in the project's text samples.
@@ -238,7 +237,8 @@ impl SarRows {
         if self.values.is_empty() {
             return;
         }
-        let ts = TimestampMicrosecondArray::new(ScalarBuffer::from(std::mem::take(&mut self.ts_us)), None).with_timezone("UTC");
+        let ts = TimestampMicrosecondArray::new(ScalarBuffer::from(std::mem::take(&mut self.ts_us)), None)
+            .with_timezone("UTC");
         let mut offsets = Vec::with_capacity(self.ends.len() + 1);
         offsets.push(0);
         offsets.append(&mut self.ends);
@@ -397,7 +397,9 @@ impl Sample {
 
     fn values(&self) -> [Option<f64>; 14] {
         let mut m: [Option<f64>; 14] = std::array::from_fn(|at| self.get(at));
-        let sum = |first: usize, rest: &[usize]| self.get(first).map(|v| v + rest.iter().filter_map(|p| self.get(*p)).sum::<f64>());
+        let sum = |first: usize, rest: &[usize]| {
+            self.get(first).map(|v| v + rest.iter().filter_map(|p| self.get(*p)).sum::<f64>())
+        };
         m[USER] = m[USER].or_else(|| sum(USR, &[GUEST]));
         m[SYSTEM] = m[SYSTEM].or_else(|| sum(SYS, &[IRQ, SOFT]));
         m
@@ -438,7 +440,8 @@ impl Common {
         let sar = &mut self.sar;
         sar.open(sink, date_of_ms(ts));
         let names = &mut sar.names;
-        let codes = (names.code(host), names.code(activity), device.map_or(NO_DEVICE, |d| names.code(d)), names.code(metric));
+        let codes =
+            (names.code(host), names.code(activity), device.map_or(NO_DEVICE, |d| names.code(d)), names.code(metric));
         sar.push(codes.0, ts * 1000, codes.1, codes.2, codes.3, value);
     }
 
@@ -466,7 +469,6 @@ impl Common {
         self.sar.flush(sink);
     }
 }
-
 
 /// `yyyy-MM-dd HH:mm:ss[ UTC]` or seconds since 1970 (`sadf -U`): milliseconds, and whether
 /// they are UTC (otherwise the capture's local time).

@@ -9,7 +9,6 @@ use crate::ingest::discover::Hints;
 use crate::ingest::records::{LineParser, Sink};
 use crate::warehouse::tables::{Table, date_of_ms};
 
-
 /// Columns that name an instance (a CPU, an interface, a disk) and open a group of figures.
 fn is_instance_column(column: &str) -> bool {
     matches!(column, "CPU" | "IFACE" | "DEV" | "FILESYSTEM" | "INTR" | "TTY" | "FAN" | "DEVICE" | "BUS" | "TEMP")
@@ -52,10 +51,18 @@ fn bare(column: &str) -> &str {
 
 #[derive(Debug, PartialEq)]
 enum Item {
-    Single { activity: String, metric: String },
+    Single {
+        activity: String,
+        metric: String,
+    },
     /// An instance column and its figures; `repeated` (`-dh`, marked `[...]`) when a row holds
     /// one such group per instance.
-    Group { activity: String, cpu: bool, metrics: Vec<String>, repeated: bool },
+    Group {
+        activity: String,
+        cpu: bool,
+        metrics: Vec<String>,
+        repeated: bool,
+    },
 }
 
 impl Item {
@@ -178,7 +185,14 @@ struct Devices {
 }
 
 impl Devices {
-    fn find(&mut self, field: &str, cpu: bool, instances: Instances, iface: Option<&str>, names: &mut Names) -> (u32, bool) {
+    fn find(
+        &mut self,
+        field: &str,
+        cpu: bool,
+        instances: Instances,
+        iface: Option<&str>,
+        names: &mut Names,
+    ) -> (u32, bool) {
         let at = match self.known.get(self.next) {
             Some((known, _, _)) if known == field => self.next,
             _ => match self.index.get(field) {
@@ -199,7 +213,11 @@ impl Devices {
 
 /// A header's item compiled for rows: text coded for `sar_records`, slots for the 14 metrics.
 enum Column {
-    Single { activity: u32, metric: u32, slot: Slot },
+    Single {
+        activity: u32,
+        metric: u32,
+        slot: Slot,
+    },
     Group {
         activity: u32,
         cpu: bool,
@@ -405,7 +423,8 @@ impl TextParser {
                         Item::Single { activity, .. } | Item::Group { activity, .. } => activity.as_str(),
                     })
                     .collect();
-                let whole_samples = activities.len() > 1 || items.iter().any(|i| matches!(i, Item::Group { repeated: true, .. }));
+                let whole_samples =
+                    activities.len() > 1 || items.iter().any(|i| matches!(i, Item::Group { repeated: true, .. }));
                 if *self.grouped.get_or_insert(!whole_samples) {
                     // A header seen already in this export: the next export (after a restart,
                     // or the next file of a concatenation) begins, and every sample waiting is
@@ -436,8 +455,10 @@ impl TextParser {
             return Err("fewer than 4 `;`-separated fields".into());
         };
         // `;` is ASCII: every cut is a character boundary.
-        let (host_field, interval_field, stamp_field, rest) = (&text[..a], &text[a + 1..b], &text[b + 1..c], &text[c + 1..]);
-        let interval: i64 = interval_field.parse().map_err(|_| format!("interval `{interval_field}` is not a number"))?;
+        let (host_field, interval_field, stamp_field, rest) =
+            (&text[..a], &text[a + 1..b], &text[b + 1..c], &text[c + 1..]);
+        let interval: i64 =
+            interval_field.parse().map_err(|_| format!("interval `{interval_field}` is not a number"))?;
         // Rows of one sample second share their timestamp: it is parsed once; and a `-d`
         // group's rows step through the seconds of one minute, which need no calendar.
         if last_stamp.0 != stamp_field {
@@ -546,7 +567,6 @@ impl LineParser for TextParser {
     }
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -571,7 +591,8 @@ mod tests {
         let row = "-1;50.00;50.00;0;40.00;60.00;1;60.00;40.00;118.00;2;lo;1.00;0.50;eth0;2.00;1.50";
         let out = split(&mut columns, &mut names, row).unwrap();
         let name = |code: u32| (code != NO_DEVICE).then(|| names.name(code));
-        let devices: Vec<_> = out.iter().map(|f| (names.name(f.activity), name(f.device), names.name(f.metric))).collect();
+        let devices: Vec<_> =
+            out.iter().map(|f| (names.name(f.activity), name(f.device), names.name(f.metric))).collect();
         assert_eq!(devices[0], ("cpu-load", Some("all"), "%user"));
         assert_eq!(devices[4], ("cpu-load", Some("1"), "%user"));
         assert_eq!(devices[6], ("process-and-context-switch", None, "cswch/s"));
@@ -605,9 +626,35 @@ mod tests {
     #[test]
     fn numbers_read_as_str_parse_reads_them() {
         let mut cases: Vec<String> = [
-            "0", "0.00", "-0.00", "1.", ".5", "-.5", "12.34", "99.99", "100.00", "33964.00", "0.1", "0.3", "1e5", "inf",
-            "NaN", "+1.5", "", "-", ".", "1..2", "1.2.3", "12a", "123456789012345", "1234567890123456", "0.000000000000001",
-            "99999999999999.9", "9007199254740993", "-123.456789", "00012.50",
+            "0",
+            "0.00",
+            "-0.00",
+            "1.",
+            ".5",
+            "-.5",
+            "12.34",
+            "99.99",
+            "100.00",
+            "33964.00",
+            "0.1",
+            "0.3",
+            "1e5",
+            "inf",
+            "NaN",
+            "+1.5",
+            "",
+            "-",
+            ".",
+            "1..2",
+            "1.2.3",
+            "12a",
+            "123456789012345",
+            "1234567890123456",
+            "0.000000000000001",
+            "99999999999999.9",
+            "9007199254740993",
+            "-123.456789",
+            "00012.50",
         ]
         .map(String::from)
         .to_vec();
