@@ -1,6 +1,6 @@
 //! Ingest throughput and memory: `cargo bench --bench ingest` (release build).
 //!
-//! Writes synthetic TaskTracker and DataNode logs (`kahuna::synthetic`), then measures, each
+//! Writes synthetic TaskTracker and DataNode logs (`kahuna::simulate::synthetic`), then measures, each
 //! run in a fresh warehouse: parsing alone (`--dry-run`: lines → events → states, counted,
 //! nothing built) and text → all four tables, on 1 and on 2 threads. Prints MB/s (wall time)
 //! and MB/s per core (MB per CPU-second the process used, so that other load on a shared
@@ -90,7 +90,7 @@ async fn main() {
     for mb in sizes {
         let input = tempfile::tempdir().expect("temp dir");
         // 8 hosts, a TaskTracker and a DataNode log each.
-        kahuna::synthetic::write_cluster_logs(input.path(), 8, (mb << 20) / 16, 42).expect("write logs");
+        kahuna::simulate::synthetic::write_cluster_logs(input.path(), 8, (mb << 20) / 16, 42).expect("write logs");
         for (phase, dry_run) in [("parse only (--dry-run)", true), ("text -> 4 Delta tables", false)] {
             for threads in [1, 2] {
                 reset_peak();

@@ -22,8 +22,8 @@ use std::time::Instant;
 use common::{median, peak_rss_mb};
 
 use kahuna::catalog::Snapshot;
+use kahuna::diagnose::queries::Query;
 use kahuna::diagnose::{self, Record, Request};
-use kahuna::queries::Query;
 use kahuna::schedule::plan::{CatchUp, Schedule};
 use kahuna::schedule::{Job, Order, Policy, Work};
 use kahuna::simulate::Version;

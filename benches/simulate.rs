@@ -7,7 +7,7 @@
 //! the median of `KAHUNA_BENCH_RUNS` runs (default 5), and the peak resident memory. A case's
 //! folders are removed after all its runs: deleting thousands of files just before a run makes
 //! the file system's inode allocation slower for that run. The history, thousands of small
-//! files, runs first for that reason: after the cluster cases' deletions it measured 4× slower.
+//! files, runs first for that reason, before the cluster cases' deletions.
 
 mod common;
 

@@ -60,14 +60,14 @@ const SORT_IN_PLACE_BYTES: usize = 128 << 20;
 pub fn session_over(snapshot: &Snapshot) -> Result<SessionContext> {
     let mut config = SessionConfig::new().with_information_schema(true);
     // PostgreSQL's grammar, not the generic one: that one takes a trailing comma in a select
-    // list, so `SELECT host, cluster FROM …` ended at the comma (CLUSTER opens Hive's
+    // list, so `SELECT host, cluster FROM …` would end at the comma (CLUSTER opens Hive's
     // `CLUSTER BY`), and every warehouse table has a `cluster` column. [`parse`] uses it too.
     config.options_mut().sql_parser.dialect = Dialect::PostgreSQL;
     // A sort's input up to this size (per partition of the plan) is concatenated and sorted in
-    // one piece rather than batch by batch and then merged: SALSA's peer statement sorts ~35 MB
-    // a partition (12-bin lists and all), 0.30 → 0.25 s. DataFusion's 1 MB default guards
-    // memory-limited runs that spill; ours are not limited, and this holds at most one more
-    // copy of 128 MB per partition being sorted.
+    // one piece rather than batch by batch and then merged: one sort of the whole partition
+    // avoids merging many small sorted runs (SALSA's peer statement sorts its 12-bin lists
+    // this way). DataFusion's 1 MB default guards memory-limited runs that spill; ours are not
+    // limited, and this holds at most one more copy of 128 MB per partition being sorted.
     config.options_mut().execution.sort_in_place_threshold_bytes = SORT_IN_PLACE_BYTES;
     // The snapshot's runtime: its Delta tables registered their object stores there.
     let state = SessionStateBuilder::new()
@@ -182,8 +182,8 @@ impl OpenedTables {
         // Delta scans find their object store in the session's runtime.
         table.update_datafusion_session(&SessionStateBuilder::new().with_runtime_env(self.runtime.clone()).build())?;
         // Partition values plain, not dictionary-encoded: a GROUP BY or join on `cluster` then
-        // keeps DataFusion's column-wise hashing, where one dictionary column sent the whole key
-        // through the row format (kahuna_wb runs 22% fewer instructions without it).
+        // keeps DataFusion's column-wise hashing, where one dictionary column would send the
+        // whole key through the slower row format (Kahuna-WB's GROUP BYs among them).
         let config = DeltaScanConfig::new().with_wrap_partition_values(false);
         let provider: Arc<dyn TableProvider> =
             Arc::new(DeltaScanNext::new(table.snapshot()?.snapshot().clone(), config)?);

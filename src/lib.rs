@@ -1,34 +1,39 @@
 //! Kahuna: Hadoop cluster history as Delta Lake tables, diagnosed in SQL.
 //!
 //! The data path follows the folders: [`ingest`] (log files → events → SALSA states) →
-//! [`warehouse`] (Delta tables) → [`catalog`] (tables for SQL, with `kahuna-udfs`) → [`shell`].
+//! [`warehouse`] (Delta tables) → [`catalog`] (tables for SQL, with `kahuna-udfs`) →
+//! [`diagnose`] (query files, runs and their recorded verdicts, evaluation) → [`schedule`]
+//! (nightly runs) → [`shell`] and [`cli`] (the `kahuna` command). [`simulate`] writes the
+//! logs of a simulated cluster with injected faults, for tests and evaluation.
 
 pub mod catalog;
-pub mod commands;
+pub mod cli;
 pub mod diagnose;
-pub mod eval;
 pub mod ingest;
-pub mod queries;
-pub mod report;
 pub mod schedule;
 pub mod shell;
 pub mod simulate;
-pub mod synthetic;
 pub mod warehouse;
 
-/// jemalloc, for the command and everything built on this library (its tests and benchmarks):
-/// glibc hands large buffers back to the kernel and every query then faults their pages in
-/// anew. mimalloc, tried too, spent more time in the kernel.
-#[global_allocator]
-static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+/// Sets jemalloc as the global allocator of the program that invokes it: the `kahuna` binary
+/// and the benchmarks, which measure what it runs. A library that links this one keeps its own.
+/// glibc hands large buffers back to the kernel and every query then faults their pages in anew;
+/// jemalloc keeps them a while. `oversize_threshold:0` keeps allocations over 8 MiB in the
+/// ordinary arenas too, where jemalloc would otherwise hand them back at once.
+#[macro_export]
+macro_rules! jemalloc {
+    () => {
+        #[global_allocator]
+        static ALLOCATOR: $crate::Jemalloc = $crate::Jemalloc;
 
-/// jemalloc's options, read when it starts. `oversize_threshold:0`: allocations over 8 MiB
-/// otherwise go to an arena that hands them back to the kernel at once, and the 5-month
-/// history's `peer_correlation` spent 8 s in page faults (6.4–7.2 s with this, 8.7–9.5 s
-/// without, 7.5–7.6 s with glibc; peak 5.5 GB against 3.7 and 4.6).
-#[used]
-#[unsafe(export_name = "_rjem_malloc_conf")]
-static MALLOC_CONF: &[u8] = b"oversize_threshold:0\0";
+        #[used]
+        #[unsafe(export_name = "_rjem_malloc_conf")]
+        static MALLOC_CONF: &[u8] = b"oversize_threshold:0\0";
+    };
+}
+
+#[doc(hidden)]
+pub use tikv_jemallocator::Jemalloc;
 
 /// An error as one message, outermost context first (`queries/x.sql: statement 2 of 4: …`).
 /// A cause whose text its wrapper already shows is left out: DataFusion's errors repeat their

@@ -77,7 +77,7 @@ pub fn print_batches(batches: &[RecordBatch], format: Format, out: &mut dyn Writ
 
 /// The first `limit` rows as a table, and how many more there were: a verdict of a million
 /// rows (Kahuna-WB over months) is read in the warehouse, not on a terminal, and formatting it
-/// took longer than computing it.
+/// all would cost more than computing it.
 pub fn print_head(batches: &[RecordBatch], limit: usize, out: &mut dyn Write) -> Result<()> {
     let total: usize = batches.iter().map(RecordBatch::num_rows).sum();
     let mut head = Vec::new();

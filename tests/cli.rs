@@ -56,7 +56,7 @@ fn ingest_prints_a_summary_and_sql_answers_in_every_format() {
     let plan = text(&plan.stdout);
     assert!(plan.contains("date=2008-11-09/") && !plan.contains("date=2008-08-23/"), "{plan}");
 
-    // A script is read in the sessions' grammar: the generic one ended this list at `cluster`.
+    // A script is read in the sessions' grammar: the generic one would end this list at `cluster`.
     let listed = kahuna(
         wh.path(),
         &["sql", "--format", "csv", "-c", "SELECT DISTINCT host, cluster FROM states WHERE host = 'node1'"],
@@ -127,4 +127,20 @@ fn the_demo_names_the_hogged_node_beside_its_peers() {
     let listed: Vec<&str> = stdout.lines().skip_while(|l| !l.starts_with("Every host")).skip(1).take(10).collect();
     assert_eq!(listed[0].split_whitespace().collect::<Vec<_>>(), ["r01n04", "score", "1.000", "INDICTED"], "{stdout}");
     assert_eq!(listed.iter().filter(|l| l.ends_with("score 0.000")).count(), 9, "{stdout}");
+}
+
+#[test]
+fn completions_and_help_cover_every_command() {
+    let wh = tempfile::tempdir().unwrap();
+    let bash = kahuna(wh.path(), &["completions", "bash"]);
+    assert!(bash.status.success(), "{}", text(&bash.stderr));
+    let script = text(&bash.stdout);
+    assert!(script.contains("complete -F _kahuna"), "{script}");
+    for command in ["simulate", "ingest", "sql", "optimize", "demo", "diagnose", "eval", "schedule", "backfill"] {
+        assert!(script.contains(&format!("kahuna,{command})")), "no completion for {command}");
+    }
+    let help = text(&kahuna(wh.path(), &["simulate", "--help"]).stdout);
+    assert!(help.contains("--seed <SEED>            Seed of every random choice"), "{help}");
+    let unknown = kahuna(wh.path(), &["completions", "tcsh"]);
+    assert!(!unknown.status.success());
 }

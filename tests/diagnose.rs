@@ -187,8 +187,8 @@ async fn kahuna_wb_indicts_the_slow_host_and_reruns_replace_their_partition() {
 #[tokio::test]
 async fn a_batch_of_runs_reads_what_its_earlier_runs_wrote() {
     use kahuna::catalog::{Snapshot, session_over};
+    use kahuna::diagnose::queries::Query;
     use kahuna::diagnose::{Record, Request, run, run_on};
-    use kahuna::queries::Query;
     use kahuna::warehouse::Warehouse;
 
     let logs = tempfile::tempdir().unwrap();
@@ -497,8 +497,8 @@ async fn failed_fetches_indict_the_stuck_reduce_and_the_lossy_node() {
 /// fetches vote alone.
 #[tokio::test]
 async fn block_operations_alone_do_not_indict_in_the_combined_verdict() {
+    use kahuna::diagnose::results::{self, DIAGNOSES, Diagnosis, RunInfo};
     use kahuna::warehouse::Warehouse;
-    use kahuna::warehouse::results::{self, DIAGNOSES, Diagnosis, RunInfo};
     let wh = tempfile::tempdir().unwrap();
     let warehouse = Warehouse::new(wh.path());
     let row = |host: &str, subject: &str, score: f64, indicted: bool| Diagnosis {

@@ -1,5 +1,7 @@
 //! Crashes in the middle of an ingest: no partial data is visible at any point, and the run
-//! after them leaves the tables exactly as one uninterrupted run does.
+//! after them leaves the tables exactly as one uninterrupted run does. The crash hook exists only
+//! in builds with the `fault-injection` feature, which the README's test command enables.
+#![cfg(feature = "fault-injection")]
 
 mod common;
 
@@ -26,7 +28,7 @@ fn commits(warehouse: &Path, table: &str) -> usize {
 #[tokio::test]
 async fn crashed_ingests_leave_nothing_and_the_rerun_completes_them() {
     let input = tempfile::tempdir().unwrap();
-    kahuna::synthetic::write_cluster_logs(input.path(), 4, 4 << 20, 7).unwrap();
+    kahuna::simulate::synthetic::write_cluster_logs(input.path(), 4, 4 << 20, 7).unwrap();
     let ingest = |warehouse: &Path| {
         let mut command = Command::new(env!("CARGO_BIN_EXE_kahuna"));
         command.arg("--warehouse").arg(warehouse).arg("ingest").arg(input.path()).arg("--cluster").arg("c1");

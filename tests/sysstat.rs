@@ -73,7 +73,7 @@ async fn the_projects_exports_give_one_row_per_host_and_second() {
     assert_eq!(scalar(wh.path(), "SELECT count(*) FROM sar_metrics").await, "930");
     // Stored as one record per activity and device: 5 activities + 2 interfaces = 7 a sample
     // (node3 holds 11 samples but one is its restart, which has no figures). `cluster` after a
-    // comma: the generic SQL grammar took it for the end of the select list.
+    // comma: the generic SQL grammar would take it for the end of the select list.
     let records = rows(wh.path(), "SELECT host, cluster, count(*), sum(cardinality(metric_values)) FROM sar_records GROUP BY host, cluster ORDER BY host").await;
     let expect = [["node1", "test", "70", "310"], ["node2", "test", "70", "310"], ["node3", "test", "70", "310"]];
     assert_eq!(records, owned(&expect));

@@ -3,6 +3,9 @@
 // Each benchmark is its own crate and uses only some of these.
 #![allow(dead_code)]
 
+// The allocator of the `kahuna` binary, so that the benchmarks measure what it runs.
+kahuna::jemalloc!();
+
 /// The process's peak resident memory so far, in MB (Linux `VmHWM`).
 pub fn peak_rss_mb() -> f64 {
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();

@@ -65,8 +65,8 @@ pub enum Head<'a> {
     Malformed(&'static str),
 }
 
-/// log4j's levels, matched in line: a search of a list of them called `memcmp` for each level
-/// of the word's length.
+/// log4j's levels, matched in line: a search of a list of them would call `memcmp` for each
+/// level of the word's length.
 fn is_level(word: &str) -> bool {
     matches!(word, "INFO" | "DEBUG" | "WARN" | "ERROR" | "FATAL" | "TRACE")
 }
@@ -77,7 +77,7 @@ pub fn parse_head(layout: Layout, line: &str) -> Head<'_> {
 }
 
 /// Parses the lines of one file, remembering the last date seen: a file's lines share their
-/// date for hours, and turning it into days was a tenth of parsing a line.
+/// date for hours, so it is turned into days only when it changes, not on every line.
 pub struct HeadParser {
     layout: Layout,
     /// The date as written (`yyyy-MM-dd` or `yyMMdd`, zero-padded) and its days since 1970.

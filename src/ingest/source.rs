@@ -14,9 +14,9 @@ use twox_hash::XxHash3_64;
 pub const MAX_LINE: usize = 64 * 1024;
 /// How much of a rejected line the `rejects` table keeps.
 pub const RAW_KEPT: usize = 4 * 1024;
-/// Bytes read at a time. The kernel's copy into the buffer was a fifth of parsing CPU with 1 MiB
-/// reads; a buffer that stays in a core's L2 cache is copied into faster and parsed from there
-/// (256 MB of logs, `--dry-run`, 5 interleaved runs: 1.15–1.17 → 1.02–1.10 CPU-s).
+/// Bytes read at a time: small enough that the buffer stays in a core's L2 cache, so the
+/// kernel's copy into it is fast and the lines are parsed from the cache; with reads of a
+/// MiB or more, that copy is a large share of parsing.
 const CHUNK: usize = 128 << 10;
 /// The least that lines are checked ahead after faults (see `LineReader::check_ahead`): a
 /// faulty line then costs at most this much scanning beyond its own check, about as much.
@@ -62,7 +62,7 @@ impl<'a> Line<'a> {
             // and `bytes` is private, set only by `emit` beside `checked`.
             return Checked::Text(unsafe { std::str::from_utf8_unchecked(self.bytes) });
         }
-        // simdutf8: 5% less CPU in all than std's check, which this spent 4% of parsing in.
+        // simdutf8: a cheaper check than std's, made on every line not checked ahead.
         match simdutf8::basic::from_utf8(self.bytes) {
             Ok(text) if memchr::memchr(0, self.bytes).is_none() => Checked::Text(text),
             Ok(_) => reject("NUL byte in line".into()),
@@ -121,8 +121,8 @@ impl LineReader {
     /// the first line read. For a plain file, reading stops at `end`.
     pub fn open(path: &Path, gzip: bool, start: u64, end: Option<u64>, first_number: u64) -> io::Result<Self> {
         let mut file = File::open(path)?;
-        // A small plain file gets a buffer of its size: a zeroed CHUNK per file cost more than
-        // the parsing of a cluster's thousands of short attempt logs. Longer lines grow it.
+        // A small plain file gets a buffer of its size: a zeroed CHUNK per file would cost more
+        // than parsing a cluster's thousands of short attempt logs. Longer lines grow it.
         let capacity = match gzip {
             true => CHUNK,
             false => {
@@ -265,12 +265,11 @@ impl LineReader {
     }
 
     /// Checks the whole lines buffered from `start` (a line's start) for UTF-8 and NUL bytes at
-    /// once, up to the first fault: two calls per line cost more than their short scans
-    /// (cachegrind, 33 MB of logs: 4.5% fewer instructions in all). The faulty line itself, a
-    /// line longer than the look ahead and a last line without `\n` are left to the per-line
-    /// check; the line after a faulty one starts a new look. Not inlined: on clean input it runs
-    /// about once a read window, and inlined it kept `emit`, which runs once a line, from being
-    /// inlined.
+    /// once, up to the first fault: two calls per line cost more than their short scans. The
+    /// faulty line itself, a line longer than the look ahead and a last line without `\n` are
+    /// left to the per-line check; the line after a faulty one starts a new look. Not inlined:
+    /// on clean input it runs about once a read window, and inlined it would keep `emit`, which
+    /// runs once a line, from being inlined.
     #[inline(never)]
     fn check_ahead(&mut self, start: usize) {
         let buffered = &self.buf[start..self.filled.min(start + self.lookahead)];

@@ -13,7 +13,6 @@
 //! the thread that writes a node or on the wall clock.
 
 pub mod cluster;
-pub mod command;
 pub mod faults;
 pub mod hdfs;
 pub mod history;
@@ -21,6 +20,7 @@ pub mod jobhistory;
 pub mod rng;
 pub mod sadc;
 pub mod scheduler;
+pub mod synthetic;
 pub mod workload;
 pub mod writers;
 

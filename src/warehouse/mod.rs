@@ -8,7 +8,6 @@
 //! open a table at its newest commit whose run also committed `ingests` ([`Warehouse::open_visible`]):
 //! a run killed between its commits, or one still committing, shows nothing anywhere.
 
-pub mod results;
 pub mod tables;
 mod transactions;
 
@@ -45,8 +44,8 @@ const TARGET_FILE_BYTES: u64 = 128 << 20;
 
 /// Commits between Delta checkpoints, for every table. Opening a table reads its last
 /// checkpoint and replays each commit after it; at Delta's default of 100, a results table that
-/// a nightly batch commits to nine times replayed some 50 commits on each open, 30 of the 45 ms
-/// each query spent recording its verdict.
+/// a nightly batch commits to nine times would replay some 50 commits on each open, most of
+/// what a query spends recording its verdict.
 const CHECKPOINT_INTERVAL: &str = "10";
 
 /// Partitions (dates) a part writer keeps open: each holds its file and row group in memory
@@ -426,7 +425,7 @@ fn unterminated_rows_kept(batch: &RecordBatch, left: &mut HashMap<StartKey, usiz
 
 /// Days since 1970-01-01 of a `date` partition value (`2008-08-23`).
 fn parse_date_days(text: &str) -> Option<i32> {
-    chrono::NaiveDate::parse_from_str(text, "%Y-%m-%d").ok().map(results::days)
+    chrono::NaiveDate::parse_from_str(text, "%Y-%m-%d").ok().map(tables::days)
 }
 
 /// Writes rows of one table to new Parquet files, partition by partition.

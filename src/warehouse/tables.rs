@@ -230,8 +230,8 @@ impl Table {
 
     /// Columns a dictionary would only slow: values nearly all distinct, or ids each on a few
     /// lines of a log (a block's, a task's, a 2.x thread named after its block); and sysstat's, whose
-    /// dictionary lookups cost a quarter of their write time (a hash of every figure and name)
-    /// and save under 1% of their size, which zstd gets anyway. Names are dotted Parquet paths
+    /// dictionary lookups (a hash of every figure and name) cost much of their write time and
+    /// save next to nothing of their size, which zstd gets anyway. Names are dotted Parquet paths
     /// (`metric_values.list.element`, a list's values).
     pub fn columns_without_dictionary(self) -> &'static [&'static str] {
         match self {
@@ -396,8 +396,8 @@ impl Rows {
     }
 
     /// Empty rows for `date` with room for as many rows and bytes as these hold, and an eighth
-    /// more: a producer's next batch is much like its last, and builders grown by doubling
-    /// had spent a tenth of an ingest's instructions copying what they held into larger buffers.
+    /// more: a producer's next batch is much like its last, so its builders need not grow by
+    /// doubling, copying what they hold into ever larger buffers.
     pub fn empty_like(&self, date: i32) -> Rows {
         let room = |n: usize| n + n / 8;
         let rows = room(self.len).max(DEFAULT_ROWS);
@@ -490,6 +490,11 @@ impl RowAppender<'_> {
         }
         self
     }
+}
+
+/// Days since 1970-01-01: a `date` partition value.
+pub(crate) fn days(date: chrono::NaiveDate) -> i32 {
+    (date - chrono::NaiveDate::default()).num_days() as i32
 }
 
 #[cfg(test)]

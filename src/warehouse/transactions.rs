@@ -2,10 +2,10 @@
 //!
 //! delta-rs answers for one app id at a time and replays the whole log for each (the kernel's
 //! `SetTransactionScanner::get_all` is crate-private), so planning an ingest of N files against
-//! a log of M commits cost N × M: minutes for an evaluation suite. The protocol's rule is short:
-//! the newest `txn` action per app id wins, read from the newest checkpoint at or below the
-//! version and the JSON commits after it. We never set `delta.setTransactionRetentionDuration`,
-//! so no transaction expires.
+//! a log of M commits that way costs N × M, too slow for an evaluation suite's many files and
+//! commits. The protocol's rule is short: the newest `txn` action per app id wins, read from the
+//! newest checkpoint at or below the version and the JSON commits after it. We never set
+//! `delta.setTransactionRetentionDuration`, so no transaction expires.
 
 use std::collections::{BTreeMap, HashMap};
 use std::fs::File;

@@ -242,7 +242,7 @@ struct HistogramGroupsAccumulator<B> {
     func: &'static str,
     binner: B,
     /// Each cell's count below 256: one byte a cell keeps a million groups' histograms (20 MB
-    /// for 20 bins) in the last-level cache, where f64 counts (160 MB) made every row a miss
+    /// for 20 bins) in the last-level cache, where f64 counts (160 MB) would make every row a miss
     /// to memory.
     low: Vec<u8>,
     /// The rest of each cell's count (256 at each carry out of `low`) and merged states;

@@ -83,9 +83,9 @@ impl PeerComparison {
 pub fn count_far_peers(func: &str, hists: &ArrayRef, threshold: f64) -> Result<Vec<Option<(usize, usize)>>> {
     let lists = to_f64_list(hists)?;
     let mut scratch = Vec::new();
-    // Sized once: a partition is often a dozen rows, and growing three vectors by doubling cost
-    // a tenth of this function. The bins of these rows only: a window hands each partition a
-    // slice, whose `values()` is the whole column's.
+    // Sized once: a partition is often a dozen rows, and growing three vectors by doubling would
+    // be a large part of this function's work. The bins of these rows only: a window hands each
+    // partition a slice, whose `values()` is the whole column's.
     let offsets = lists.value_offsets();
     let bins = (offsets[lists.len()] - offsets[0]) as usize;
     let mut dists = Distributions::with_capacity(bins, lists.len());
@@ -117,8 +117,8 @@ pub fn count_far_peers(func: &str, hists: &ArrayRef, threshold: f64) -> Result<V
 
 /// A peer group's distributions, normalised, one after another in `flat`, each padded with
 /// zero bins to a whole number of 8-lane blocks: a zero bin adds exactly 0 to `Σ m·log2 m`,
-/// and each row's `Σ p·log2 p` and the pair loop then run on full vectors only (12 bins took
-/// one vector and four scalar steps).
+/// and each row's `Σ p·log2 p` and the pair loop then run on full vectors only (unpadded, 12
+/// bins would take one vector and four scalar steps).
 #[derive(Debug, Default)]
 pub(crate) struct Distributions {
     flat: Vec<f64>,
@@ -174,8 +174,7 @@ impl Distributions {
 const BOUND_MARGIN: f64 = 1e-6;
 
 /// Rows from which bounding pays: below, computing every pair costs less than sorting by the
-/// pivot (Kahuna-WB over the 5-month history, ~100 K small peer groups, was 6% slower with
-/// bounds everywhere).
+/// pivot (as in Kahuna-WB's many small peer groups).
 const BOUND_FROM_ROWS: usize = 32;
 
 /// For each of the `n` normalised distributions laid out in `flat` (each `stride` wide, with
@@ -358,7 +357,7 @@ fn threshold_of(exprs: &[Arc<dyn PhysicalExpr>]) -> Result<f64> {
 /// Every row of every group, in arrival order, kept until the end: a row's score depends on
 /// all of its peers. A row is kept as where it is in its batch (or partial state), whose arrays
 /// are kept: nothing is copied until the groups are emitted. (Copying each histogram into a
-/// buffer as it came took a tenth of SALSA's peer statement, most of it the buffer's growth.)
+/// buffer as it came would cost more, most of it the buffer's growth.)
 #[derive(Debug)]
 struct PeerScoresGroups {
     threshold: f64,
@@ -508,7 +507,7 @@ impl PeerScoresGroups {
             None,
         )?;
         let mut scratch = Vec::new();
-        // Sized once: growing the builder as it filled cost a sixth of this.
+        // Sized once, rather than growing the builder as it fills.
         let bins = by_group.order.iter().map(|&row| self.hist_len(row)).sum();
         let mut hists = ListBuilder::with_capacity(Float64Builder::with_capacity(bins), by_group.order.len());
         for &row in &by_group.order {

@@ -152,7 +152,7 @@ impl Accumulator for ConcurrencyAccumulator {
 
 /// All groups' difference arrays in one flat buffer, `steps + 1` cells a group: the M45 study
 /// builds a series for each of a million (job, host) groups, where a boxed accumulator per group
-/// cost more than the series themselves.
+/// would cost more than the series themselves.
 struct ConcurrencyGroupsAccumulator {
     grid: Grid,
     delta: Vec<f64>,
@@ -429,8 +429,8 @@ impl ScalarUDFImpl for Pearson {
 pub type LowestAndMean = (f64, Option<f64>);
 
 /// `Σ a·b` over eight independent sums: a single running sum is a chain of dependent additions
-/// in a fixed order, which the compiler may not vectorise (the M45 study's pairs of 120-point
-/// series spent most of their time there).
+/// in a fixed order, which the compiler may not vectorise, and this sum is most of a pair's
+/// work (the M45 study compares many pairs of short series).
 fn dot(a: &[f64], b: &[f64]) -> f64 {
     const LANES: usize = 8;
     let mut lanes = [0.0; LANES];

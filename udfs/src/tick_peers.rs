@@ -6,8 +6,8 @@
 //! Those three in SQL give the same numbers (for members that are not NULL, which this one
 //! skips): `tick_histograms` grouped by member, `kde_smooth`, then `peer_scores` grouped by
 //! (peer group, tick). But every (member, tick) histogram then goes from one GROUP BY to the
-//! other: on the M45 day 540 K 12-bin lists, copied into partial states, hash-partitioned and
-//! concatenated, which cost more than the comparison itself. Here only the samples cross
+//! other (on the M45 day, 540 K 12-bin lists): copied into partial states, hash-partitioned and
+//! concatenated, which costs more than the comparison itself. Here only the samples cross
 //! partitions.
 
 use std::cmp::Reverse;
@@ -184,8 +184,7 @@ impl Scores {
     /// Appends one group's rows, by tick and, within a tick, by member. All members' windows
     /// slide together, tick by tick, so that a tick's histograms are made, smoothed and
     /// compared while they are in the cache: made member by member first (as
-    /// `tick_histograms` lays them out) and then read tick by tick, each was a cache miss
-    /// (SALSA's whole query took 0.48 CPU-s that way, 0.44 this way).
+    /// `tick_histograms` lays them out) and then read tick by tick, each would be a cache miss.
     fn group(&mut self, params: &Params, samples: &mut [MemberSample]) -> Result<()> {
         let before = self.members.len();
         samples.sort_unstable_by(|a, b| a.0.cmp(&b.0).then(by_time(&a.1, &b.1)));

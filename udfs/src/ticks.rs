@@ -542,7 +542,7 @@ mod tests {
     }
 
     /// The same distributions as SQL computes them the long way, each sample repeated at each
-    /// of its ticks and grouped again (SALSA's query before this function), on clustered
+    /// of its ticks and grouped again (SALSA's query without this function), on clustered
     /// random samples in several groups, over partitions that merge partial states.
     #[tokio::test]
     async fn same_as_every_sample_weighed_at_each_of_its_ticks() {

@@ -45,7 +45,7 @@ pub use text::TextParser;
 /// The activities asked of `sadf` for a binary file: those of the 14 metrics (CPU, task
 /// switching, queue and load, network devices, paging, I/O), as in the project's text samples.
 /// Not `-A`: `-dh` puts a sample's activities on one line, where several groups of instances
-/// (CPUs, disks, interrupts) cannot be told apart (tried on sysstat 12: every sample rejected);
+/// (CPUs, disks, interrupts) cannot be told apart (with sysstat 12, every sample is rejected);
 /// and `-d`, which would tell them apart, lists a grown file's new samples inside its text, not
 /// after it, where a resumed read could not find them.
 pub const SADF_ACTIVITIES: [&str; 7] = ["-u", "-w", "-q", "-n", "DEV", "-B", "-b"];

@@ -6,10 +6,10 @@
 //! is one Delta commit. A rerun *replaces* what an earlier run of the same query wrote for the
 //! same cluster and date: one commit removes the old rows' files and adds the new ones, so
 //! readers see the old partition or the new one, never both or neither. Each run writes files of
-//! its own, so a rerun commits just that: 3–13 ms in a young table, the Parquet and deltalake's
-//! commit most of it. A file shared with other runs' rows (one compacted by `kahuna optimize`),
-//! a new table or new columns go through Delta's own overwrite with a `replaceWhere` predicate,
-//! which plans the rewrite with DataFusion (13–37 ms a write on the M45 day).
+//! its own, so a rerun commits just that, its removes and adds, with no query to plan. A file
+//! shared with other runs' rows (one compacted by `kahuna optimize`), a new table or new columns
+//! go through Delta's own overwrite with a `replaceWhere` predicate, which plans the rewrite
+//! with DataFusion and costs more.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -34,8 +34,8 @@ use deltalake::protocol::{DeltaOperation, SaveMode};
 use deltalake::writer::{DeltaWriter as _, RecordBatchWriter};
 use futures::TryStreamExt as _;
 
-use super::tables::PARTITION_COLUMNS;
-use super::{Warehouse, writer_properties};
+use crate::warehouse::tables::{PARTITION_COLUMNS, days};
+use crate::warehouse::{Warehouse, writer_properties};
 
 pub const DIAGNOSES: &str = "diagnoses";
 pub const SCHEDULE_RUNS: &str = "schedule_runs";
@@ -139,11 +139,6 @@ fn micros(t: Option<DateTime<Utc>>) -> Option<i64> {
     t.map(|t| t.timestamp_micros())
 }
 
-/// Days since 1970-01-01: a `date` partition value.
-pub(crate) fn days(date: NaiveDate) -> i32 {
-    (date - NaiveDate::default()).num_days() as i32
-}
-
 fn timestamps(values: Vec<Option<i64>>) -> ArrayRef {
     Arc::new(TimestampMicrosecondArray::from(values).with_timezone("UTC"))
 }
@@ -241,8 +236,8 @@ impl Replace {
 /// (`kahuna schedule`) would otherwise race for the next version of `diagnoses` or
 /// `schedule_runs`, and a replace can lose that race to a concurrent append. It holds, by URL,
 /// each table as this process's last commit to it left it: the next write reads only the
-/// commits made since (by any process), where opening the table again re-read its checkpoint,
-/// a third of a small query's recording (7 of 20 ms).
+/// commits made since (by any process), where opening the table again would re-read its
+/// checkpoint, a large part of what recording a small query's result costs.
 static COMMITS: tokio::sync::Mutex<BTreeMap<String, DeltaTable>> = tokio::sync::Mutex::const_new(BTreeMap::new());
 
 /// Appends `batch` to table `name` (created on first use, partitioned like every table), or,

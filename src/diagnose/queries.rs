@@ -26,15 +26,15 @@ use indexmap::IndexMap;
 
 /// The queries shipped with Kahuna, used when the queries folder does not hold one by that name.
 pub const BUILT_IN: [(&str, &str); 9] = [
-    ("kahuna_wb", include_str!("../queries/kahuna_wb.sql")),
-    ("salsa_fingerpoint", include_str!("../queries/salsa_fingerpoint.sql")),
-    ("ganesha_train", include_str!("../queries/ganesha_train.sql")),
-    ("ganesha_bb", include_str!("../queries/ganesha_bb.sql")),
-    ("fetch_failures", include_str!("../queries/fetch_failures.sql")),
-    ("peer_correlation", include_str!("../queries/peer_correlation.sql")),
-    ("combined", include_str!("../queries/combined.sql")),
-    ("controlflow", include_str!("../queries/controlflow.sql")),
-    ("dataflow", include_str!("../queries/dataflow.sql")),
+    ("kahuna_wb", include_str!("../../queries/kahuna_wb.sql")),
+    ("salsa_fingerpoint", include_str!("../../queries/salsa_fingerpoint.sql")),
+    ("ganesha_train", include_str!("../../queries/ganesha_train.sql")),
+    ("ganesha_bb", include_str!("../../queries/ganesha_bb.sql")),
+    ("fetch_failures", include_str!("../../queries/fetch_failures.sql")),
+    ("peer_correlation", include_str!("../../queries/peer_correlation.sql")),
+    ("combined", include_str!("../../queries/combined.sql")),
+    ("controlflow", include_str!("../../queries/controlflow.sql")),
+    ("dataflow", include_str!("../../queries/dataflow.sql")),
 ];
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

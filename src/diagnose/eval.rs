@@ -25,12 +25,12 @@ use chrono::Utc;
 use futures::StreamExt as _;
 
 use crate::catalog::{self, Snapshot};
+use crate::diagnose::queries::{Output, Query};
+use crate::diagnose::results::{self, DIAGNOSES, Diagnosis, RunInfo};
 use crate::diagnose::{self, Record, Request};
 use crate::ingest::discover::Hints;
 use crate::ingest::{IngestOptions, ingest};
-use crate::queries::{Output, Query};
 use crate::warehouse::Warehouse;
-use crate::warehouse::results::{self, DIAGNOSES, Diagnosis, RunInfo};
 
 /// The diagnoses scored, in the order they must run (`combined` reads the others' verdicts).
 pub const SCORED: [&str; 5] = ["kahuna_wb", "salsa_fingerpoint", "ganesha_bb", "fetch_failures", "combined"];
@@ -180,9 +180,8 @@ fn indicted_by_cluster(verdict: &[Diagnosis]) -> HashMap<&str, BTreeSet<String>>
 }
 
 /// The verdict rows of every cluster, each diagnosed on its own: memory stays that of the
-/// largest cluster, not of the whole suite (all 280 runs of a 10-repetition suite at once
-/// outgrew 17 GB). One cluster's query keeps about one core busy, so as many run at once as
-/// there are cores.
+/// largest cluster, not of the whole suite, which a suite of many repetitions would outgrow.
+/// One cluster's query keeps about one core busy, so as many run at once as there are cores.
 async fn verdict(
     snapshot: &Snapshot,
     query: &Query,

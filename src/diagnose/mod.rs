@@ -1,9 +1,15 @@
-//! `kahuna diagnose`: runs one saved query over a window, prints its verdict, and records it.
+//! The diagnoses: query files and their parameters ([`queries`]), one run of a query over a
+//! window with its verdict recorded (this module), the tables results go to ([`results`]), and
+//! the scoring of diagnoses on simulated runs ([`eval`]).
 //!
 //! A verdict query's last statement returns one row per subject with at least `host`, `score`
 //! and `indicted` (and, where it has them, `job_id`, `subject`, `cluster`); its other columns are
 //! kept as JSON in `detail`. Those rows go to the `diagnoses` table. A query declared
 //! `@output table NAME` instead replaces its cluster's partition of the run date in table NAME.
+
+pub mod eval;
+pub mod queries;
+pub mod results;
 
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
@@ -19,9 +25,9 @@ use datafusion::arrow::util::display::{ArrayFormatter, FormatOptions};
 use datafusion::prelude::SessionContext;
 
 use crate::catalog::{self, Snapshot};
-use crate::queries::{Output, Query};
 use crate::warehouse::Warehouse;
-use crate::warehouse::results::{self, DIAGNOSES, Diagnosis, Replace, RunInfo};
+use queries::{Output, Query};
+use results::{DIAGNOSES, Diagnosis, Replace, RunInfo};
 
 /// One run of a query: its window, cluster and parameter values.
 #[derive(Clone, Debug)]

@@ -1,0 +1,239 @@
+//! What each subcommand does with its arguments, and what it prints. The work itself is in
+//! [`crate::ingest`], [`crate::shell`], [`crate::diagnose`], [`crate::schedule`] and
+//! [`crate::simulate`].
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{Context, Result, anyhow, bail};
+use chrono::{DateTime, Utc};
+
+use super::{BackfillArgs, DiagnoseArgs, EvalArgs, IngestArgs, OptimizeArgs, ScheduleArgs, SimulateArgs, SqlArgs};
+use crate::diagnose::queries::{self, Output, Query};
+use crate::diagnose::{self, Record, Request};
+use crate::ingest::discover::{Hints, parse_daemon_flag};
+use crate::ingest::{IngestOptions, summary};
+use crate::schedule::clock::SystemClock;
+use crate::schedule::plan::{CatchUp, Schedule};
+use crate::schedule::{self, Config, Job, Ledger, Policy, WarehouseRunner, Work};
+use crate::simulate::faults::{FaultSpec, parse_duration};
+use crate::simulate::history::{HistoryConfig, run_history};
+use crate::simulate::workload::Workload;
+use crate::simulate::{self, Suite, Version};
+use crate::warehouse::Warehouse;
+use crate::{catalog, shell};
+
+/// The machine's cores, the default of every `--threads`.
+pub(crate) fn cores() -> usize {
+    std::thread::available_parallelism().map_or(2, usize::from)
+}
+
+impl IngestArgs {
+    pub(crate) fn options(&self, warehouse: &Path) -> Result<IngestOptions> {
+        let zone = match self.tz.as_deref() {
+            None | Some("UTC") => None,
+            Some(name) => Some(name.parse().map_err(|e| anyhow!("--tz {name}: {e}"))?),
+        };
+        let daemon = self.daemon.as_deref().map(parse_daemon_flag).transpose()?;
+        Ok(IngestOptions {
+            paths: self.paths.clone(),
+            cluster: self.cluster.clone(),
+            warehouse: Warehouse::new(warehouse),
+            zone,
+            hints: Hints { host: self.host.clone(), daemon, iface: self.iface.clone() },
+            progress: true,
+            threads: self.threads.unwrap_or_else(cores),
+            dry_run: self.dry_run,
+        })
+    }
+}
+
+pub async fn ingest(args: IngestArgs, warehouse: &Path) -> Result<()> {
+    let summary = crate::ingest::ingest(&args.options(warehouse)?).await?;
+    print!("{}", summary::render(&summary));
+    Ok(())
+}
+
+pub async fn sql(args: SqlArgs, warehouse: &Path) -> Result<()> {
+    let ctx = catalog::session(&Warehouse::new(warehouse)).await?;
+    let script = match (args.command, args.file) {
+        (Some(sql), _) => Some(sql),
+        (None, Some(path)) => {
+            Some(std::fs::read_to_string(&path).with_context(|| format!("cannot read {}", path.display()))?)
+        }
+        (None, None) => None,
+    };
+    match script {
+        Some(sql) => shell::run_script(&ctx, &sql, args.format, &mut std::io::stdout()).await,
+        None => shell::interactive(&ctx, args.format).await,
+    }
+}
+
+pub async fn optimize(args: OptimizeArgs, warehouse: &Path) -> Result<()> {
+    let warehouse = Warehouse::new(warehouse);
+    for line in warehouse.optimize(Duration::from_secs(args.retention_hours * 3600)).await? {
+        println!("{line}");
+    }
+    Ok(())
+}
+
+fn time(flag: &str, text: Option<String>) -> Result<Option<DateTime<Utc>>> {
+    text.map(|t| {
+        queries::parse_timestamp(&t).ok_or_else(|| anyhow!("--{flag} {t}: not a time such as 2008-08-23T17:00:00Z"))
+    })
+    .transpose()
+}
+
+fn assignments(params: &[String]) -> Result<Vec<(String, String)>> {
+    params.iter().map(|p| queries::parse_assignment(p)).collect()
+}
+
+pub async fn diagnose(args: DiagnoseArgs, warehouse: &Path) -> Result<()> {
+    if args.list {
+        for (name, _) in queries::BUILT_IN {
+            println!("{}", queries::describe(&Query::resolve(name, &args.queries)?));
+        }
+        return Ok(());
+    }
+    let spec = args.query.unwrap_or_default();
+    let mut request = Request::new(Query::resolve(&spec, &args.queries)?);
+    request.from = time("from", args.from)?;
+    request.to = time("to", args.to)?;
+    request.cluster = args.cluster;
+    request.params = assignments(&args.params)?;
+    if let Some(from) = request.from {
+        request.run_date = from.date_naive();
+    }
+    let record = if args.dry_run { Record::Nothing } else { Record::Append };
+    let outcome = diagnose::run(&Warehouse::new(warehouse), &request, record).await?;
+    for batches in &outcome.results {
+        shell::print_head(batches, args.rows, &mut std::io::stdout())?;
+    }
+    if request.query.output == Output::Verdict {
+        print!("{}", diagnose::summarize(&request.query, &outcome.verdict));
+    }
+    let recorded = match &request.query.output {
+        _ if args.dry_run => "nothing (dry run)".to_string(),
+        Output::Verdict => "diagnoses".to_string(),
+        Output::Table(table) => table.clone(),
+    };
+    eprintln!("run {}: {} rows, recorded in {recorded}", outcome.run_id, outcome.rows);
+    Ok(())
+}
+
+pub async fn eval(args: EvalArgs) -> Result<()> {
+    // The runs become clusters of a warehouse apart from the operator's.
+    let scratch = std::env::temp_dir().join(format!("kahuna-eval-{}", std::process::id()));
+    let folder = args.keep.clone().unwrap_or_else(|| scratch.clone());
+    let options = crate::diagnose::eval::Options {
+        runs: args.runs,
+        tune: args.tune,
+        queries_dir: args.queries_dir,
+        queries: args.queries,
+        warehouse: Warehouse::new(folder),
+        max_false_alarm: args.max_false_alarm,
+        csv: args.csv,
+    };
+    let result = crate::diagnose::eval::eval(&options, &mut std::io::stdout()).await;
+    if args.keep.is_none() {
+        let _ = std::fs::remove_dir_all(&scratch);
+    }
+    result
+}
+
+pub async fn schedule(args: ScheduleArgs, warehouse: &Path) -> Result<()> {
+    let config = Config::read(&args.config)?;
+    let base = args.config.parent().map(PathBuf::from).unwrap_or_default();
+    let jobs = config.jobs(&base)?;
+    let warehouse = Warehouse::new(warehouse);
+    let runner = WarehouseRunner::new(warehouse.clone());
+    schedule::run_scheduler(&jobs, &runner, &Ledger::new(warehouse), &SystemClock, &config.policy(), None).await
+}
+
+pub async fn backfill(args: BackfillArgs, warehouse: &Path) -> Result<()> {
+    let config = if args.config.exists() { Some(Config::read(&args.config)?) } else { None };
+    let queries_dir = config.as_ref().map_or_else(|| PathBuf::from("queries"), |c| c.queries.clone());
+    let zone = args.zone.or_else(|| config.as_ref().map(|c| c.zone.clone())).unwrap_or_else(|| "UTC".into());
+    let query = Query::resolve(&args.query, &queries_dir)?;
+    let params = assignments(&args.params)?;
+    query.bind(&params)?;
+    let job = Job {
+        name: query.name.clone(),
+        work: Work::Query { query, params },
+        // A backfill has run dates, not occurrences: the schedule only carries the zone.
+        schedule: Schedule::parse("@daily", schedule::parse_zone(&zone)?)?,
+        cluster: args.cluster,
+        catch_up: CatchUp::None,
+        days_back: 0,
+    };
+    let policy = config.as_ref().map_or_else(Policy::default, Config::policy);
+    let warehouse = Warehouse::new(warehouse);
+    let runner = WarehouseRunner::new(warehouse.clone());
+    let ledger = Ledger::new(warehouse);
+    let out = &mut std::io::stdout();
+    schedule::backfill(&job, args.from, args.to, args.dry_run, &runner, &ledger, &SystemClock, &policy, out).await
+}
+
+/// `kahuna simulate`: one run, a suite of runs, or the M45 history.
+pub fn simulate(args: SimulateArgs) -> Result<()> {
+    let version = Version::parse(&args.hadoop).with_context(|| format!("--hadoop {}: 0.18 or 0.20", args.hadoop))?;
+    let threads = args.threads.unwrap_or_else(|| cores()).max(1);
+    if let Some(kind) = &args.history {
+        if kind != "m45" {
+            bail!("--history {kind}: the one history is m45");
+        }
+        if !(args.scale > 0.0 && args.months > 0.0) {
+            bail!("--scale and --months must be above 0");
+        }
+        let cfg = HistoryConfig {
+            months: args.months,
+            scale: args.scale,
+            seed: args.seed,
+            out: args.out,
+            version,
+            gzip: args.gzip,
+            logs: !args.no_logs,
+            threads,
+            progress: true,
+        };
+        let summary = run_history(&cfg)?;
+        println!("{}", serde_json::to_string_pretty(&summary)?);
+        return Ok(());
+    }
+    if let Some(path) = &args.suite {
+        let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+        let suite = Suite::parse(&text).with_context(|| path.display().to_string())?;
+        println!("{:<12} {:<13} {:>6} {:>10}", "workload", "fault", "nodes", "slowdown");
+        for (w, f, n, s) in simulate::run_suite(&suite, &args.out, args.gzip, threads, true)? {
+            println!("{:<12} {:<13} {:>6} {:>9.1}%", w.name(), f.name(), n, s * 100.0);
+        }
+        return Ok(());
+    }
+    let workload = Workload::parse(&args.workload).with_context(|| {
+        format!("--workload {}: one of {}", args.workload, Workload::ALL.map(Workload::name).join(", "))
+    })?;
+    let fault = args.fault.as_deref().map(str::parse::<FaultSpec>).transpose().map_err(|e| anyhow!("--fault {e}"))?;
+    let cfg = simulate::Config {
+        nodes: args.nodes,
+        workload,
+        fault,
+        duration_s: parse_duration(&args.duration).map_err(|e| anyhow!("--duration {e}"))?,
+        seed: args.seed,
+        out: args.out,
+        version,
+        gzip: args.gzip,
+        sadc: !args.no_sadc,
+        threads,
+        progress: true,
+        epoch_ms: simulate::DEFAULT_EPOCH_MS,
+    };
+    let outcome = simulate::run(&cfg)?;
+    let done = outcome.jobs.iter().filter(|j| j.finish_ms.is_some()).count();
+    println!(
+        "{} jobs ({done} finished), {} log lines, written to {}",
+        outcome.jobs.len(),
+        outcome.lines.total(),
+        cfg.out.display()
+    );
+    Ok(())
+}

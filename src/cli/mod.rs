@@ -1,0 +1,304 @@
+//! The `kahuna` command line: every subcommand's arguments in this file, what each does in
+//! [`commands`], and the demo in [`demo`]. `src/main.rs` only parses and calls [`run`].
+
+pub mod commands;
+pub mod demo;
+
+use std::path::PathBuf;
+
+use anyhow::Result;
+use chrono::NaiveDate;
+use clap::{Parser, Subcommand};
+
+use crate::shell::Format;
+
+#[derive(Parser)]
+#[command(name = "kahuna", version, about = "Hadoop cluster history as Delta Lake tables, diagnosed in SQL")]
+pub struct Cli {
+    /// The warehouse folder (one Delta table per subfolder).
+    #[arg(long, global = true, env = "KAHUNA_WAREHOUSE", default_value = "warehouse")]
+    pub warehouse: PathBuf,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand)]
+pub enum Command {
+    /// Simulate a Hadoop cluster with injected faults: its logs, sadc, job history and truth.
+    Simulate(SimulateArgs),
+    /// Ingest Hadoop daemon logs (plain, gzip, rotated), sysstat captures (sa files, sadf
+    /// exports) and job history (files or folders) into the warehouse.
+    Ingest(IngestArgs),
+    /// Run SQL over the warehouse: `-c`, `-f`, or an interactive shell.
+    Sql(SqlArgs),
+    /// Compact small files of every table and vacuum files no longer referenced.
+    Optimize(OptimizeArgs),
+    /// Ingest the samples in `data/` (logs, a sysstat export, job history), show their states,
+    /// then simulate a cluster with a CPU hog and show which node Kahuna-WB indicts.
+    Demo(DemoArgs),
+    /// Run a saved diagnosis (a name in the queries folder, a built-in, or a .sql path), print its
+    /// verdict and record it in the `diagnoses` table.
+    Diagnose(DiagnoseArgs),
+    /// Score the diagnoses on simulated traces (folders with truth.json): TP, FP, FN, false alarms.
+    Eval(EvalArgs),
+    /// Run the jobs of a kahuna.toml on their cron schedules, catching up missed runs.
+    Schedule(ScheduleArgs),
+    /// Run one query for every date of a range, replacing each date's results.
+    Backfill(BackfillArgs),
+    /// Print a completion script for a shell (`source <(kahuna completions bash)`).
+    Completions(CompletionsArgs),
+}
+
+/// Runs the parsed command line.
+pub async fn run(cli: Cli) -> Result<()> {
+    let warehouse = &cli.warehouse;
+    match cli.command {
+        Command::Simulate(args) => commands::simulate(args),
+        Command::Ingest(args) => commands::ingest(args, warehouse).await,
+        Command::Sql(args) => commands::sql(args, warehouse).await,
+        Command::Optimize(args) => commands::optimize(args, warehouse).await,
+        Command::Demo(args) => demo::run(args, warehouse).await,
+        Command::Diagnose(args) => commands::diagnose(args, warehouse).await,
+        Command::Eval(args) => commands::eval(args).await,
+        Command::Schedule(args) => commands::schedule(args, warehouse).await,
+        Command::Backfill(args) => commands::backfill(args, warehouse).await,
+        Command::Completions(args) => {
+            clap_complete::generate(
+                args.shell,
+                &mut <Cli as clap::CommandFactory>::command(),
+                "kahuna",
+                &mut std::io::stdout(),
+            );
+            Ok(())
+        }
+    }
+}
+
+#[derive(clap::Args, Debug)]
+pub struct SimulateArgs {
+    /// Slave nodes (each a TaskTracker and a DataNode).
+    #[arg(long, default_value_t = 10)]
+    pub nodes: usize,
+    /// randwriter, sort, nutch, pig or gridmix.
+    #[arg(long, default_value = "sort")]
+    pub workload: String,
+    /// F[@node][:start]: a fault of Kahuna Table III (CPUHog, DiskHog, DiskFull, PacketLoss1,
+    /// PacketLoss5, PacketLoss50, HANG-1036, HANG-1152, HANG-2080) at a host name or 0-based
+    /// index (drawn from the seed when left out), from a start such as 5m (the start by default).
+    #[arg(long)]
+    pub fault: Option<String>,
+    /// Simulated time, like 30m or 2h.
+    #[arg(long, default_value = "30m")]
+    pub duration: String,
+    /// Seed of every random choice: the same seed and flags write the same bytes.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// The folder written: logs/<host>/…, history/, sadc/, truth.json.
+    #[arg(long)]
+    pub out: PathBuf,
+    /// The Hadoop release whose log wording to write: 0.18 or 0.20.
+    #[arg(long, default_value = "0.18")]
+    pub hadoop: String,
+    /// Gzip every file written.
+    #[arg(long)]
+    pub gzip: bool,
+    /// Leave out the sadc capture.
+    #[arg(long)]
+    pub no_sadc: bool,
+    /// A JSON matrix of runs (workloads × faults × cluster sizes × repetitions).
+    #[arg(long, conflicts_with_all = ["history", "fault"])]
+    pub suite: Option<PathBuf>,
+    /// A cluster's history instead of one run: `m45` (Kahuna Table I).
+    #[arg(long)]
+    pub history: Option<String>,
+    /// Months of history, from April 2008.
+    #[arg(long, default_value_t = 5.0)]
+    pub months: f64,
+    /// The share of the history's experiments to simulate (0.01 for a hundredth).
+    #[arg(long, default_value_t = 1.0)]
+    pub scale: f64,
+    /// With --history: write the job history only, all the M45 study had (no daemon logs).
+    #[arg(long, requires = "history")]
+    pub no_logs: bool,
+    /// Writer threads (default: the machine's cores).
+    #[arg(long)]
+    pub threads: Option<usize>,
+}
+
+#[derive(clap::Args)]
+pub struct IngestArgs {
+    /// Files and folders to read (walked recursively; plain, gzip or rotated).
+    #[arg(required = true)]
+    pub paths: Vec<PathBuf>,
+    /// The cluster the logs come from (a partition of every table).
+    #[arg(long, default_value = "default")]
+    pub cluster: String,
+    /// Zone the logs' timestamps were written in (IANA name); UTC by default.
+    #[arg(long)]
+    pub tz: Option<String>,
+    /// Host of every file, where names and folders do not say.
+    #[arg(long)]
+    pub host: Option<String>,
+    /// Daemon of every file (tasktracker, datanode, jobtracker, namenode, task).
+    #[arg(long)]
+    pub daemon: Option<String>,
+    /// The network interface of sadc's rx_kb_s/tx_kb_s (default: every one but loopback, summed).
+    #[arg(long)]
+    pub iface: Option<String>,
+    /// Files read at once (default: the machine's cores).
+    #[arg(long)]
+    pub threads: Option<usize>,
+    /// Read, parse and count everything, and print the summary, but write nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+}
+
+#[derive(clap::Args)]
+pub struct SqlArgs {
+    /// Statements to run.
+    #[arg(short = 'c', long = "command", conflicts_with = "file")]
+    pub command: Option<String>,
+    /// A file of statements to run.
+    #[arg(short = 'f', long = "file")]
+    pub file: Option<PathBuf>,
+    /// How results are printed (parquet writes the Parquet bytes to standard output).
+    #[arg(long, value_enum, default_value = "table")]
+    pub format: Format,
+}
+
+#[derive(clap::Args)]
+pub struct OptimizeArgs {
+    /// Keep unreferenced files younger than this many hours (readers of old snapshots).
+    #[arg(long, default_value_t = 168)]
+    pub retention_hours: u64,
+}
+
+#[derive(clap::Args)]
+pub struct DemoArgs {
+    /// Default: `data` in the working folder (the README runs it from the checkout), else
+    /// the checkout the binary was built from.
+    #[arg(long)]
+    pub data: Option<PathBuf>,
+}
+
+#[derive(clap::Args)]
+pub struct DiagnoseArgs {
+    /// The query: a name in the queries folder or built in, or a .sql path. `--list` shows them.
+    #[arg(required_unless_present = "list")]
+    pub query: Option<String>,
+    /// Window start (RFC 3339, or `YYYY-MM-DD[ HH:MM[:SS]]` in UTC); also the run date.
+    #[arg(long)]
+    pub from: Option<String>,
+    /// Window end (exclusive).
+    #[arg(long)]
+    pub to: Option<String>,
+    /// The one cluster to diagnose (default: every cluster, each on its own).
+    #[arg(long)]
+    pub cluster: Option<String>,
+    /// NAME=VALUE, repeatable; overrides the default declared in the query's header.
+    #[arg(long = "param", value_name = "NAME=VALUE")]
+    pub params: Vec<String>,
+    /// Folder of the query files.
+    #[arg(long, env = "KAHUNA_QUERIES", default_value = "queries")]
+    pub queries: PathBuf,
+    /// Print the verdict only; write nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Rows of each result printed (all of them are recorded).
+    #[arg(long, default_value_t = 40)]
+    pub rows: usize,
+    /// List the built-in queries and their parameters.
+    #[arg(long)]
+    pub list: bool,
+}
+
+#[derive(clap::Args)]
+pub struct EvalArgs {
+    /// Simulated runs to score: folders with a truth.json, or folders of them.
+    #[arg(required = true)]
+    pub runs: Vec<PathBuf>,
+    /// Other runs (other seeds), where thresholds are chosen and Ganesha is trained.
+    #[arg(long, num_args = 1..)]
+    pub tune: Vec<PathBuf>,
+    /// Diagnoses to score, comma-separated.
+    #[arg(long, value_delimiter = ',', default_values_t = crate::diagnose::eval::SCORED.map(String::from))]
+    pub queries: Vec<String>,
+    /// Folder of the query files (an operator's copies of the built-in queries, say).
+    #[arg(long, env = "KAHUNA_QUERIES", default_value = "queries")]
+    pub queries_dir: PathBuf,
+    /// Highest false-alarm rate on fault-free tuning runs that a chosen threshold may have.
+    #[arg(long, default_value_t = 0.02)]
+    pub max_false_alarm: f64,
+    /// Where the tables go as CSV.
+    #[arg(long, default_value = "eval.csv")]
+    pub csv: PathBuf,
+    /// Ingest into this warehouse folder and keep it (default: a scratch folder, removed after).
+    /// Runs it already holds, ingested from the same folders, are not read again, so a second
+    /// evaluation with other queries starts at once.
+    #[arg(long)]
+    pub keep: Option<PathBuf>,
+}
+
+#[derive(clap::Args)]
+pub struct ScheduleArgs {
+    /// The scheduler's configuration: jobs, cron expressions, zone, retries (docs/schedule.md).
+    #[arg(long, default_value = "kahuna.toml")]
+    pub config: PathBuf,
+}
+
+#[derive(clap::Args)]
+pub struct BackfillArgs {
+    /// The query: a name in the queries folder or built in, or a .sql path.
+    pub query: String,
+    /// First run date (inclusive).
+    #[arg(long)]
+    pub from: NaiveDate,
+    /// Last run date (inclusive).
+    #[arg(long)]
+    pub to: NaiveDate,
+    /// The one cluster to run for (default: every cluster, each on its own).
+    #[arg(long)]
+    pub cluster: Option<String>,
+    /// NAME=VALUE, repeatable; overrides the default declared in the query's header.
+    #[arg(long = "param", value_name = "NAME=VALUE")]
+    pub params: Vec<String>,
+    /// Zone of the run dates (IANA name); the config's, else UTC.
+    #[arg(long)]
+    pub zone: Option<String>,
+    /// Where `queries`, `zone`, retries and backoff are read from, when the file exists.
+    #[arg(long, default_value = "kahuna.toml")]
+    pub config: PathBuf,
+    /// Print each date's window; run nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+}
+
+#[derive(clap::Args)]
+pub struct CompletionsArgs {
+    /// The shell the script is for.
+    #[arg(value_enum)]
+    pub shell: clap_complete::Shell,
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory as _;
+
+    use super::Cli;
+
+    /// `--help` explains every flag and argument of every command.
+    #[test]
+    fn every_argument_has_help() {
+        let cli = Cli::command();
+        cli.clone().debug_assert();
+        let mut missing = Vec::new();
+        for command in std::iter::once(&cli).chain(cli.get_subcommands()) {
+            for arg in command.get_arguments() {
+                if arg.get_help().is_none() && !["help", "version"].contains(&arg.get_id().as_str()) {
+                    missing.push(format!("{} {}", command.get_name(), arg.get_id()));
+                }
+            }
+        }
+        assert!(missing.is_empty(), "without help: {missing:?}");
+    }
+}
