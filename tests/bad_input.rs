@@ -212,10 +212,10 @@ async fn a_state_begun_before_one_ingest_and_ended_after_it_is_one_state() {
     std::fs::write(&datanode, receiving).unwrap();
     ingest_into(vec![datanode.clone()], wh.path(), None).await;
     let mut file = std::fs::OpenOptions::new().append(true).open(&datanode).unwrap();
-    write!(
+    writeln!(
         file,
         "2008-08-23 17:13:16,000 INFO org.apache.hadoop.hdfs.server.datanode.DataNode.clienttrace: src: /10.0.0.2:50600, \
-         dest: /10.0.0.1:50010, bytes: 42, op: HDFS_WRITE, cliID: DFSClient_1, blockid: blk_7, duration: 400000000\n"
+         dest: /10.0.0.1:50010, bytes: 42, op: HDFS_WRITE, cliID: DFSClient_1, blockid: blk_7, duration: 400000000"
     )
     .unwrap();
     ingest_into(vec![datanode], wh.path(), None).await;

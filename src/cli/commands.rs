@@ -15,7 +15,7 @@ use crate::ingest::discover::{Hints, parse_daemon_flag};
 use crate::ingest::{IngestOptions, summary};
 use crate::schedule::clock::SystemClock;
 use crate::schedule::plan::{CatchUp, Schedule};
-use crate::schedule::{self, Config, Job, Ledger, Policy, WarehouseRunner, Work};
+use crate::schedule::{self, Config, Job, Ledger, Policy, Scheduler, WarehouseRunner, Work};
 use crate::simulate::faults::{FaultSpec, parse_duration};
 use crate::simulate::history::{HistoryConfig, run_history};
 use crate::simulate::workload::Workload;
@@ -147,7 +147,8 @@ pub async fn schedule(args: ScheduleArgs, warehouse: &Path) -> Result<()> {
     let jobs = config.jobs(&base)?;
     let warehouse = Warehouse::new(warehouse);
     let runner = WarehouseRunner::new(warehouse.clone());
-    schedule::run_scheduler(&jobs, &runner, &Ledger::new(warehouse), &SystemClock, &config.policy(), None).await
+    let ledger = Ledger::new(warehouse);
+    Scheduler::new(&runner, &ledger, &SystemClock, &config.policy()).run(&jobs, None).await
 }
 
 pub async fn backfill(args: BackfillArgs, warehouse: &Path) -> Result<()> {
@@ -171,13 +172,13 @@ pub async fn backfill(args: BackfillArgs, warehouse: &Path) -> Result<()> {
     let runner = WarehouseRunner::new(warehouse.clone());
     let ledger = Ledger::new(warehouse);
     let out = &mut std::io::stdout();
-    schedule::backfill(&job, args.from, args.to, args.dry_run, &runner, &ledger, &SystemClock, &policy, out).await
+    Scheduler::new(&runner, &ledger, &SystemClock, &policy).backfill(&job, args.from, args.to, args.dry_run, out).await
 }
 
 /// `kahuna simulate`: one run, a suite of runs, or the M45 history.
 pub fn simulate(args: SimulateArgs) -> Result<()> {
     let version = Version::parse(&args.hadoop).with_context(|| format!("--hadoop {}: 0.18 or 0.20", args.hadoop))?;
-    let threads = args.threads.unwrap_or_else(|| cores()).max(1);
+    let threads = args.threads.unwrap_or_else(cores).max(1);
     if let Some(kind) = &args.history {
         if kind != "m45" {
             bail!("--history {kind}: the one history is m45");

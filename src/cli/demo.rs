@@ -27,7 +27,7 @@ pub async fn run(args: DemoArgs, warehouse: &Path) -> Result<()> {
         if here.join("logs").is_dir() { here } else { PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/data")) }
     });
     let options = IngestOptions {
-        paths: vec![data],
+        paths: ["logs", "sysstat", "jobhistory"].map(|folder| data.join(folder)).to_vec(),
         cluster: "demo".into(),
         warehouse: Warehouse::new(warehouse),
         zone: None,

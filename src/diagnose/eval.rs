@@ -335,7 +335,7 @@ pub async fn eval(options: &Options, out: &mut dyn std::io::Write) -> Result<()>
         let mut by_value = Vec::new();
         for value in &grid {
             let params = if value.is_empty() { Vec::new() } else { vec![(param.clone(), value.clone())] };
-            by_value.push(verdict(&snapshot, &query, &params, &clusters).await?);
+            by_value.push(verdict(&snapshot, query, &params, &clusters).await?);
         }
         let workloads: BTreeSet<&str> = runs.iter().map(|r| r.workload.as_str()).collect();
         let mut chosen_rows = Vec::new();

@@ -452,7 +452,7 @@ impl<'a> RowSink<'a> {
     fn take(&mut self, output: Output, reports: &tokio::sync::mpsc::Sender<FileReport>) {
         match output {
             // A closed channel means the run already failed; its error is the one reported.
-            Output::Report(report) => drop(reports.blocking_send(report)),
+            Output::Report(report) => drop(reports.blocking_send(*report)),
             Output::Rows(rows) if self.error.is_none() => {
                 if let Err(e) = self.write(rows) {
                     self.error = Some(e);
@@ -536,7 +536,7 @@ mod tests {
         )?;
         let file =
             discover::classify(&folder.join("syslog"), &Hints::default()).map_err(|r| anyhow::anyhow!(r.reason))?;
-        let warehouse = Warehouse::new(&dir.path().join("wh"));
+        let warehouse = Warehouse::new(dir.path().join("wh"));
         let open =
             || futures::future::try_join_all(Table::ALL.map(|table| TableAppender::open(&warehouse, table, "c1")));
         let fresh = plan(&file, &open().await?, "c1").await?;

@@ -370,7 +370,7 @@ pub fn read(ctx: &RunContext, hints: &Hints, planned: &PlannedRecord, emit: &mut
     report.hash = Some(format!("{:016x}", source.hash()));
     report.finished_ms = now_ms();
     progress.publish(report.offset_end);
-    emit(Output::Report(report));
+    emit(Output::Report(Box::new(report)));
 }
 
 /// Shows the parser the lines before `start`, uncounted (see [`LineParser::replay`]); the
@@ -427,7 +427,7 @@ fn give_up(mut report: FileReport, status: &'static str, error: String, emit: &m
     report.status = status;
     report.error = Some(error);
     report.finished_ms = now_ms();
-    emit(Output::Report(report));
+    emit(Output::Report(Box::new(report)));
 }
 
 /// Plans every record file among `files`, reporting the unchanged ones.

@@ -397,12 +397,10 @@ mod tests {
     use super::*;
     use std::io::Write;
 
-    fn lines(
-        path: &Path,
-        gzip: bool,
-        start: u64,
-        end: Option<u64>,
-    ) -> (Vec<(u64, u64, String, Option<u64>)>, Option<String>) {
+    /// A line read: its offset, number, text and `overlong`.
+    type Read = (u64, u64, String, Option<u64>);
+
+    fn lines(path: &Path, gzip: bool, start: u64, end: Option<u64>) -> (Vec<Read>, Option<String>) {
         let mut reader = LineReader::open(path, gzip, start, end, 1).unwrap();
         let mut out = Vec::new();
         loop {

@@ -137,7 +137,8 @@ impl StateCounts {
 /// What a stream hands to the writer.
 pub enum Output {
     Rows(Rows),
-    Report(FileReport),
+    /// Boxed: a report is several times the size of a batch of rows' handle.
+    Report(Box<FileReport>),
 }
 
 /// Rows of one table, cut into batches at partition (date) changes and at [`BATCH_ROWS`].
@@ -287,7 +288,7 @@ pub fn read_stream(ctx: &RunContext, files: &[PlannedFile], emit: &mut dyn FnMut
         report.unterminated = counts.unterminated;
         report.unmatched_ends = counts.unmatched_ends;
         report.states_by_kind = counts.by_kind;
-        emit(Output::Report(report));
+        emit(Output::Report(Box::new(report)));
     }
 }
 

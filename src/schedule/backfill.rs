@@ -3,51 +3,47 @@
 use anyhow::{Result, bail};
 use chrono::NaiveDate;
 
-use super::clock::Clock;
-use super::config::{Job, Policy};
-use super::ledger::Ledger;
-use super::runner::Runner;
-use super::{plan, run_with_retries};
+use super::config::Job;
+use super::{Scheduler, plan};
 
-/// `kahuna backfill`: the job for every date in [from, to], oldest first; or, dry, the plan.
-pub async fn backfill(
-    job: &Job,
-    from: NaiveDate,
-    to: NaiveDate,
-    dry_run: bool,
-    runner: &dyn Runner,
-    ledger: &Ledger,
-    clock: &dyn Clock,
-    policy: &Policy,
-    out: &mut dyn std::io::Write,
-) -> Result<()> {
-    if to < from {
-        bail!("--to {to} is before --from {from}");
-    }
-    let mut failed = 0;
-    for date in from.iter_days().take_while(|d| *d <= to) {
-        let (start, end) = plan::day_window(date, job.schedule.zone)?;
-        if dry_run {
-            writeln!(
-                out,
-                "{} for {date}: window [{}, {}), would replace its partition",
-                job.name,
-                start.to_rfc3339(),
-                end.to_rfc3339()
-            )?;
-            continue;
+impl Scheduler<'_> {
+    /// `kahuna backfill`: the job for every date in [from, to], oldest first; or, dry, the plan.
+    pub async fn backfill(
+        &self,
+        job: &Job,
+        from: NaiveDate,
+        to: NaiveDate,
+        dry_run: bool,
+        out: &mut dyn std::io::Write,
+    ) -> Result<()> {
+        if to < from {
+            bail!("--to {to} is before --from {from}");
         }
-        match run_with_retries(job, date, None, "backfill", runner, ledger, clock, policy).await {
-            Ok(rows) => writeln!(out, "{} for {date}: {rows} rows", job.name)?,
-            Err(e) => {
-                failed += 1;
-                writeln!(out, "{} for {date}: failed: {e:#}", job.name)?;
+        let mut failed = 0;
+        for date in from.iter_days().take_while(|d| *d <= to) {
+            let (start, end) = plan::day_window(date, job.schedule.zone)?;
+            if dry_run {
+                writeln!(
+                    out,
+                    "{} for {date}: window [{}, {}), would replace its partition",
+                    job.name,
+                    start.to_rfc3339(),
+                    end.to_rfc3339()
+                )?;
+                continue;
+            }
+            match self.run_with_retries(job, date, None, "backfill").await {
+                Ok(rows) => writeln!(out, "{} for {date}: {rows} rows", job.name)?,
+                Err(e) => {
+                    failed += 1;
+                    writeln!(out, "{} for {date}: failed: {e:#}", job.name)?;
+                }
             }
         }
+        self.runner.batch_done();
+        if failed > 0 {
+            bail!("{failed} of the dates failed (see schedule_runs)");
+        }
+        Ok(())
     }
-    runner.batch_done();
-    if failed > 0 {
-        bail!("{failed} of the dates failed (see schedule_runs)");
-    }
-    Ok(())
 }

@@ -30,7 +30,6 @@ use std::time::Instant;
 use anyhow::{Result, bail};
 use chrono::{DateTime, NaiveDate, Utc};
 
-pub use backfill::backfill;
 pub use config::{Config, Job, JobConfig, Policy, Work, parse_zone};
 pub use ledger::Ledger;
 pub use order::Order;
@@ -38,133 +37,141 @@ pub use runner::{Runner, WarehouseRunner};
 
 use crate::diagnose::results::LedgerEntry;
 use clock::Clock;
-/// Runs `job` for `run_date` with retries, recording every attempt; the last error if all fail.
-pub async fn run_with_retries(
-    job: &Job,
-    run_date: NaiveDate,
-    scheduled_for: Option<DateTime<Utc>>,
-    trigger: &str,
-    runner: &dyn Runner,
-    ledger: &Ledger,
-    clock: &dyn Clock,
-    policy: &Policy,
-) -> Result<usize> {
-    let run_id = format!("{}-{}-{run_date}", job.name, clock.now().format("%Y%m%dT%H%M%S%.3fZ"));
-    let mut attempt = 1;
-    loop {
-        let started = clock.now();
-        let timer = Instant::now();
-        let outcome = runner.run(job, run_date).await;
-        let last = attempt > policy.retries;
-        let entry = LedgerEntry {
-            run_id: run_id.clone(),
-            cluster: job.cluster.clone().unwrap_or_else(|| "default".into()),
-            job: job.name.clone(),
-            query_hash: job.hash(),
-            run_date,
-            scheduled_for,
-            trigger: trigger.to_string(),
-            attempt: i64::from(attempt),
-            status: match (&outcome, last) {
-                (Ok(_), _) => "succeeded",
-                (Err(_), true) => "failed",
-                (Err(_), false) => "retrying",
-            }
-            .to_string(),
-            rows: outcome.as_ref().map_or(0, |rows| *rows as i64),
-            duration_ms: timer.elapsed().as_millis() as i64,
-            error: outcome.as_ref().err().map(crate::error_message),
-            started,
-        };
-        ledger.record(&entry).await?;
-        match outcome {
-            Ok(rows) => return Ok(rows),
-            Err(e) if last => return Err(e.context(format!("{} for {run_date}: attempt {attempt}", job.name))),
-            Err(e) => {
-                let wait = plan::backoff(policy.backoff, attempt, policy.max_backoff);
-                eprintln!(
-                    "{} for {run_date}: attempt {attempt} failed ({e:#}); retrying in {} s",
-                    job.name,
-                    wait.as_secs()
-                );
-                clock.sleep_until(clock.now() + chrono::Duration::from_std(wait).unwrap_or_default()).await;
-                attempt += 1;
-            }
-        }
-    }
+/// What every run of one scheduler shares: what runs the jobs, where attempts are recorded, the
+/// clock, and the retry policy.
+#[derive(Clone, Copy)]
+pub struct Scheduler<'a> {
+    pub runner: &'a dyn Runner,
+    pub ledger: &'a Ledger,
+    pub clock: &'a dyn Clock,
+    pub policy: &'a Policy,
 }
 
-/// The scheduler's loop: runs what is due, sleeps until the next occurrence; returns when the
-/// next occurrence is after `until` (never, for the real command).
-pub async fn run_scheduler(
-    jobs: &[Job],
-    runner: &dyn Runner,
-    ledger: &Ledger,
-    clock: &dyn Clock,
-    policy: &Policy,
-    until: Option<DateTime<Utc>>,
-) -> Result<()> {
-    let started = clock.now();
-    let mut handled = ledger.handled().await?;
-    let order = Order::of(jobs)?;
-    for job in jobs {
-        let next = job.schedule.next_after(started).map_or("never".into(), |t| t.to_rfc3339());
-        eprintln!("{}: `{}` in {}, next at {next}", job.name, job.schedule.expression, job.schedule.zone);
+impl<'a> Scheduler<'a> {
+    pub fn new(runner: &'a dyn Runner, ledger: &'a Ledger, clock: &'a dyn Clock, policy: &'a Policy) -> Self {
+        Scheduler { runner, ledger, clock, policy }
     }
-    loop {
-        let now = clock.now();
-        let mut due = Vec::new();
-        for (index, job) in jobs.iter().enumerate() {
-            let last = handled.get(&job.name).copied();
-            let occurrences = plan::due(&job.schedule, last, started, now, job.catch_up);
-            due.extend(
-                occurrences
-                    .into_iter()
-                    .map(|(occurrence, caught_up)| (occurrence, order.stages[index], index, caught_up)),
-            );
-        }
-        // Oldest first; at one instant, a job after those that write what it reads.
-        due.sort_by_key(|&(occurrence, stage, index, _)| (occurrence, stage, index));
-        for together in due.chunk_by(|a, b| a.0 == b.0) {
-            // Jobs of one instant: each after those that write what it reads; the others side
-            // by side (their commits one at a time, see `results::write`). An ingest runs alone.
-            let occurrence = together[0].0;
-            let caught_up: HashMap<usize, bool> =
-                together.iter().map(|&(_, _, index, caught_up)| (index, caught_up)).collect();
-            let indices: Vec<usize> = together.iter().map(|&(_, _, index, _)| index).collect();
-            let alone = |index: usize| matches!(jobs[index].work, Work::Ingest { .. });
-            let run = |index: usize| {
-                let job = &jobs[index];
-                let run_date = job.schedule.run_date(occurrence, job.days_back);
-                let trigger = if caught_up[&index] { "catch-up" } else { "schedule" };
-                async move {
-                    let outcome =
-                        run_with_retries(job, run_date, Some(occurrence), trigger, runner, ledger, clock, policy).await;
-                    (run_date, trigger, outcome)
+
+    /// Runs `job` for `run_date` with retries, recording every attempt; the last error if all fail.
+    pub async fn run_with_retries(
+        &self,
+        job: &Job,
+        run_date: NaiveDate,
+        scheduled_for: Option<DateTime<Utc>>,
+        trigger: &str,
+    ) -> Result<usize> {
+        let Scheduler { runner, ledger, clock, policy } = *self;
+        let run_id = format!("{}-{}-{run_date}", job.name, clock.now().format("%Y%m%dT%H%M%S%.3fZ"));
+        let mut attempt = 1;
+        loop {
+            let started = clock.now();
+            let timer = Instant::now();
+            let outcome = runner.run(job, run_date).await;
+            let last = attempt > policy.retries;
+            let entry = LedgerEntry {
+                run_id: run_id.clone(),
+                cluster: job.cluster.clone().unwrap_or_else(|| "default".into()),
+                job: job.name.clone(),
+                query_hash: job.hash(),
+                run_date,
+                scheduled_for,
+                trigger: trigger.to_string(),
+                attempt: i64::from(attempt),
+                status: match (&outcome, last) {
+                    (Ok(_), _) => "succeeded",
+                    (Err(_), true) => "failed",
+                    (Err(_), false) => "retrying",
                 }
+                .to_string(),
+                rows: outcome.as_ref().map_or(0, |rows| *rows as i64),
+                duration_ms: timer.elapsed().as_millis() as i64,
+                error: outcome.as_ref().err().map(crate::error_message),
+                started,
             };
-            let ended = |index: usize, (run_date, trigger, outcome): (NaiveDate, &str, Result<usize>)| {
-                let job = &jobs[index];
-                match outcome {
-                    Ok(rows) => eprintln!("{} for {run_date} ({trigger}): {rows} rows", job.name),
-                    // One job failing for good does not stop the others; the ledger has it.
-                    Err(e) => eprintln!("error: {e:#}"),
+            ledger.record(&entry).await?;
+            match outcome {
+                Ok(rows) => return Ok(rows),
+                Err(e) if last => return Err(e.context(format!("{} for {run_date}: attempt {attempt}", job.name))),
+                Err(e) => {
+                    let wait = plan::backoff(policy.backoff, attempt, policy.max_backoff);
+                    eprintln!(
+                        "{} for {run_date}: attempt {attempt} failed ({e:#}); retrying in {} s",
+                        job.name,
+                        wait.as_secs()
+                    );
+                    clock.sleep_until(clock.now() + chrono::Duration::from_std(wait).unwrap_or_default()).await;
+                    attempt += 1;
                 }
-                handled.insert(job.name.clone(), occurrence);
+            }
+        }
+    }
+
+    /// The scheduler's loop: runs what is due, sleeps until the next occurrence; returns when the
+    /// next occurrence is after `until` (never, for the real command).
+    pub async fn run(&self, jobs: &[Job], until: Option<DateTime<Utc>>) -> Result<()> {
+        let Scheduler { runner, ledger, clock, .. } = *self;
+        let started = clock.now();
+        let mut handled = ledger.handled().await?;
+        let order = Order::of(jobs)?;
+        for job in jobs {
+            let next = job.schedule.next_after(started).map_or("never".into(), |t| t.to_rfc3339());
+            eprintln!("{}: `{}` in {}, next at {next}", job.name, job.schedule.expression, job.schedule.zone);
+        }
+        loop {
+            let now = clock.now();
+            let mut due = Vec::new();
+            for (index, job) in jobs.iter().enumerate() {
+                let last = handled.get(&job.name).copied();
+                let occurrences = plan::due(&job.schedule, last, started, now, job.catch_up);
+                due.extend(
+                    occurrences
+                        .into_iter()
+                        .map(|(occurrence, caught_up)| (occurrence, order.stages[index], index, caught_up)),
+                );
+            }
+            // Oldest first; at one instant, a job after those that write what it reads.
+            due.sort_by_key(|&(occurrence, stage, index, _)| (occurrence, stage, index));
+            for together in due.chunk_by(|a, b| a.0 == b.0) {
+                // Jobs of one instant: each after those that write what it reads; the others side
+                // by side (their commits one at a time, see `results::write`). An ingest runs alone.
+                let occurrence = together[0].0;
+                let caught_up: HashMap<usize, bool> =
+                    together.iter().map(|&(_, _, index, caught_up)| (index, caught_up)).collect();
+                let indices: Vec<usize> = together.iter().map(|&(_, _, index, _)| index).collect();
+                let alone = |index: usize| matches!(jobs[index].work, Work::Ingest { .. });
+                let run = |index: usize| {
+                    let job = &jobs[index];
+                    let run_date = job.schedule.run_date(occurrence, job.days_back);
+                    let trigger = if caught_up[&index] { "catch-up" } else { "schedule" };
+                    async move {
+                        let outcome = self.run_with_retries(job, run_date, Some(occurrence), trigger).await;
+                        (run_date, trigger, outcome)
+                    }
+                };
+                let ended = |index: usize, (run_date, trigger, outcome): (NaiveDate, &str, Result<usize>)| {
+                    let job = &jobs[index];
+                    match outcome {
+                        Ok(rows) => eprintln!("{} for {run_date} ({trigger}): {rows} rows", job.name),
+                        // One job failing for good does not stop the others; the ledger has it.
+                        Err(e) => eprintln!("error: {e:#}"),
+                    }
+                    handled.insert(job.name.clone(), occurrence);
+                };
+                order.run(&indices, self.policy.parallel, alone, run, ended).await;
+            }
+            runner.batch_done();
+            // Each job's next occurrence after the last it dealt with, not after now: one that fell
+            // due while others ran (a long ingest, retries) runs at once, not a day late.
+            let next_of =
+                |job: &Job| job.schedule.next_after(plan::live_after(handled.get(&job.name).copied(), started));
+            let Some(next) = jobs.iter().filter_map(next_of).min() else {
+                bail!("no job has a next occurrence");
             };
-            order.run(&indices, policy.parallel, alone, run, ended).await;
+            if until.is_some_and(|u| next > u) {
+                return Ok(());
+            }
+            clock.sleep_until(next).await;
         }
-        runner.batch_done();
-        // Each job's next occurrence after the last it dealt with, not after now: one that fell
-        // due while others ran (a long ingest, retries) runs at once, not a day late.
-        let next_of = |job: &Job| job.schedule.next_after(plan::live_after(handled.get(&job.name).copied(), started));
-        let Some(next) = jobs.iter().filter_map(next_of).min() else {
-            bail!("no job has a next occurrence");
-        };
-        if until.is_some_and(|u| next > u) {
-            return Ok(());
-        }
-        clock.sleep_until(next).await;
     }
 }
 
@@ -235,12 +242,18 @@ mod tests {
         // First life: started on the 1st at noon, runs the night of the 2nd, stops.
         let clock = FakeClock::new(utc("2024-01-01T12:00:00Z"));
         let jobs = [nightly("wb", CatchUp::All), nightly("bb", CatchUp::Latest)];
-        run_scheduler(&jobs, &script, &ledger, &clock, &policy(), Some(utc("2024-01-02T12:00:00Z"))).await.unwrap();
+        Scheduler::new(&script, &ledger, &clock, &policy())
+            .run(&jobs, Some(utc("2024-01-02T12:00:00Z")))
+            .await
+            .unwrap();
         assert_eq!(clock.sleeps(), vec![utc("2024-01-02T02:00:00Z")], "one wake-up, exactly at 02:00");
 
         // Down for three nights; restarted on the 5th at 09:00, runs until the 6th at noon.
         clock.set(utc("2024-01-05T09:00:00Z"));
-        run_scheduler(&jobs, &script, &ledger, &clock, &policy(), Some(utc("2024-01-06T12:00:00Z"))).await.unwrap();
+        Scheduler::new(&script, &ledger, &clock, &policy())
+            .run(&jobs, Some(utc("2024-01-06T12:00:00Z")))
+            .await
+            .unwrap();
         let calls = script.calls.lock().unwrap().clone();
         let day = |d: u32| NaiveDate::from_ymd_opt(2024, 1, d).unwrap();
         assert_eq!(
@@ -273,7 +286,7 @@ mod tests {
         let wb = Job { schedule: Schedule::parse("1 2 * * *", Tz::UTC).unwrap(), ..nightly("wb", CatchUp::None) };
         let jobs = [nightly("load", CatchUp::None), wb];
         let flaky = Script { calls: Mutex::new(Vec::new()), failures: 2 };
-        run_scheduler(&jobs, &flaky, &ledger, &clock, &policy(), Some(utc("2024-01-02T12:00:00Z"))).await.unwrap();
+        Scheduler::new(&flaky, &ledger, &clock, &policy()).run(&jobs, Some(utc("2024-01-02T12:00:00Z"))).await.unwrap();
         let calls: Vec<String> = flaky.calls.lock().unwrap().iter().map(|c| c.0.clone()).collect();
         assert_eq!(calls, ["load", "load", "load", "wb"]);
         assert_eq!(clock.now(), utc("2024-01-02T02:03:00Z"), "wb ran at 02:03, with no sleep to another night");
@@ -288,16 +301,10 @@ mod tests {
         let job = nightly("wb", CatchUp::None);
 
         let flaky = Script { calls: Mutex::new(Vec::new()), failures: 2 };
-        run_scheduler(
-            std::slice::from_ref(&job),
-            &flaky,
-            &ledger,
-            &clock,
-            &policy(),
-            Some(utc("2024-01-02T12:00:00Z")),
-        )
-        .await
-        .unwrap();
+        Scheduler::new(&flaky, &ledger, &clock, &policy())
+            .run(std::slice::from_ref(&job), Some(utc("2024-01-02T12:00:00Z")))
+            .await
+            .unwrap();
         assert_eq!(
             clock.sleeps(),
             vec![utc("2024-01-02T02:00:00Z"), utc("2024-01-02T02:01:00Z"), utc("2024-01-02T02:03:00Z")],
@@ -311,14 +318,17 @@ mod tests {
         // by a restart (it was dealt with; `kahuna backfill` reruns it).
         let broken = Script { calls: Mutex::new(Vec::new()), failures: usize::MAX };
         let out = &mut Vec::new();
-        let err = backfill(&job, day(10), day(10), false, &broken, &ledger, &clock, &policy(), out).await.unwrap_err();
+        let err = Scheduler::new(&broken, &ledger, &clock, &policy())
+            .backfill(&job, day(10), day(10), false, out)
+            .await
+            .unwrap_err();
         assert!(format!("{err:#}").contains("1 of the dates failed"), "{err:#}");
         assert_eq!(broken.calls.lock().unwrap().len(), 3);
         let rows = ledger_rows(&wh).await;
         assert!(rows.last().unwrap().starts_with("wb 2024-01-10 backfill 3 failed"), "{rows:#?}");
 
         let out = &mut Vec::new();
-        backfill(&job, day(7), day(9), true, &broken, &ledger, &clock, &policy(), out).await.unwrap();
+        Scheduler::new(&broken, &ledger, &clock, &policy()).backfill(&job, day(7), day(9), true, out).await.unwrap();
         let plan = String::from_utf8_lossy(out).into_owned();
         assert_eq!(plan.lines().count(), 3, "{plan}");
         assert!(
@@ -342,7 +352,10 @@ mod tests {
         let ledger = Ledger::new(Warehouse::new(dir.path()));
         let clock = FakeClock::new(utc("2024-01-01T12:00:00Z"));
         let script = Script { calls: Mutex::new(Vec::new()), failures: 0 };
-        run_scheduler(&jobs, &script, &ledger, &clock, &policy(), Some(utc("2024-01-02T12:00:00Z"))).await.unwrap();
+        Scheduler::new(&script, &ledger, &clock, &policy())
+            .run(&jobs, Some(utc("2024-01-02T12:00:00Z")))
+            .await
+            .unwrap();
         let calls: Vec<String> = script.calls.lock().unwrap().iter().map(|c| c.0.clone()).collect();
         assert_eq!(calls, ["ingest", "controlflow", "kahuna_wb", "combined"]);
     }
@@ -390,7 +403,8 @@ mod tests {
         let ledger = Ledger::new(wh.clone());
         let clock = FakeClock::new(utc("2024-01-01T12:00:00Z"));
         let overlap = Overlap { events: Mutex::new(Vec::new()) };
-        run_scheduler(&jobs, &overlap, &ledger, &clock, &config.policy(), Some(utc("2024-01-02T12:00:00Z")))
+        Scheduler::new(&overlap, &ledger, &clock, &config.policy())
+            .run(&jobs, Some(utc("2024-01-02T12:00:00Z")))
             .await
             .unwrap();
         let events = overlap.events.lock().unwrap().clone();

@@ -289,7 +289,7 @@ impl TableAppender {
     pub async fn open(warehouse: &Warehouse, table: Table, cluster: &str) -> Result<TableAppender> {
         let delta = warehouse.open_or_create(table).await?;
         let log_dir = warehouse.log_dir(table.name());
-        let version = delta.version().and_then(|v| u64::try_from(v).ok()).unwrap_or(0);
+        let version = delta.version().unwrap_or(0);
         let held = transactions::latest_versions(&log_dir, version)
             .with_context(|| format!("cannot read the ingest transactions of table {}", table.name()))?;
         Ok(TableAppender { table, delta, cluster: cluster.to_string(), held })

@@ -322,8 +322,7 @@ impl GroupsAccumulator for RunGroups {
     /// Each row as a group of its own (DataFusion skips partial aggregation when groups are
     /// nearly as many as rows).
     fn convert_to_state(&self, values: &[ArrayRef], opt_filter: Option<&BooleanArray>) -> Result<Vec<ArrayRef>> {
-        let mut rows = Self::default();
-        rows.groups = values[0].len();
+        let mut rows = Self { groups: values[0].len(), ..Self::default() };
         let passing = (0..values[0].len()).filter(|&row| passes(opt_filter, row));
         rows.add(&values[0], &values[1], passing.map(|row| (row, row)))?;
         Ok(rows.state_of(&ByGroup::of(&rows.group_of, rows.groups)))

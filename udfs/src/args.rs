@@ -357,7 +357,7 @@ mod tests {
         let offsets = [0, 2, 3, 6, 7];
         let narrow = ListArray::new(
             Arc::new(Field::new_list_field(DataType::Float32, true)),
-            OffsetBuffer::new(offsets.map(|o| o as i32).to_vec().into()),
+            OffsetBuffer::new(offsets.to_vec().into()),
             Arc::new(Float32Array::from(vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0])),
             None,
         );

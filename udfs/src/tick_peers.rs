@@ -148,7 +148,7 @@ fn median(values: &mut [f64]) -> f64 {
     let len = values.len();
     let (low, &mut middle, _) = values.select_nth_unstable_by(len / 2, f64::total_cmp);
     match low.iter().copied().max_by(f64::total_cmp) {
-        Some(below) if len % 2 == 0 => (below + middle) / 2.0,
+        Some(below) if len.is_multiple_of(2) => (below + middle) / 2.0,
         _ => middle,
     }
 }

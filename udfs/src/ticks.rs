@@ -88,7 +88,8 @@ impl TickParams {
     /// A sample at finite time `t`, its bin clamped into `[0, bins)`; an error where `t` is
     /// too far from 0 for its ticks to be exact.
     pub(crate) fn sample(&self, t: f64, bin: i64) -> Result<Sample> {
-        if !((t / self.step).abs() < MAX_TICK) {
+        let ticks = (t / self.step).abs();
+        if ticks.is_nan() || ticks >= MAX_TICK {
             return Err(exec_error(self.func, format!("ts {t:e} is not within 2^53 steps of {} from 0", self.step)));
         }
         Ok((t, bin.clamp(0, self.bins as i64 - 1) as u32))
