@@ -274,3 +274,22 @@ async fn session_tables_live_beside_the_warehouse_tables() {
         assert!(pretty_format_batches(&batches).unwrap().to_string().contains("| 5 |"));
     }
 }
+
+/// A file named both on its own and through its folder, or by two spellings of its path, is
+/// read once: the same states as the folder alone.
+#[tokio::test]
+async fn a_file_named_twice_in_one_run_is_read_once() {
+    let logs = data_dir();
+    let tasktracker = logs.join("hadoop-hadoop-tasktracker-node1.log");
+    let respelled = logs.join("node1/../hadoop-hadoop-tasktracker-node1.log");
+    let once = tempfile::tempdir().unwrap();
+    ingest_into(vec![logs.clone()], once.path(), None).await;
+    let twice = tempfile::tempdir().unwrap();
+    let summary = ingest_into(vec![logs, tasktracker, respelled], twice.path(), None).await;
+    assert_eq!(summary.files_with_status("ingested"), 9);
+    let count = "SELECT state, count(*), count(start_ts), count(end_ts) FROM states GROUP BY state ORDER BY state";
+    let expected = rows(once.path(), count).await;
+    assert_eq!(rows(twice.path(), count).await, expected);
+    let maps = expected.iter().find(|r| r[0] == "Map").expect("Map states");
+    assert_eq!(maps[1], maps[2], "every Map has its start: {expected:?}");
+}

@@ -131,20 +131,27 @@ pub struct Hints {
     pub iface: Option<String>,
 }
 
-/// Every regular file under `paths`, in a stable order.
+/// Every regular file under `paths`, in a stable order, each once: a file named twice (itself
+/// and a folder that holds it, or two spellings of one path) is kept where it first appears.
 pub fn walk(paths: &[PathBuf]) -> Result<Vec<PathBuf>> {
     let mut files = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    let mut keep = |path: PathBuf| {
+        if seen.insert(std::fs::canonicalize(&path).unwrap_or_else(|_| path.clone())) {
+            files.push(path);
+        }
+    };
     for path in paths {
         let meta = std::fs::metadata(path).with_context(|| format!("{}: cannot read", path.display()))?;
         if meta.is_file() {
-            files.push(path.clone());
+            keep(path.clone());
             continue;
         }
         for entry in walkdir::WalkDir::new(path).sort_by_file_name() {
             let entry = entry.with_context(|| format!("{}: cannot walk", path.display()))?;
             let name = entry.file_name().to_string_lossy();
             if entry.file_type().is_file() && !name.starts_with('.') {
-                files.push(entry.into_path());
+                keep(entry.into_path());
             }
         }
     }
