@@ -139,3 +139,94 @@ impl<S: JobSource> Sim<'_, S> {
         end
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::simulate::cluster::Cluster;
+    use crate::simulate::faults::Fault;
+    use crate::simulate::scheduler::testing::{Jobs, job, running, spec};
+    use crate::simulate::writers::Rec;
+
+    const TASK: TaskRef = TaskRef { job: 0, idx: 0, attempt: 0, reduce: false };
+
+    /// A block's receive as a DataNode logs it: when it began and from which node, and when it
+    /// ended, from which node, with how many replicas downstream.
+    type Receive = (Vec<(i64, u16)>, Vec<(i64, u16, u8)>);
+
+    /// Each node's receives of the 64 MB block of `TASK`.
+    fn receives(sim: &Sim<Jobs>) -> Vec<Receive> {
+        let node = |buf: &Vec<Rec>| {
+            let (mut began, mut ended) = (Vec::new(), Vec::new());
+            for r in buf {
+                match r.line {
+                    Line::Receiving { src, .. } => began.push((r.ts_ms, src)),
+                    Line::Received { src, size, client, downstream, .. } => {
+                        assert_eq!((size, client), (64 << 20, TASK));
+                        ended.push((r.ts_ms, src, downstream));
+                    }
+                    _ => panic!("{r:?}"),
+                }
+            }
+            (began, ended)
+        };
+        sim.bufs.iter().map(node).collect()
+    }
+
+    #[test]
+    fn a_write_goes_through_a_pipeline_from_the_writers_own_datanode_at_its_slowest_disks_rate() {
+        let cluster = Cluster::first(3, 1);
+        let mut sim = running(spec(&cluster, None), vec![job(1, 0)]);
+        let end = sim.write_block(0, 1000, 64.0, 3, TASK, &mut Rng::new(1));
+        let nodes = receives(&sim);
+        assert_eq!(nodes[0], (vec![(1000, 0)], vec![(end - 2, 0, 2)]));
+        // The other two in either order, each receiving from the one before it.
+        let (second, third) = if nodes[1].0[0].0 == 1002 { (1, 2) } else { (2, 1) };
+        assert_eq!(nodes[second], (vec![(1002, 0)], vec![(end - 1, 0, 1)]));
+        assert_eq!(nodes[third], (vec![(1004, second as u16)], vec![(end, second as u16, 0)]));
+        // 10 ms a hop, and the slowest disk's rate give or take its jitter (at most 9%).
+        let slowest = cluster.nodes.iter().map(|n| n.disk_mb_s).fold(f64::INFINITY, f64::min);
+        let ratio = (end - 1000 - 30) as f64 / (64.0 / slowest * 1000.0);
+        assert!((0.91..=1.09).contains(&ratio), "{ratio}");
+        let mut sim = running(spec(&cluster, None), vec![job(1, 0)]);
+        let end = sim.write_block(1, 1000, 64.0, 1, TASK, &mut Rng::new(1));
+        let one = (vec![(1000, 1)], vec![(end, 1, 0)]);
+        assert_eq!(receives(&sim), vec![(vec![], vec![]), one, (vec![], vec![])]);
+    }
+
+    #[test]
+    fn a_datanode_that_stops_acknowledging_is_dropped_and_the_write_goes_on_without_it() {
+        let cluster = Cluster::first(3, 1);
+        let lossy = Injected::new(Fault::PacketLoss50, 2, 0, 3_600_000, 60.0);
+        let mut sim = running(spec(&cluster, Some(lossy)), vec![job(1, 0)]);
+        let end = sim.write_block(0, 1000, 64.0, 3, TASK, &mut Rng::new(1));
+        let nodes = receives(&sim);
+        assert_eq!((nodes[2].0.len(), nodes[2].1.len()), (1, 0), "node 2 never finishes its receive");
+        assert_eq!((&nodes[0].1[..], &nodes[1].1[..]), (&[(end - 1, 0, 1)][..], &[(end, 0, 0)][..]));
+        // The same write without the fault: recovery costs the 5 s a client takes to notice, less a hop.
+        let mut clean = running(spec(&cluster, None), vec![job(1, 0)]);
+        let clean_end = clean.write_block(0, 1000, 64.0, 3, TASK, &mut Rng::new(1));
+        assert!((4_900..5_000).contains(&(end - clean_end)), "{end} {clean_end}");
+        // The writer's own node lossy: it loses every downstream and keeps the block alone.
+        let lossy = Injected::new(Fault::PacketLoss50, 0, 0, 3_600_000, 60.0);
+        let mut sim = running(spec(&cluster, Some(lossy)), vec![job(1, 0)]);
+        let end = sim.write_block(0, 1000, 64.0, 3, TASK, &mut Rng::new(1));
+        let ended: Vec<Vec<(i64, u16, u8)>> = receives(&sim).into_iter().map(|n| n.1).collect();
+        assert_eq!(ended, vec![vec![(end, 0, 0)], vec![], vec![]]);
+    }
+
+    #[test]
+    fn a_read_is_served_by_the_datanode_that_holds_the_block_at_its_disks_rate() {
+        let cluster = Cluster::first(3, 1);
+        let mut sim = running(spec(&cluster, None), vec![job(1, 0)]);
+        let end = sim.read_block(1, 0, 1000, 32.0, TASK, &mut Rng::new(1));
+        assert_eq!(end - 1000, (32.0 / cluster.nodes[1].disk_mb_s * 1000.0 + 5.0) as i64);
+        let lines: Vec<(i64, Line)> = sim.bufs[1].iter().map(|r| (r.ts_ms, r.line)).collect();
+        let [(1000, Line::ReadStart), (at, Line::Served { to: 0, port: 40_001, size, client, dur_ms, .. })] = lines[..]
+        else {
+            panic!("{lines:?}")
+        };
+        assert_eq!((at, size, client, i64::from(dur_ms)), (end, 32 << 20, TASK, end - 1000));
+        assert!(sim.bufs[0].is_empty() && sim.bufs[2].is_empty());
+    }
+}

@@ -276,3 +276,67 @@ impl<S: JobSource> Sim<'_, S> {
         self.close(job, status);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::simulate::cluster::{Cluster, MAP_SLOTS, REDUCE_SLOTS};
+    use crate::simulate::scheduler::testing::{attempts, finish, job, spec, submitted};
+
+    #[test]
+    fn a_map_that_always_fails_fails_its_job_at_the_fourth_failure_each_try_on_another_node() {
+        let cluster = Cluster::first(3, 1);
+        let mut poisoned = job(3, 1);
+        poisoned.poison_map = Some(1);
+        let mut sim = submitted(spec(&cluster, None), vec![poisoned]);
+        finish(&mut sim);
+        let j = &sim.jobs[0];
+        assert_eq!(j.state, JobState::Done(Status::Failed));
+        let ends = attempts(&sim, 0);
+        let tries: Vec<(u8, u16, Status)> =
+            ends.iter().filter(|e| e.0.idx == 1 && !e.0.reduce).map(|&(t, node, s)| (t.attempt, node, s)).collect();
+        assert_eq!(
+            tries.iter().map(|t| (t.0, t.2)).collect::<Vec<_>>(),
+            (0..4).map(|a| (a, Status::Failed)).collect::<Vec<_>>()
+        );
+        assert!(tries.windows(2).all(|w| w[0].1 != w[1].1), "{tries:?}");
+        // The reduce, waiting for the poisoned map's output, is killed with the job.
+        assert_eq!(ends.last().map(|e| (e.0.reduce, e.2)), Some((true, Status::Killed)));
+        let Some(Hist::JobEnd { status, maps, failed_maps, failed_reduces, .. }) = j.history.last().map(|h| h.h) else {
+            panic!("no end")
+        };
+        assert_eq!((status, maps, failed_maps, failed_reduces), (Status::Failed, 2, 4, 0));
+        let errors = sim.bufs.iter().flatten().filter(|r| matches!(r.line, Line::ChildError { .. })).count();
+        assert_eq!(errors, 4);
+    }
+
+    #[test]
+    fn a_job_its_user_kills_kills_every_running_attempt_and_frees_their_slots() {
+        let cluster = Cluster::first(3, 1);
+        let mut long = job(8, 1);
+        long.map_fixed_s = 120.0;
+        long.kill_after_ms = Some(30_000);
+        let mut sim = submitted(spec(&cluster, None), vec![long]);
+        finish(&mut sim);
+        let j = &sim.jobs[0];
+        assert_eq!((j.state, j.finish_ms), (JobState::Done(Status::Killed), Some(30_000)));
+        // Two maps on each node and the reduce were running; the other two maps never started.
+        let ends = attempts(&sim, 0);
+        assert_eq!(ends.len(), 7);
+        assert!(ends.iter().all(|e| e.2 == Status::Killed), "{ends:?}");
+        assert_eq!(ends.iter().filter(|e| e.0.reduce).count(), 1);
+        let end = Hist::JobEnd { status: Status::Killed, maps: 0, reduces: 0, failed_maps: 0, failed_reduces: 0 };
+        assert_eq!(j.history.last().map(|h| h.h), Some(end));
+        let mut killed: Vec<(u64, i64)> = ends.iter().map(|e| (e.0.key(), 30_000)).collect();
+        killed.sort();
+        assert_eq!(sim.killed, killed);
+        let kills: Vec<i64> =
+            sim.bufs.iter().flatten().filter(|r| matches!(r.line, Line::Kill { .. })).map(|r| r.ts_ms).collect();
+        assert_eq!(kills, vec![30_000; 7]);
+        // Nothing of theirs is left to lay down or to charge.
+        assert!(sim.series.iter().all(Vec::is_empty) && sim.used.is_empty());
+        for node in &sim.nodes {
+            assert_eq!((node.free_maps, node.free_reduces, node.running), (MAP_SLOTS, REDUCE_SLOTS, 0));
+        }
+    }
+}

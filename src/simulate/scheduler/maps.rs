@@ -114,3 +114,123 @@ impl<S: JobSource> Sim<'_, S> {
         self.at(t, Ev::MapEnd { job, idx, attempt, end: End::Ok });
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::cmp::Reverse;
+
+    use super::*;
+    use crate::simulate::cluster::Cluster;
+    use crate::simulate::faults::Fault;
+    use crate::simulate::scheduler::testing::{Jobs, job, running, spec};
+
+    const MAP0: TaskRef = TaskRef { job: 0, idx: 0, attempt: 0, reduce: false };
+
+    /// The times of a node's lines that `pick` picks.
+    fn times(sim: &Sim<Jobs>, node: usize, pick: impl Fn(&Line) -> bool) -> Vec<i64> {
+        sim.bufs[node].iter().filter(|r| pick(&r.line)).map(|r| r.ts_ms).collect()
+    }
+
+    /// When the attempt's end is due and how.
+    fn map_end(sim: &Sim<Jobs>, task: TaskRef) -> Vec<(i64, End)> {
+        sim.events
+            .iter()
+            .filter_map(|Reverse((t, _, ev))| match *ev {
+                Ev::MapEnd { job, idx, attempt, end } if (job, idx, attempt) == (task.job, task.idx, task.attempt) => {
+                    Some((*t, end))
+                }
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_map_reads_its_block_where_it_runs_if_it_can_then_computes_and_spills() {
+        let cluster = Cluster::first(4, 1);
+        let mut sim = running(spec(&cluster, None), vec![job(2, 1)]);
+        sim.jobs[0].maps[0].replicas = Some([0, 1, 2]);
+        sim.jobs[0].maps[1].replicas = Some([1, 2, 3]);
+        sim.launch_map(0, 0, 0);
+        sim.launch_map(0, 1, 0);
+        let served_by = |idx: u32| -> Vec<usize> {
+            (0..4)
+                .filter(|&n| {
+                    !times(&sim, n, |l| matches!(l, Line::Served { to: 0, client, .. } if client.idx == idx)).is_empty()
+                })
+                .collect()
+        };
+        assert_eq!(served_by(0), vec![0]);
+        assert!(matches!(served_by(1)[..], [1..=3]), "{:?}", served_by(1));
+        let launches: Vec<Line> =
+            sim.bufs[0].iter().map(|r| r.line).filter(|l| matches!(l, Line::Launch { .. })).collect();
+        assert_eq!(
+            launches,
+            [
+                Line::Launch { task: MAP0, free_slots: 2 },
+                Line::Launch { task: TaskRef { idx: 1, ..MAP0 }, free_slots: 1 }
+            ]
+        );
+        // The plan, the log and the event agree on when it ends.
+        let run = &sim.jobs[0].maps[0].runs[0];
+        let done = times(&sim, 0, |l| *l == Line::Done { task: MAP0 });
+        assert_eq!((done, map_end(&sim, MAP0)), (vec![run.prog.t1], vec![(run.prog.t1, End::Ok)]));
+        assert!((0.91 * 64.0..=1.09 * 64.0).contains(&run.out_mb), "{}", run.out_mb);
+        let history: Vec<Hist> = sim.jobs[0].history.iter().map(|h| h.h).take(2).collect();
+        let start = Hist::TaskStart { idx: 0, reduce: false, splits: Some([0, 1, 2]) };
+        assert_eq!(history, [start, Hist::AttemptStart { task: MAP0, node: 0 }]);
+    }
+
+    #[test]
+    fn a_map_only_job_writes_its_output_to_hdfs_a_block_at_a_time() {
+        let cluster = Cluster::first(3, 1);
+        let mut writer = job(1, 0);
+        (writer.input_mb, writer.map_out_mb, writer.map_writes_hdfs) = (0.0, 100.0, true);
+        let mut sim = running(spec(&cluster, None), vec![writer]);
+        sim.launch_map(0, 0, 0);
+        let out_mb = sim.jobs[0].maps[0].runs[0].out_mb;
+        let sizes: Vec<u32> = sim.bufs[0]
+            .iter()
+            .filter_map(|r| match r.line {
+                Line::Received { size, .. } => Some(size),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(sizes, [64 << 20, ((out_mb - 64.0) * 1048576.0) as u32]);
+        let receives = sim.bufs.iter().flatten().filter(|r| matches!(r.line, Line::Receiving { .. })).count();
+        assert_eq!(receives, 2 * 3, "two blocks, three replicas each");
+        assert!(sim.bufs.iter().flatten().all(|r| !matches!(r.line, Line::Served { .. })), "its input is generated");
+    }
+
+    #[test]
+    fn a_poisoned_map_fails_seconds_in() {
+        let cluster = Cluster::first(3, 1);
+        let mut poisoned = job(1, 0);
+        poisoned.poison_map = Some(0);
+        let mut sim = running(spec(&cluster, None), vec![poisoned]);
+        sim.launch_map(0, 0, 0);
+        let prog = sim.jobs[0].maps[0].runs[0].prog;
+        assert!((2000..8000).contains(&(prog.t1 - prog.t0)) && prog.f1 == 0.0, "{prog:?}");
+        let errors = times(&sim, 0, |l| *l == Line::ChildError { task: MAP0 });
+        assert_eq!((errors, map_end(&sim, MAP0)), (vec![prog.t1], vec![(prog.t1, End::Failed)]));
+        assert!(times(&sim, 0, |l| matches!(l, Line::Done { .. } | Line::Served { .. })).is_empty());
+    }
+
+    #[test]
+    fn hadoop_1036_the_first_map_on_the_node_dies_silently_and_times_out() {
+        let cluster = Cluster::first(3, 1);
+        let hang = Injected::new(Fault::Hang1036, 0, 0, 3_600_000, 60.0);
+        let mut sim = running(spec(&cluster, Some(hang)), vec![job(2, 0)]);
+        sim.launch_map(0, 0, 0);
+        sim.launch_map(0, 1, 0);
+        let Some((died, MAP0)) = sim.struck else { panic!("{:?}", sim.struck) };
+        let prog = sim.jobs[0].maps[0].runs[0].prog;
+        assert_eq!((prog.t1, prog.f1), (died, 0.02));
+        let timeouts = times(&sim, 0, |l| *l == Line::Timeout { task: MAP0 });
+        assert!(timeouts.len() == 1 && (died + TASK_TIMEOUT_MS..died + TASK_TIMEOUT_MS + 3000).contains(&timeouts[0]));
+        assert_eq!(map_end(&sim, MAP0), vec![(timeouts[0], End::TimedOut)]);
+        // It strikes once: the next map there runs.
+        let map1 = TaskRef { idx: 1, ..MAP0 };
+        assert_eq!(map_end(&sim, map1).iter().map(|e| e.1).collect::<Vec<_>>(), [End::Ok]);
+        assert!(times(&sim, 0, |l| *l == Line::Done { task: MAP0 }).is_empty());
+    }
+}

@@ -27,6 +27,8 @@ mod reduces;
 mod resources;
 mod shuffle;
 mod speculation;
+#[cfg(test)]
+mod testing;
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, VecDeque};
@@ -428,6 +430,102 @@ impl<'a, S: JobSource> Sim<'a, S> {
                 }
             }
             Ev::Speculate { job } => self.speculate(job),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::testing::{attempts, finish, job, running, spec, submitted};
+    use super::*;
+
+    #[test]
+    fn a_planned_progress_is_linear_between_its_ends() {
+        let p = Prog { t0: 1000, t1: 3000, f0: 0.0, f1: 1.0 };
+        assert_eq!(
+            [p.at(0), p.at(1000), p.at(1500), p.at(2000), p.at(3000), p.at(9000)],
+            [0.0, 0.0, 0.25, 0.5, 1.0, 1.0]
+        );
+    }
+
+    #[test]
+    fn a_reduce_shows_a_third_for_its_copies_a_third_for_its_sort_a_third_for_its_reduce() {
+        let cluster = Cluster::first(3, 1);
+        let mut sim = running(spec(&cluster, None), vec![job(4, 1)]);
+        sim.launch_reduce(0, 0, 0);
+        let run = &mut sim.jobs[0].reduces[0].runs[0];
+        run.in_flight.extend([Reverse(10_000), Reverse(20_000)]);
+        assert_eq!(run.progress(9_999, 4), 0.0);
+        assert_eq!(run.progress(10_000, 4), 1.0 / 4.0 / 3.0);
+        assert_eq!(run.progress(25_000, 4), 2.0 / 4.0 / 3.0);
+        run.tail = Some((30_000, 40_000, 60_000));
+        assert_eq!(run.progress(35_000, 4), 1.5 / 3.0);
+        assert_eq!(run.progress(45_000, 4), 2.25 / 3.0);
+        assert_eq!(run.progress(70_000, 4), 1.0);
+        // A hung reduce reports what it had when it hung, whatever its plan said.
+        run.stall = Some((50_000, 0.1));
+        assert_eq!(run.progress(45_000, 4), 2.25 / 3.0);
+        assert_eq!(run.progress(55_000, 4), 0.1);
+    }
+
+    #[test]
+    fn progress_reports_come_every_three_seconds_or_so_round_by_round() {
+        let cluster = Cluster::first(3, 1);
+        let mut sim = running(spec(&cluster, None), vec![job(1, 0)]);
+        let task = TaskRef { job: 0, idx: 0, attempt: 0, reduce: false };
+        sim.progress(1, task, (10_000, 40_000), (0.5, 1.0), None, &mut Rng::new(1));
+        let reports = |sim: &Sim<_>| -> Vec<(i64, f32)> {
+            sim.bufs[1]
+                .iter()
+                .map(|r| match r.line {
+                    Line::MapProgress { task: t, frac } if t == task && r.owner == task.key() => (r.ts_ms, frac),
+                    _ => panic!("{r:?}"),
+                })
+                .collect()
+        };
+        sim.lay_progress(25_000);
+        let first = reports(&sim);
+        assert!(!first.is_empty() && first.iter().all(|r| r.0 < 25_000), "{first:?}");
+        assert_eq!(sim.series[1].len(), 1);
+        sim.lay_progress(100_000);
+        let all = reports(&sim);
+        assert!(all.len() > first.len() && all.last().unwrap().0 < 40_000, "{all:?}");
+        assert!(sim.series[1].is_empty());
+        assert!((10_900..13_000).contains(&all[0].0), "the first report 0.3 to 1 interval in: {}", all[0].0);
+        for pair in all.windows(2) {
+            assert!((2400..3600).contains(&(pair[1].0 - pair[0].0)), "{pair:?}");
+        }
+        for (t, frac) in all {
+            assert!((frac - (0.5 + 0.5 * (t - 10_000) as f32 / 30_000.0)).abs() < 1e-6, "{t} {frac}");
+        }
+    }
+
+    #[test]
+    fn a_small_job_runs_each_task_once_and_succeeds() {
+        let cluster = Cluster::first(3, 1);
+        let mut sim = submitted(spec(&cluster, None), vec![job(4, 1)]);
+        finish(&mut sim);
+        let j = &sim.jobs[0];
+        assert_eq!(j.state, JobState::Done(Status::Success));
+        assert_eq!(sim.closed, vec![0]);
+        let ends: Vec<(u32, bool, u8, Status)> =
+            attempts(&sim, 0).into_iter().map(|(t, _, status)| (t.idx, t.reduce, t.attempt, status)).collect();
+        let mut maps: Vec<_> = ends.iter().filter(|e| !e.1).copied().collect();
+        maps.sort_by_key(|e| e.0);
+        assert_eq!(maps, (0..4).map(|i| (i, false, 0, Status::Success)).collect::<Vec<_>>());
+        // The reduce ends last, once it has every map's output.
+        assert_eq!(ends.last(), Some(&(0, true, 0, Status::Success)));
+        let end = Hist::JobEnd { status: Status::Success, maps: 4, reduces: 1, failed_maps: 0, failed_reduces: 0 };
+        assert_eq!(j.history.last().map(|h| h.h), Some(end));
+        assert_eq!(j.finish_ms, j.history.last().map(|h| h.ts_ms));
+        let lines: Vec<Line> = sim.bufs.iter().flatten().map(|r| r.line).collect();
+        let count = |f: fn(&Line) -> bool| lines.iter().filter(|l| f(l)).count();
+        assert_eq!(count(|l| matches!(l, Line::CopyDone { .. })), 4);
+        assert_eq!(count(|l| matches!(l, Line::Done { .. })), 5);
+        assert_eq!(count(|l| matches!(l, Line::Kill { .. } | Line::Timeout { .. })), 0);
+        assert!(sim.killed.is_empty() && sim.struck.is_none());
+        for node in &sim.nodes {
+            assert_eq!((node.free_maps, node.free_reduces, node.running), (MAP_SLOTS, REDUCE_SLOTS, 0));
         }
     }
 }

@@ -83,3 +83,111 @@ impl<S: JobSource> Sim<'_, S> {
         self.nodes[n].running = self.nodes[n].running.saturating_sub(1);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::cmp::Reverse;
+
+    use super::*;
+    use crate::simulate::cluster::Cluster;
+    use crate::simulate::scheduler::testing::{job, running, spec};
+    use crate::simulate::writers::Line;
+
+    #[test]
+    fn a_node_gets_a_map_whose_input_it_holds_first_and_never_one_it_failed() {
+        let cluster = Cluster::first(4, 1);
+        let mut sim = running(spec(&cluster, None), vec![job(4, 0)]);
+        for (m, replicas) in sim.jobs[0].maps.iter_mut().zip([[1, 2, 3], [0, 2, 3], [1, 2, 3], [0, 1, 2]]) {
+            m.replicas = Some(replicas);
+        }
+        assert_eq!(sim.pick_map(0), Some((0, 1)));
+        assert_eq!(sim.pick_map(0), Some((0, 3)));
+        // Nothing left with its input there: the first pending map.
+        assert_eq!(sim.pick_map(0), Some((0, 0)));
+        sim.jobs[0].maps[2].avoid = Some(3);
+        assert_eq!(sim.pick_map(3), None);
+        assert_eq!(sim.pick_map(2), Some((0, 2)));
+        assert_eq!(sim.pick_map(2), None);
+    }
+
+    #[test]
+    fn the_oldest_job_comes_before_data_locality() {
+        let cluster = Cluster::first(4, 1);
+        let mut sim = running(spec(&cluster, None), vec![job(1, 0), job(1, 0)]);
+        sim.jobs[0].maps[0].replicas = Some([1, 2, 3]);
+        sim.jobs[1].maps[0].replicas = Some([0, 1, 2]);
+        assert_eq!(sim.pick_map(0), Some((0, 0)));
+        assert_eq!(sim.pick_map(0), Some((1, 0)));
+    }
+
+    #[test]
+    fn a_heartbeat_fills_the_free_slots_and_no_more() {
+        let cluster = Cluster::first(3, 1);
+        let mut sim = running(spec(&cluster, None), vec![job(5, 3)]);
+        sim.assign(0);
+        let (node, j) = (&sim.nodes[0], &sim.jobs[0]);
+        assert_eq!((node.free_maps, node.free_reduces, node.running), (0, 0, 4));
+        assert_eq!((&j.live_maps[..], &j.pending_maps[..]), (&[0, 1][..], &[2, 3, 4][..]));
+        assert_eq!(
+            (&j.live_reduces[..], j.pending_reduces.iter().copied().collect::<Vec<_>>()),
+            (&[0, 1][..], vec![2])
+        );
+        // The TaskTracker logs the slots of the kind free before each launch.
+        let free: Vec<u8> = sim.bufs[0]
+            .iter()
+            .filter_map(|r| match r.line {
+                Line::Launch { free_slots, .. } => Some(free_slots),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(free, vec![2, 1, 2, 1]);
+        sim.assign(0);
+        assert_eq!(sim.jobs[0].pending_maps, vec![2, 3, 4]);
+        sim.free_slot(0, false);
+        assert_eq!((sim.nodes[0].free_maps, sim.nodes[0].running), (1, 3));
+        sim.assign(0);
+        assert_eq!((&sim.jobs[0].live_maps[..], sim.nodes[0].free_maps), (&[0, 1, 2][..], 0));
+    }
+
+    #[test]
+    fn in_0_20_reduces_wait_for_a_twentieth_of_the_maps() {
+        let cluster = Cluster::first(3, 1);
+        let mut v020 = spec(&cluster, None);
+        v020.version = Version::V020;
+        let mut sim = running(v020, vec![job(40, 1)]);
+        sim.jobs[0].maps_done = 1;
+        assert_eq!(sim.pick_reduce(0), None);
+        sim.jobs[0].maps_done = 2;
+        sim.jobs[0].reduces[0].avoid = Some(0);
+        assert_eq!(sim.pick_reduce(0), None);
+        assert_eq!(sim.pick_reduce(1), Some((0, 0)));
+        let mut sim = running(spec(&cluster, None), vec![job(40, 1)]);
+        assert_eq!(sim.pick_reduce(0), Some((0, 0)));
+    }
+
+    #[test]
+    fn a_node_with_a_free_slot_asks_for_work_once_and_a_full_one_not_at_all() {
+        let cluster = Cluster::first(3, 1);
+        let mut sim = running(spec(&cluster, None), vec![job(1, 0)]);
+        sim.now = 10_000;
+        sim.wake(0, 10_000);
+        sim.wake(0, 10_000);
+        sim.nodes[1].free_maps = 0;
+        sim.nodes[1].free_reduces = 0;
+        sim.wake(1, 10_000);
+        let beats: Vec<(i64, u16)> = sim
+            .events
+            .iter()
+            .filter_map(|Reverse((t, _, ev))| match ev {
+                Ev::Heartbeat { node } => Some((*t, *node)),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(beats.len(), 1);
+        assert!(beats[0].1 == 0 && (10_300..13_000).contains(&beats[0].0), "{beats:?}");
+        // The heartbeat takes the map; the node may ask again.
+        sim.handle(Ev::Heartbeat { node: 0 });
+        assert_eq!(sim.jobs[0].maps[0].runs[0].node, 0);
+        assert!(!sim.nodes[0].heartbeat_due);
+    }
+}

@@ -126,3 +126,59 @@ impl<S: JobSource> Sim<'_, S> {
         self.at(t, Ev::ReduceEnd { job, idx: r, attempt, end: End::Ok });
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::cmp::Reverse;
+
+    use super::*;
+    use crate::simulate::cluster::Cluster;
+    use crate::simulate::scheduler::testing::{job, running, spec};
+
+    #[test]
+    fn a_reduce_copies_the_maps_done_and_once_all_are_in_sorts_reduces_and_writes_its_output() {
+        let cluster = Cluster::first(3, 1);
+        let mut sim = running(spec(&cluster, None), vec![job(2, 1)]);
+        let task = TaskRef { job: 0, idx: 0, attempt: 0, reduce: true };
+        sim.jobs[0].maps[0].done = Some((5_000, 1, 0));
+        sim.jobs[0].maps[0].out_mb = 50.0;
+        sim.now = 10_000;
+        sim.launch_reduce(0, 0, 0);
+        let run = &sim.jobs[0].reduces[0].runs[0];
+        assert_eq!((run.copied, run.tail, run.port), (1, None, 40_001));
+        // One copier has fetched the output; the others have been free since the start.
+        assert_eq!(run.lanes.iter().filter(|&&free| free == run.start).count(), COPIERS - 1);
+        let opened: Vec<i64> =
+            sim.bufs[0].iter().filter(|r| r.line == Line::SyslogOpen { task, maps: 2 }).map(|r| r.ts_ms).collect();
+        assert_eq!(opened, [run.start]);
+        // The second map ends: the reduce has all it needs.
+        sim.jobs[0].maps[1].done = Some((20_000, 2, 0));
+        sim.jobs[0].maps[1].out_mb = 50.0;
+        sim.jobs[0].maps_done = 2;
+        sim.now = 20_000;
+        sim.copy(0, 0, 0, 1);
+        sim.maybe_finish_copies(0, 0, 0);
+        let run = &sim.jobs[0].reduces[0].runs[0];
+        let Some((shuffled, sorted, end)) = run.tail else { panic!("no tail") };
+        assert!(20_000 < shuffled && shuffled < sorted && sorted < end, "{:?}", run.tail);
+        let closing: Vec<(i64, Line)> = sim.bufs[0].iter().rev().take(2).map(|r| (r.ts_ms, r.line)).collect();
+        assert_eq!(closing, [(end, Line::SyslogClose { task, done: true }), (end, Line::Done { task })]);
+        let ok = Ev::ReduceEnd { job: 0, idx: 0, attempt: 0, end: End::Ok };
+        assert!(sim.events.iter().any(|Reverse((t, _, ev))| (*t, *ev) == (end, ok)));
+        // About 100 MB out: two blocks from the reduce's own DataNode down a pipeline of three.
+        let sizes: Vec<u32> = sim.bufs[0]
+            .iter()
+            .filter_map(|r| match r.line {
+                Line::Received { size, client, .. } if client == task => Some(size),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(sizes, [64 << 20, ((run.copied_mb - 64.0) * 1048576.0) as u32]);
+        let receives = sim.bufs.iter().flatten().filter(|r| matches!(r.line, Line::Receiving { .. })).count();
+        assert_eq!(receives, 2 * 3);
+        // Once done, it does not finish twice.
+        let lines = sim.bufs[0].len();
+        sim.maybe_finish_copies(0, 0, 0);
+        assert_eq!(sim.bufs[0].len(), lines);
+    }
+}

@@ -169,3 +169,172 @@ impl<S: JobSource> Sim<'_, S> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+    use crate::simulate::cluster::Cluster;
+    use crate::simulate::faults::Fault;
+    use crate::simulate::scheduler::testing::{Jobs, job, running, spec};
+
+    /// A reduce launched on node 0 at 10 s, when the first `done` of the job's maps have ended
+    /// on nodes 1 and 2 in turn, each with `out_mb` of output.
+    fn reduce_after_maps(
+        cluster: &Cluster,
+        fault: Option<Injected>,
+        maps: u32,
+        done: u32,
+        out_mb: f64,
+    ) -> Sim<'_, Jobs> {
+        let mut sim = running(spec(cluster, fault), vec![job(maps, 1)]);
+        for (i, m) in sim.jobs[0].maps.iter_mut().take(done as usize).enumerate() {
+            m.done = Some((10_000, 1 + (i % 2) as u16, 0));
+            m.out_mb = out_mb;
+        }
+        sim.now = 10_000;
+        sim.launch_reduce(0, 0, 0);
+        sim
+    }
+
+    /// The reduce's copy lines, per map: when each copy started, failed and ended.
+    fn copies(sim: &Sim<Jobs>) -> BTreeMap<u32, Vec<(i64, &'static str)>> {
+        let mut per_map: BTreeMap<u32, Vec<(i64, &'static str)>> = BTreeMap::new();
+        for r in &sim.bufs[0] {
+            let (map, what) = match r.line {
+                Line::CopyStart { map, .. } => (map, "start"),
+                Line::CopyFailed { map, why: CopyFault::Timeout, .. } => (map, "timeout"),
+                Line::CopyFailed { map, why: CopyFault::Rename, .. } => (map, "rename"),
+                Line::CopyDone { map, .. } => (map, "done"),
+                _ => continue,
+            };
+            per_map.entry(map.idx).or_default().push((r.ts_ms, what));
+        }
+        per_map
+    }
+
+    /// The files of the merges begun, and (files, merge number) of those done.
+    fn merges(sim: &Sim<Jobs>) -> (Vec<u16>, Vec<(u16, u16)>) {
+        let started = sim.bufs[0]
+            .iter()
+            .filter_map(|r| match r.line {
+                Line::MergeStart { files, .. } => Some(files),
+                _ => None,
+            })
+            .collect();
+        let done = sim.bufs[0]
+            .iter()
+            .filter_map(|r| match r.line {
+                Line::MergeDone { files, merge, .. } => Some((files, merge)),
+                _ => None,
+            })
+            .collect();
+        (started, done)
+    }
+
+    #[test]
+    fn at_most_five_copies_run_at_once_the_next_on_the_first_copier_free() {
+        let cluster = Cluster::first(3, 1);
+        let sim = reduce_after_maps(&cluster, None, 12, 12, 200.0);
+        let spans: Vec<(i64, i64)> = copies(&sim)
+            .values()
+            .map(|lines| match lines[..] {
+                [(start, "start"), (end, "done")] => (start, end),
+                _ => panic!("{lines:?}"),
+            })
+            .collect();
+        assert_eq!(spans.len(), 12);
+        let mut edges: Vec<(i64, i32)> = spans.iter().flat_map(|&(s, e)| [(s, 1), (e, -1)]).collect();
+        edges.sort();
+        let (mut at_once, mut most) = (0, 0);
+        for (_, step) in edges {
+            at_once += step;
+            most = most.max(at_once);
+        }
+        assert_eq!(most, COPIERS as i32);
+        // Past the first five, each copy starts the moment another ends.
+        let ends: Vec<i64> = spans.iter().map(|s| s.1).collect();
+        assert_eq!(spans.iter().filter(|s| ends.contains(&s.0)).count(), 12 - COPIERS);
+        let served = sim.bufs[1..].iter().flatten().filter(|r| matches!(r.line, Line::ShuffleServed { .. })).count();
+        assert_eq!((sim.jobs[0].reduces[0].runs[0].copied, served), (12, 12));
+    }
+
+    #[test]
+    fn every_ten_segments_in_memory_are_merged_and_the_rest_once_the_shuffle_is_complete() {
+        let cluster = Cluster::first(3, 1);
+        let mut sim = reduce_after_maps(&cluster, None, 25, 23, 1.0);
+        assert_eq!(merges(&sim), (vec![10, 10], vec![(10, 1), (10, 2)]));
+        let run = &sim.jobs[0].reduces[0].runs[0];
+        assert_eq!((run.copied, run.batch_files, run.merges, run.tail), (23, 3, 2, None));
+        for m in 23..25 {
+            sim.jobs[0].maps[m as usize].done = Some((20_000, 1, 0));
+            sim.copy(0, 0, 0, m);
+        }
+        sim.jobs[0].maps_done = 25;
+        sim.maybe_finish_copies(0, 0, 0);
+        assert_eq!(merges(&sim), (vec![10, 10, 5], vec![(10, 1), (10, 2), (5, 3)]));
+        let Some((_, _, end)) = sim.jobs[0].reduces[0].runs[0].tail else { panic!("no tail") };
+        let ok = Ev::ReduceEnd { job: 0, idx: 0, attempt: 0, end: End::Ok };
+        assert!(sim.events.iter().any(|Reverse((t, _, ev))| (*t, *ev) == (end, ok)));
+    }
+
+    #[test]
+    fn a_copy_that_times_out_on_a_lossy_link_is_fetched_again() {
+        let cluster = Cluster::first(3, 1);
+        let lossy = Injected::new(Fault::PacketLoss50, 1, 0, 3_600_000, 60.0);
+        let sim = reduce_after_maps(&cluster, Some(lossy), 40, 40, 1.0);
+        let per_map = copies(&sim);
+        assert_eq!(per_map.len(), 40);
+        let mut failed = 0;
+        for (map, lines) in per_map {
+            match lines[..] {
+                [(_, "start"), (_, "done")] => {}
+                [(start, "start"), (timeout, "timeout"), (again, "start"), (_, "done")] => {
+                    assert_eq!((timeout - start, again - timeout), (30_000, 1000));
+                    assert_eq!(map % 2, 0, "map {map} ran on node 2, not the lossy node");
+                    failed += 1;
+                }
+                _ => panic!("map {map}: {lines:?}"),
+            }
+        }
+        assert!(failed > 0);
+    }
+
+    #[test]
+    fn hadoop_1152_fails_the_last_copy_three_times_and_stalls_the_reduce() {
+        let cluster = Cluster::first(3, 1);
+        let hang = Injected::new(Fault::Hang1152, 0, 0, 3_600_000, 60.0);
+        let mut sim = reduce_after_maps(&cluster, Some(hang), 4, 4, 1.0);
+        let per_map = copies(&sim);
+        assert!((0..3).all(|m| per_map[&m].iter().map(|l| l.1).eq(["start", "done"])), "{per_map:?}");
+        let last: Vec<&str> = per_map[&3].iter().map(|l| l.1).collect();
+        assert_eq!(last, ["start", "rename", "start", "rename", "start", "rename"]);
+        let hung_at = per_map[&3][0].0;
+        let task = TaskRef { job: 0, idx: 0, attempt: 0, reduce: true };
+        assert_eq!(sim.struck, Some((hung_at, task)));
+        assert_eq!(sim.jobs[0].reduces[0].runs[0].stall, Some((hung_at, 3.0 / 4.0 / 3.0)));
+        let timeouts: Vec<i64> =
+            sim.bufs[0].iter().filter(|r| r.line == Line::Timeout { task }).map(|r| r.ts_ms).collect();
+        assert!(timeouts.len() == 1 && timeouts[0] >= hung_at + TASK_TIMEOUT_MS, "{timeouts:?}");
+        let timed_out = Ev::ReduceEnd { job: 0, idx: 0, attempt: 0, end: End::TimedOut };
+        assert!(sim.events.iter().any(|Reverse((t, _, ev))| (*t, *ev) == (timeouts[0], timed_out)));
+        // A hung reduce copies nothing more.
+        let lines = sim.bufs[0].len();
+        sim.copy(0, 0, 0, 0);
+        assert_eq!(sim.bufs[0].len(), lines);
+    }
+
+    #[test]
+    fn hadoop_2080_leaves_the_first_in_memory_merge_open_and_the_copies_stop() {
+        let cluster = Cluster::first(3, 1);
+        let hang = Injected::new(Fault::Hang2080, 0, 0, 3_600_000, 60.0);
+        let sim = reduce_after_maps(&cluster, Some(hang), 15, 15, 1.0);
+        assert_eq!(merges(&sim), (vec![MERGE_SEGMENTS], vec![]));
+        assert_eq!(copies(&sim).len(), 10);
+        let merge_at = sim.bufs[0].iter().find(|r| matches!(r.line, Line::MergeStart { .. })).unwrap().ts_ms;
+        let run = &sim.jobs[0].reduces[0].runs[0];
+        assert_eq!((run.copied, run.stall), (10, Some((merge_at, 9.0 / 15.0 / 3.0))));
+        assert_eq!(sim.struck, Some((merge_at, TaskRef { job: 0, idx: 0, attempt: 0, reduce: true })));
+    }
+}

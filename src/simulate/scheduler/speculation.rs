@@ -97,3 +97,92 @@ impl<S: JobSource> Sim<'_, S> {
         Some(pool[self.rng.below(pool.len() as u64) as usize])
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    use super::*;
+    use crate::simulate::cluster::Cluster;
+    use crate::simulate::jobhistory::Status;
+    use crate::simulate::scheduler::testing::{attempts, job, running, spec};
+    use crate::simulate::scheduler::{End, Prog};
+    use crate::simulate::writers::{Line, TaskRef};
+
+    #[test]
+    fn stragglers_are_the_eligible_tasks_a_fifth_behind_the_average_least_progressed_first() {
+        // Eight tasks, two done: the average is (2 + 1.75) / 8 = 0.46875.
+        let progress = vec![(3, 0.75), (4, 0.5), (5, 0.25), (6, 0.25), (7, 0.0), (2, 0.0)];
+        assert_eq!(stragglers(progress.clone(), 2, 8, |i| i != 6), vec![2, 7, 5]);
+        assert_eq!(stragglers(progress.clone(), 2, 8, |_| true), vec![2, 7, 5, 6]);
+        // 0.1875 behind is not enough; 0.3125 is.
+        let progress = vec![(0, 1.0), (1, 0.5), (2, 0.3125), (3, 0.1875)];
+        assert_eq!(stragglers(progress, 0, 4, |_| true), vec![3]);
+        // Finished tasks count as done: the same two tasks are stragglers only beside six done.
+        let progress = vec![(0, 0.5), (1, 0.75)];
+        assert_eq!(stragglers(progress.clone(), 0, 8, |_| true), Vec::<u32>::new());
+        assert_eq!(stragglers(progress, 6, 8, |_| true), vec![0]);
+        assert_eq!(stragglers(Vec::new(), 0, 0, |_| true), Vec::<u32>::new());
+    }
+
+    #[test]
+    fn a_backup_goes_to_a_free_node_that_neither_runs_nor_failed_the_task_replica_holders_first() {
+        let cluster = Cluster::first(5, 1);
+        let mut sim = running(spec(&cluster, None), vec![job(1, 1)]);
+        sim.jobs[0].maps[0].replicas = Some([1, 2, 3]);
+        sim.launch_map(0, 0, 1);
+        sim.jobs[0].maps[0].avoid = Some(2);
+        assert_eq!(sim.backup_node(0, 0, false), Some(3));
+        sim.nodes[3].free_maps = 0;
+        let picks: BTreeSet<u16> = (0..50).filter_map(|_| sim.backup_node(0, 0, false)).collect();
+        assert_eq!(picks, BTreeSet::from([0, 4]));
+        sim.nodes[0].free_maps = 0;
+        sim.nodes[4].free_maps = 0;
+        assert_eq!(sim.backup_node(0, 0, false), None);
+        // A reduce's backup needs a free reduce slot.
+        sim.launch_reduce(0, 0, 0);
+        sim.nodes[4].free_reduces = 0;
+        let picks: BTreeSet<u16> = (0..50).filter_map(|_| sim.backup_node(0, 0, true)).collect();
+        assert_eq!(picks, BTreeSet::from([1, 2, 3]));
+    }
+
+    #[test]
+    fn a_straggler_gets_one_backup_and_the_first_to_finish_wins() {
+        let cluster = Cluster::first(3, 1);
+        let mut sim = running(spec(&cluster, None), vec![job(2, 0)]);
+        sim.jobs[0].pending_maps.clear();
+        sim.launch_map(0, 0, 0);
+        sim.launch_map(0, 1, 1);
+        // Map 0 crawls, map 1 keeps up.
+        sim.jobs[0].maps[0].runs[0].prog = Prog { t0: 0, t1: 1_000_000, f0: 0.0, f1: 1.0 };
+        sim.jobs[0].maps[1].runs[0].prog = Prog { t0: 0, t1: 100_000, f0: 0.0, f1: 1.0 };
+        sim.now = 59_000;
+        sim.speculate(0);
+        assert_eq!(sim.jobs[0].maps[0].runs.len(), 1, "not a minute old");
+        sim.now = 61_000;
+        sim.speculate(0);
+        let runs: Vec<(u8, u16)> = sim.jobs[0].maps[0].runs.iter().map(|r| (r.attempt, r.node)).collect();
+        assert_eq!((runs.len(), runs[0], runs[1].0), (2, (0, 0), 1));
+        assert_ne!(runs[1].1, 0);
+        assert_eq!(sim.jobs[0].maps[1].runs.len(), 1);
+        sim.now = 64_000;
+        sim.speculate(0);
+        assert_eq!((sim.jobs[0].maps[0].runs.len(), sim.jobs[0].maps[0].next_attempt), (2, 2), "one backup only");
+        // The backup ends first: the original is killed, and its own end changes nothing.
+        let (original, backup) = (TaskRef { job: 0, idx: 0, attempt: 0, reduce: false }, runs[1].1);
+        sim.now = 80_000;
+        sim.map_end(0, 0, 1, End::Ok);
+        sim.map_end(0, 0, 0, End::Ok);
+        let ends = vec![(TaskRef { attempt: 1, ..original }, backup, Status::Success), (original, 0, Status::Killed)];
+        assert_eq!(attempts(&sim, 0), ends);
+        assert_eq!((sim.jobs[0].maps[0].done, sim.jobs[0].maps_done), (Some((80_000, backup, 1)), 1));
+        assert_eq!(sim.killed, vec![(original.key(), 80_000)]);
+        let kills: Vec<(usize, i64)> = (0..3)
+            .flat_map(|n| {
+                sim.bufs[n].iter().filter(|r| r.line == Line::Kill { task: original }).map(move |r| (n, r.ts_ms))
+            })
+            .collect();
+        assert_eq!(kills, vec![(0, 80_000)]);
+        assert_eq!(sim.nodes[0].free_maps, 2, "the killed attempt's slot is free again");
+    }
+}
