@@ -1,0 +1,340 @@
+//! The shuffle: a reduce copies each map's output when the map ends (or when the reduce starts,
+//! for maps already done) on one of its copiers, the next free one; copies over a lossy link may
+//! time out and be fetched again, and every ten segments in memory are merged. The HADOOP-1152
+//! and HADOOP-2080 hangs strike here and stall the reduce.
+
+use std::cmp::Reverse;
+
+use super::{End, Ev, JobSource, PROGRESS_MS, ReduceRun, Sim};
+use crate::simulate::faults::{Injected, TASK_TIMEOUT_MS};
+use crate::simulate::rng::{Rng, Stream};
+use crate::simulate::sadc::Use;
+use crate::simulate::writers::{CopyFault, Line, ReducePhase, TaskRef};
+
+/// Map outputs a reduce fetches at once (`mapred.reduce.parallel.copies`).
+pub(super) const COPIERS: usize = 5;
+/// In-memory segments that start a merge.
+const MERGE_SEGMENTS: u16 = 10;
+/// The 1152 hang's copier retries the map output whose rename failed this many times.
+const RENAME_TRIES: u32 = 3;
+
+impl<S: JobSource> Sim<'_, S> {
+    pub(super) fn reduce_run(&mut self, job: u32, r: u32, attempt: u8) -> Option<&mut ReduceRun> {
+        self.jobs[job as usize].reduces[r as usize].runs.iter_mut().find(|x| x.attempt == attempt)
+    }
+
+    /// A hung reduce: no progress from `at` on, so the TaskTracker kills it
+    /// `mapred.task.timeout` after its last report, unless a backup attempt wins first.
+    fn hang_reduce(&mut self, job: u32, r: u32, attempt: u8, at: i64, rng: &mut Rng) {
+        let maps = self.jobs[job as usize].spec.maps;
+        let task = TaskRef { job, idx: r, attempt, reduce: true };
+        let Some(run) = self.reduce_run(job, r, attempt) else { return };
+        let frozen = run.copied.saturating_sub(1) as f32 / maps.max(1) as f32 / 3.0;
+        run.stall = Some((at, frozen));
+        let (node, start) = (usize::from(run.node), run.start);
+        let last_report = at.max(run.last_progress);
+        let timeout = last_report + TASK_TIMEOUT_MS + rng.below(3000) as i64;
+        self.struck = Some((at, task));
+        self.push(node, timeout, task.key(), Line::Timeout { task });
+        self.push(node, timeout, task.key(), Line::SyslogClose { task, done: false });
+        self.use_rate(task.key(), node, (start, at), Use::Tasks, 1.0);
+        self.at(timeout, Ev::ReduceEnd { job, idx: r, attempt, end: End::TimedOut });
+    }
+
+    /// The reduce attempt fetches one map's output from the map's TaskTracker.
+    pub(super) fn copy(&mut self, job: u32, r: u32, attempt: u8, map: u32) {
+        let j = &self.jobs[job as usize];
+        let reduces = j.spec.reduces.max(1);
+        let maps = j.spec.maps;
+        let Some((map_end, from, map_attempt)) = j.maps[map as usize].done else { return };
+        let out_mb = j.maps[map as usize].out_mb;
+        let map_task = TaskRef { job, idx: map, attempt: map_attempt, reduce: false };
+        let task = TaskRef { job, idx: r, attempt, reduce: true };
+        let mut rng = Rng::derive(
+            self.spec.seed,
+            Stream::Copy,
+            &[u64::from(job), u64::from(r), u64::from(attempt), u64::from(map)],
+        );
+        let Some(run) = j.reduces[r as usize].runs.iter().find(|x| x.attempt == attempt) else { return };
+        if run.stall.is_some() {
+            return;
+        }
+        let (node, lanes, port, copied) = (usize::from(run.node), run.lanes, run.port, run.copied);
+        let lane = (0..COPIERS).min_by_key(|&l| lanes[l]).unwrap_or(0);
+        let mut start = lanes[lane].max(map_end + 500 + rng.below(1500) as i64).max(self.now);
+        let from_n = usize::from(from);
+        let mb = out_mb / f64::from(reduces) * rng.jitter(0.05);
+        let fault = self.spec.fault.as_ref();
+        let link = Injected::link(fault, from_n, node, start);
+        let owner = task.key();
+        let rate = if from_n == node {
+            self.disk_rate(node, start, false)
+        } else {
+            (self.net_rate(from_n, node) / 2.0).min(link.cap_mb_s).min(self.disk_rate(from_n, start, false))
+        };
+        let dur = (mb / rate * 1000.0 + 40.0 + link.extra_ms) as i64;
+        let bytes = (mb * 1048576.0) as u32;
+        // HADOOP-1152: the last output is fetched, but renaming it in the in-memory file
+        // system fails (the file is flagged as being flushed to disk); the copier tries again
+        // and again, and the reduce never leaves its copy phase.
+        if copied + 1 == maps && self.struck.is_none() && Injected::hangs_copy(fault, node, start) {
+            let stall = start;
+            for _ in 0..RENAME_TRIES {
+                self.push(node, start, owner, Line::CopyStart { reduce: task, map: map_task, from, bytes });
+                let failed = start + dur;
+                self.push(
+                    node,
+                    failed,
+                    owner,
+                    Line::CopyFailed { reduce: task, map: map_task, from, why: CopyFault::Rename },
+                );
+                self.use_total(owner, from_n, (start, failed), Use::DiskRead, mb);
+                start = failed + 4000 + rng.below(8000) as i64;
+            }
+            if let Some(run) = self.reduce_run(job, r, attempt) {
+                run.copied += 1;
+            }
+            self.hang_reduce(job, r, attempt, stall, &mut rng);
+            return;
+        }
+        if rng.chance(link.fail_p) {
+            self.push(node, start, owner, Line::CopyStart { reduce: task, map: map_task, from, bytes });
+            start += 30_000;
+            self.push(
+                node,
+                start,
+                owner,
+                Line::CopyFailed { reduce: task, map: map_task, from, why: CopyFault::Timeout },
+            );
+            start += 1000;
+        }
+        let end = start + dur;
+        self.push(node, start, owner, Line::CopyStart { reduce: task, map: map_task, from, bytes });
+        self.push(node, end, owner, Line::CopyDone { reduce: task, map: map_task, from, bytes });
+        self.push(
+            from_n,
+            end,
+            owner,
+            Line::ShuffleServed { map: map_task, reduce: task, to: node as u16, port, bytes, dur_ms: dur as u32 },
+        );
+        self.use_total(owner, from_n, (start, end), Use::DiskRead, mb);
+        if from_n != node {
+            self.use_total(owner, from_n, (start, end), Use::Tx, mb);
+            self.use_total(owner, node, (start, end), Use::Rx, mb);
+        }
+        let disk = self.disk_rate(node, end, true);
+        let strike = self.struck.is_none() && Injected::hangs_merge(self.spec.fault.as_ref(), node, end);
+        let Some(run) = self.reduce_run(job, r, attempt) else { return };
+        run.lanes[lane] = end;
+        run.copied += 1;
+        run.copied_mb += mb;
+        run.batch_files += 1;
+        run.batch_mb += mb;
+        run.in_flight.push(Reverse(end));
+        let mut lines = Vec::new();
+        let mut hang_at = None;
+        if run.batch_files >= MERGE_SEGMENTS {
+            let m_start = end.max(run.merge_free);
+            lines.push((m_start, Line::MergeStart { reduce: task, files: run.batch_files }));
+            if strike {
+                hang_at = Some(m_start);
+            } else {
+                let m_end = m_start + (run.batch_mb / disk * 1000.0) as i64 + 100;
+                run.merges += 1;
+                let merged = Line::MergeDone {
+                    reduce: task,
+                    files: run.batch_files,
+                    merge: run.merges,
+                    bytes: (run.batch_mb * 1048576.0) as u32,
+                };
+                lines.push((m_end, merged));
+                run.merge_free = m_end;
+                run.batch_files = 0;
+                run.batch_mb = 0.0;
+            }
+        }
+        if hang_at.is_none() && end - run.last_progress >= PROGRESS_MS as i64 {
+            run.last_progress = end;
+            let secs = ((end - run.start) as f64 / 1000.0).max(0.001);
+            let phase = ReducePhase::Copy { done: run.copied, total: maps, mb_s: (run.copied_mb / secs) as f32 };
+            lines.push((end, Line::ReduceProgress { task, frac: run.copied as f32 / maps as f32 / 3.0, phase }));
+        }
+        for (t, line) in lines {
+            self.push(node, t, owner, line);
+        }
+        if let Some(at) = hang_at {
+            // HADOOP-2080: the merge of the in-memory outputs miscomputes the size of its
+            // checksum file and never completes; the copiers wait for memory it never frees.
+            self.hang_reduce(job, r, attempt, at, &mut rng);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+    use crate::simulate::cluster::Cluster;
+    use crate::simulate::faults::Fault;
+    use crate::simulate::scheduler::testing::{Jobs, job, running, spec};
+
+    /// A reduce launched on node 0 at 10 s, when the first `done` of the job's maps have ended
+    /// on nodes 1 and 2 in turn, each with `out_mb` of output.
+    fn reduce_after_maps(
+        cluster: &Cluster,
+        fault: Option<Injected>,
+        maps: u32,
+        done: u32,
+        out_mb: f64,
+    ) -> Sim<'_, Jobs> {
+        let mut sim = running(spec(cluster, fault), vec![job(maps, 1)]);
+        for (i, m) in sim.jobs[0].maps.iter_mut().take(done as usize).enumerate() {
+            m.done = Some((10_000, 1 + (i % 2) as u16, 0));
+            m.out_mb = out_mb;
+        }
+        sim.now = 10_000;
+        sim.launch_reduce(0, 0, 0);
+        sim
+    }
+
+    /// The reduce's copy lines, per map: when each copy started, failed and ended.
+    fn copies(sim: &Sim<Jobs>) -> BTreeMap<u32, Vec<(i64, &'static str)>> {
+        let mut per_map: BTreeMap<u32, Vec<(i64, &'static str)>> = BTreeMap::new();
+        for r in &sim.bufs[0] {
+            let (map, what) = match r.line {
+                Line::CopyStart { map, .. } => (map, "start"),
+                Line::CopyFailed { map, why: CopyFault::Timeout, .. } => (map, "timeout"),
+                Line::CopyFailed { map, why: CopyFault::Rename, .. } => (map, "rename"),
+                Line::CopyDone { map, .. } => (map, "done"),
+                _ => continue,
+            };
+            per_map.entry(map.idx).or_default().push((r.ts_ms, what));
+        }
+        per_map
+    }
+
+    /// The files of the merges begun, and (files, merge number) of those done.
+    fn merges(sim: &Sim<Jobs>) -> (Vec<u16>, Vec<(u16, u16)>) {
+        let started = sim.bufs[0]
+            .iter()
+            .filter_map(|r| match r.line {
+                Line::MergeStart { files, .. } => Some(files),
+                _ => None,
+            })
+            .collect();
+        let done = sim.bufs[0]
+            .iter()
+            .filter_map(|r| match r.line {
+                Line::MergeDone { files, merge, .. } => Some((files, merge)),
+                _ => None,
+            })
+            .collect();
+        (started, done)
+    }
+
+    #[test]
+    fn at_most_five_copies_run_at_once_the_next_on_the_first_copier_free() {
+        let cluster = Cluster::first(3, 1);
+        let sim = reduce_after_maps(&cluster, None, 12, 12, 200.0);
+        let spans: Vec<(i64, i64)> = copies(&sim)
+            .values()
+            .map(|lines| match lines[..] {
+                [(start, "start"), (end, "done")] => (start, end),
+                _ => panic!("{lines:?}"),
+            })
+            .collect();
+        assert_eq!(spans.len(), 12);
+        let mut edges: Vec<(i64, i32)> = spans.iter().flat_map(|&(s, e)| [(s, 1), (e, -1)]).collect();
+        edges.sort();
+        let (mut at_once, mut most) = (0, 0);
+        for (_, step) in edges {
+            at_once += step;
+            most = most.max(at_once);
+        }
+        assert_eq!(most, COPIERS as i32);
+        // Past the first five, each copy starts the moment another ends.
+        let ends: Vec<i64> = spans.iter().map(|s| s.1).collect();
+        assert_eq!(spans.iter().filter(|s| ends.contains(&s.0)).count(), 12 - COPIERS);
+        let served = sim.bufs[1..].iter().flatten().filter(|r| matches!(r.line, Line::ShuffleServed { .. })).count();
+        assert_eq!((sim.jobs[0].reduces[0].runs[0].copied, served), (12, 12));
+    }
+
+    #[test]
+    fn every_ten_segments_in_memory_are_merged_and_the_rest_once_the_shuffle_is_complete() {
+        let cluster = Cluster::first(3, 1);
+        let mut sim = reduce_after_maps(&cluster, None, 25, 23, 1.0);
+        assert_eq!(merges(&sim), (vec![10, 10], vec![(10, 1), (10, 2)]));
+        let run = &sim.jobs[0].reduces[0].runs[0];
+        assert_eq!((run.copied, run.batch_files, run.merges, run.tail), (23, 3, 2, None));
+        for m in 23..25 {
+            sim.jobs[0].maps[m as usize].done = Some((20_000, 1, 0));
+            sim.copy(0, 0, 0, m);
+        }
+        sim.jobs[0].maps_done = 25;
+        sim.maybe_finish_copies(0, 0, 0);
+        assert_eq!(merges(&sim), (vec![10, 10, 5], vec![(10, 1), (10, 2), (5, 3)]));
+        let Some((_, _, end)) = sim.jobs[0].reduces[0].runs[0].tail else { panic!("no tail") };
+        let ok = Ev::ReduceEnd { job: 0, idx: 0, attempt: 0, end: End::Ok };
+        assert!(sim.events.iter().any(|Reverse((t, _, ev))| (*t, *ev) == (end, ok)));
+    }
+
+    #[test]
+    fn a_copy_that_times_out_on_a_lossy_link_is_fetched_again() {
+        let cluster = Cluster::first(3, 1);
+        let lossy = Injected::new(Fault::PacketLoss50, 1, 0, 3_600_000, 60.0);
+        let sim = reduce_after_maps(&cluster, Some(lossy), 40, 40, 1.0);
+        let per_map = copies(&sim);
+        assert_eq!(per_map.len(), 40);
+        let mut failed = 0;
+        for (map, lines) in per_map {
+            match lines[..] {
+                [(_, "start"), (_, "done")] => {}
+                [(start, "start"), (timeout, "timeout"), (again, "start"), (_, "done")] => {
+                    assert_eq!((timeout - start, again - timeout), (30_000, 1000));
+                    assert_eq!(map % 2, 0, "map {map} ran on node 2, not the lossy node");
+                    failed += 1;
+                }
+                _ => panic!("map {map}: {lines:?}"),
+            }
+        }
+        assert!(failed > 0);
+    }
+
+    #[test]
+    fn hadoop_1152_fails_the_last_copy_three_times_and_stalls_the_reduce() {
+        let cluster = Cluster::first(3, 1);
+        let hang = Injected::new(Fault::Hang1152, 0, 0, 3_600_000, 60.0);
+        let mut sim = reduce_after_maps(&cluster, Some(hang), 4, 4, 1.0);
+        let per_map = copies(&sim);
+        assert!((0..3).all(|m| per_map[&m].iter().map(|l| l.1).eq(["start", "done"])), "{per_map:?}");
+        let last: Vec<&str> = per_map[&3].iter().map(|l| l.1).collect();
+        assert_eq!(last, ["start", "rename", "start", "rename", "start", "rename"]);
+        let hung_at = per_map[&3][0].0;
+        let task = TaskRef { job: 0, idx: 0, attempt: 0, reduce: true };
+        assert_eq!(sim.struck, Some((hung_at, task)));
+        assert_eq!(sim.jobs[0].reduces[0].runs[0].stall, Some((hung_at, 3.0 / 4.0 / 3.0)));
+        let timeouts: Vec<i64> =
+            sim.bufs[0].iter().filter(|r| r.line == Line::Timeout { task }).map(|r| r.ts_ms).collect();
+        assert!(timeouts.len() == 1 && timeouts[0] >= hung_at + TASK_TIMEOUT_MS, "{timeouts:?}");
+        let timed_out = Ev::ReduceEnd { job: 0, idx: 0, attempt: 0, end: End::TimedOut };
+        assert!(sim.events.iter().any(|Reverse((t, _, ev))| (*t, *ev) == (timeouts[0], timed_out)));
+        // A hung reduce copies nothing more.
+        let lines = sim.bufs[0].len();
+        sim.copy(0, 0, 0, 0);
+        assert_eq!(sim.bufs[0].len(), lines);
+    }
+
+    #[test]
+    fn hadoop_2080_leaves_the_first_in_memory_merge_open_and_the_copies_stop() {
+        let cluster = Cluster::first(3, 1);
+        let hang = Injected::new(Fault::Hang2080, 0, 0, 3_600_000, 60.0);
+        let sim = reduce_after_maps(&cluster, Some(hang), 15, 15, 1.0);
+        assert_eq!(merges(&sim), (vec![MERGE_SEGMENTS], vec![]));
+        assert_eq!(copies(&sim).len(), 10);
+        let merge_at = sim.bufs[0].iter().find(|r| matches!(r.line, Line::MergeStart { .. })).unwrap().ts_ms;
+        let run = &sim.jobs[0].reduces[0].runs[0];
+        assert_eq!((run.copied, run.stall), (10, Some((merge_at, 9.0 / 15.0 / 3.0))));
+        assert_eq!(sim.struck, Some((merge_at, TaskRef { job: 0, idx: 0, attempt: 0, reduce: true })));
+    }
+}
