@@ -275,3 +275,28 @@ async fn damaged_history_is_rejected_record_by_record() {
     let attempt = rows(wh.path(), "SELECT attempt_id, status, finish_ts FROM attempts").await;
     assert_eq!(attempt, table(&[&["attempt_1_0001_m_000000_0", "", ""]]));
 }
+
+/// A jhist event far longer than a log line may be (a job's counters) is read whole: the job
+/// keeps its outcome and finish time.
+#[tokio::test]
+async fn a_jhist_event_longer_than_a_log_line_is_read_whole() {
+    let input = tempfile::tempdir().unwrap();
+    let counters: Vec<String> = (0..4000)
+        .map(|i| format!("{{\"name\":\"COUNTER_{i:05}\",\"displayName\":\"counter {i}\",\"value\":{i}}}"))
+        .collect();
+    let finished = format!(
+        "{{\"type\":\"JOB_FINISHED\",\"event\":{{\"x\":{{\"jobid\":\"job_3_0001\",\"finishTime\":9,\"totalCounters\":{{\"groups\":[{{\"counts\":[{}]}}]}}}}}}}}",
+        counters.join(",")
+    );
+    assert!(finished.len() > 200 * 1024, "{}", finished.len());
+    let jhist = format!(
+        "Avro-Json\n{{\"type\":\"record\"}}\n{{\"type\":\"JOB_SUBMITTED\",\"event\":{{\"x\":{{\"jobid\":\"job_3_0001\",\"submitTime\":5}}}}}}\n{finished}\n"
+    );
+    std::fs::write(input.path().join("job_3_0001.jhist"), jhist).unwrap();
+    let wh = tempfile::tempdir().unwrap();
+    let summary = ingest_into(vec![input.path().to_path_buf()], wh.path(), None).await;
+    assert_eq!(summary.total(|r| r.lines_read), 4);
+    assert_eq!(summary.total(|r| r.lines_rejected), 0);
+    let jobs = rows(wh.path(), "SELECT job_id, outcome, finish_ts FROM jobs").await;
+    assert_eq!(jobs, table(&[&["job_3_0001", "SUCCEEDED", "1970-01-01T00:00:00.009Z"]]));
+}

@@ -50,6 +50,15 @@ impl Format {
             Format::Jhist => "jhist",
         }
     }
+
+    /// The longest line read as one: a job history event holds every counter of its job or
+    /// task, and a large job's run far past a log line's bound; memory bounds it still.
+    fn max_line(self) -> usize {
+        match self {
+            Format::HistoryText | Format::Jhist => 16 << 20,
+            Format::SadfText | Format::SadfJson | Format::SaBinary => MAX_LINE,
+        }
+    }
 }
 
 /// A record file ready to read.
@@ -332,9 +341,14 @@ pub fn read(ctx: &RunContext, hints: &Hints, planned: &PlannedRecord, emit: &mut
     };
     // A resumed file's earlier lines are read once: shown to the parser, and counted for the
     // number its next line gets.
-    let first_number =
-        if planned.start > 0 { replay(parser.as_mut(), &mut sink, path, gzip, planned.start) } else { Ok(1) };
-    let opened = first_number.and_then(|number| LineReader::open(path, gzip, planned.start, file.end, number));
+    let first_number = if planned.start > 0 {
+        replay(parser.as_mut(), &mut sink, path, gzip, planned.start, file.format.max_line())
+    } else {
+        Ok(1)
+    };
+    let opened = first_number.and_then(|number| {
+        Ok(LineReader::open(path, gzip, planned.start, file.end, number)?.with_max_line(file.format.max_line()))
+    });
     let mut source = match opened {
         Ok(source) => source,
         Err(e) => return give_up(sink.report, "failed", format!("{}: cannot read: {e}", file.display), emit),
@@ -375,8 +389,15 @@ pub fn read(ctx: &RunContext, hints: &Hints, planned: &PlannedRecord, emit: &mut
 
 /// Shows the parser the lines before `start`, uncounted (see [`LineParser::replay`]); the
 /// number of the line at `start`.
-fn replay(parser: &mut dyn LineParser, sink: &mut Sink, path: &Path, gzip: bool, start: u64) -> std::io::Result<u64> {
-    let mut earlier = LineReader::open(path, gzip, 0, Some(start), 1)?;
+fn replay(
+    parser: &mut dyn LineParser,
+    sink: &mut Sink,
+    path: &Path,
+    gzip: bool,
+    start: u64,
+    max_line: usize,
+) -> std::io::Result<u64> {
+    let mut earlier = LineReader::open(path, gzip, 0, Some(start), 1)?.with_max_line(max_line);
     sink.replaying = true;
     while let Some(line) = earlier.next_line()? {
         if let Checked::Text(text) = line.check() {

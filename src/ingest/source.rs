@@ -10,7 +10,8 @@ use std::path::Path;
 use flate2::read::MultiGzDecoder;
 use twox_hash::XxHash3_64;
 
-/// Lines longer than this are rejected; only their first [`RAW_KEPT`] bytes are kept.
+/// Log lines longer than this are rejected; only their first [`RAW_KEPT`] bytes are kept. A
+/// reader of another format may take longer ones ([`LineReader::with_max_line`]).
 pub const MAX_LINE: usize = 64 * 1024;
 /// How much of a rejected line the `rejects` table keeps.
 pub const RAW_KEPT: usize = 4 * 1024;
@@ -31,8 +32,10 @@ pub struct Line<'a> {
     pub number: u64,
     /// Byte offset of the line's start in the (decompressed) file.
     pub offset: u64,
-    /// Longer than [`MAX_LINE`]: `len` bytes, of which `bytes` is the start.
+    /// Longer than the reader takes: `len` bytes, of which `bytes` is the start.
     pub overlong: Option<u64>,
+    /// The longest line the reader takes, for the reason an overlong line is rejected.
+    max_line: usize,
     /// Found valid UTF-8 without NUL by [`LineReader::check_ahead`], with the lines around it.
     checked: bool,
 }
@@ -54,7 +57,7 @@ impl<'a> Line<'a> {
         let reject =
             |reason: String| Checked::Rejected { reason, raw: String::from_utf8_lossy(self.bytes).into_owned() };
         if self.overlong.is_some() {
-            return reject(format!("line longer than {} KiB", MAX_LINE / 1024));
+            return reject(format!("line longer than {} KiB", self.max_line / 1024));
         }
         if self.checked {
             // SAFETY: `check_ahead` validated a run of whole lines that holds this one, a line
@@ -114,6 +117,8 @@ pub struct LineReader {
     /// How far `check_ahead` looks: halved after each look that found a fault, down to
     /// [`MIN_LOOKAHEAD`], doubled after each that found none, up to [`CHUNK`].
     lookahead: usize,
+    /// Lines longer than this are skipped and handed out `overlong`.
+    max_line: usize,
 }
 
 impl LineReader {
@@ -152,7 +157,15 @@ impl LineReader {
             overlong_len: 0,
             checked_to: 0,
             lookahead: CHUNK,
+            max_line: MAX_LINE,
         })
+    }
+
+    /// Takes lines of up to `max_line` bytes: a format whose records are lines that may be
+    /// long (a job history event with its counters) sets its own bound.
+    pub fn with_max_line(mut self, max_line: usize) -> Self {
+        self.max_line = max_line;
+        self
     }
 
     /// Bytes consumed so far: where the next ingest of this file starts.
@@ -234,7 +247,7 @@ impl LineReader {
                 return Ok(Some(self.emit(start, end, end + 1 - start)));
             }
             searched = self.filled - self.pos;
-            if searched > MAX_LINE {
+            if searched > self.max_line {
                 self.skip_overlong()?;
                 return Ok(Some(self.emit_overlong()));
             }
@@ -258,7 +271,8 @@ impl LineReader {
         if let Some(stripped) = bytes.strip_suffix(b"\r") {
             bytes = stripped;
         }
-        let line = Line { bytes, number: self.next_number, offset: self.offset, overlong: None, checked };
+        let max_line = self.max_line;
+        let line = Line { bytes, number: self.next_number, offset: self.offset, overlong: None, max_line, checked };
         self.next_number += 1;
         self.offset += consumed as u64;
         line
@@ -319,6 +333,7 @@ impl LineReader {
             number: self.next_number,
             offset: self.offset,
             overlong: Some(len),
+            max_line: self.max_line,
             checked: false,
         };
         self.next_number += 1;
