@@ -35,6 +35,12 @@ macro_rules! jemalloc {
 #[doc(hidden)]
 pub use tikv_jemallocator::Jemalloc;
 
+/// The machine's cores: how many files an ingest reads, and how many runs an evaluation
+/// queries, at once unless told otherwise.
+pub fn cores() -> usize {
+    std::thread::available_parallelism().map_or(2, usize::from)
+}
+
 /// An error as one message, outermost context first (`queries/x.sql: statement 2 of 4: …`).
 /// A cause whose text its wrapper already shows is left out: DataFusion's errors repeat their
 /// source in their own message, and `{:#}` printed "Schema error: No field named x: No field

@@ -21,12 +21,7 @@ use crate::simulate::history::{HistoryConfig, run_history};
 use crate::simulate::workload::Workload;
 use crate::simulate::{self, Suite, Version};
 use crate::warehouse::Warehouse;
-use crate::{catalog, shell};
-
-/// The machine's cores, the default of every `--threads`.
-pub(crate) fn cores() -> usize {
-    std::thread::available_parallelism().map_or(2, usize::from)
-}
+use crate::{catalog, cores, shell};
 
 impl IngestArgs {
     pub(crate) fn options(&self, warehouse: &Path) -> Result<IngestOptions> {

@@ -6,8 +6,6 @@ use std::path::{Path, PathBuf};
 use anyhow::{Result, anyhow};
 
 use super::DemoArgs;
-use super::commands::cores;
-use crate::catalog;
 use crate::diagnose::queries::Query;
 use crate::diagnose::{self, Record, Request};
 use crate::ingest::discover::Hints;
@@ -15,6 +13,7 @@ use crate::ingest::{IngestOptions, ingest, summary};
 use crate::shell::{self, Format};
 use crate::simulate::{self, faults::FaultSpec, workload::Workload};
 use crate::warehouse::Warehouse;
+use crate::{catalog, cores};
 
 const STATES_PER_HOST: &str = "SELECT state, host, daemon, count(*) AS states, \
      round(avg(duration_ms)) AS mean_ms, max(duration_ms) AS max_ms, \

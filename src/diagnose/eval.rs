@@ -198,7 +198,7 @@ async fn verdict(
             outcome.map(|o| o.verdict).with_context(|| format!("cluster {}", request.cluster.unwrap_or_default()))
         })
     });
-    let parallel = std::thread::available_parallelism().map_or(2, usize::from);
+    let parallel = crate::cores();
     let mut running = futures::stream::iter(runs).buffered(parallel);
     let mut rows = Vec::new();
     while let Some(verdict) = running.next().await {
@@ -268,7 +268,7 @@ pub async fn eval(options: &Options, out: &mut dyn std::io::Write) -> Result<()>
             zone: None,
             hints: Hints::default(),
             progress: false,
-            threads: std::thread::available_parallelism().map_or(2, usize::from),
+            threads: crate::cores(),
             dry_run: false,
         };
         ingest(&ingest_options).await.with_context(|| format!("cannot ingest {}", run.dir.display()))?;

@@ -87,7 +87,7 @@ impl Runner for WarehouseRunner {
                     zone: *zone,
                     hints: hints.clone(),
                     progress: false,
-                    threads: std::thread::available_parallelism().map_or(2, usize::from),
+                    threads: crate::cores(),
                     dry_run: false,
                 };
                 let summary = ingest(&options).await?;
