@@ -222,3 +222,26 @@ async fn a_state_begun_before_one_ingest_and_ended_after_it_is_one_state() {
     let writes = "SELECT start_line, end_line, duration_ms, source FROM states WHERE state = 'WriteBlock'";
     assert_eq!(rows(wh.path(), writes).await, owned(&[["2", "2", "400.0", "clienttrace"]]));
 }
+
+/// A stray run of NULs (what a crash leaves in a log's last blocks) rejects the line it sits
+/// in, not the file: the lines around it are read, and the Map it interrupts is still paired.
+#[tokio::test]
+async fn a_stray_nul_rejects_its_line_not_the_file() {
+    let input = tempfile::tempdir().unwrap();
+    let mut log = Vec::new();
+    log.extend_from_slice(format!("2008-08-23 17:12:32,466 INFO a.TaskTracker: LaunchTaskAction: {M}\n").as_bytes());
+    log.extend_from_slice(b"2008-08-23 17:12:33,000 INFO a.TaskTracker: before the hole\n");
+    log.extend_from_slice(&[0; 4096]);
+    log.extend_from_slice(b"2008-08-23 17:12:34,000 INFO a.TaskTracker: after the hole\n");
+    log.extend_from_slice(format!("2008-08-23 17:12:40,000 INFO a.TaskTracker: Task {M} is done.\n").as_bytes());
+    std::fs::write(input.path().join("hadoop-u-tasktracker-h1.log"), &log).unwrap();
+    let wh = tempfile::tempdir().unwrap();
+    let summary = ingest_into(vec![input.path().to_path_buf()], wh.path(), None).await;
+    assert_eq!(summary.files_with_status("ingested"), 1);
+    let counts = rows(wh.path(), "SELECT lines_read, lines_parsed, lines_rejected, lines_skipped FROM ingests").await;
+    assert_eq!(counts, owned(&[["4", "3", "1", "0"]]));
+    let reasons = rows(wh.path(), "SELECT line, reason FROM rejects").await;
+    assert_eq!(reasons, owned(&[["3", "NUL byte in line"]]));
+    let maps = rows(wh.path(), "SELECT state, duration_ms FROM states").await;
+    assert_eq!(maps, owned(&[["Map", "7534.0"]]));
+}

@@ -220,7 +220,7 @@ pub fn classify(path: &Path, hints: &Hints) -> Result<LogFile, Refusal> {
         Some(last_line_end(path, size).map_err(|e| refuse(size, format!("cannot read: {e}")))?)
     };
     let head = probe(path, gzip).map_err(|e| refuse(size, e))?;
-    if let Some(at) = head.nul_at {
+    if let Some(at) = head.binary_at {
         return Err(refuse(size, format!("binary file (NUL byte at offset {at}), not a log")));
     }
     let lines: Vec<&str> = head.lines.iter().map(String::as_str).collect();
@@ -296,18 +296,23 @@ pub fn classify(path: &Path, hints: &Hints) -> Result<LogFile, Refusal> {
 
 struct Probe {
     lines: Vec<String>,
-    nul_at: Option<u64>,
+    /// The first NUL byte's offset, where most lines probed hold one: a binary file. A log
+    /// with a stray NUL (what a crash leaves in its last blocks) is read, and the lines with
+    /// the NUL are rejected one by one.
+    binary_at: Option<u64>,
 }
 
 /// The first lines, the last of them possibly unfinished: a binary file may have no `\n` at all.
 fn probe(path: &Path, gzip: bool) -> Result<Probe, String> {
     let mut reader = LineReader::open(path, gzip, 0, None, 1).map_err(|e| format!("cannot read: {e}"))?;
     let mut lines = Vec::new();
+    let (mut first_nul, mut with_nul) = (None, 0);
     while lines.len() < PROBE_LINES {
         match reader.next_line() {
             Ok(Some(line)) => {
                 if let Some(at) = memchr::memchr(0, line.bytes()) {
-                    return Ok(Probe { lines, nul_at: Some(line.offset + at as u64) });
+                    first_nul.get_or_insert(line.offset + at as u64);
+                    with_nul += 1;
                 }
                 // `from_utf8` first: its check is several times faster than the lossy decoder's,
                 // and for a folder of small attempt logs this reads most lines of every file.
@@ -322,7 +327,8 @@ fn probe(path: &Path, gzip: bool) -> Result<Probe, String> {
             Err(_) => break,
         }
     }
-    Ok(Probe { lines, nul_at: None })
+    let binary_at = first_nul.filter(|_| with_nul * 2 > lines.len());
+    Ok(Probe { lines, binary_at })
 }
 
 fn majority_daemon<'a>(loggers: impl Iterator<Item = &'a str>) -> Option<Daemon> {
