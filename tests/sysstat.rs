@@ -501,3 +501,37 @@ async fn minified_exports_stream_whole_gzipped_or_cut_short() {
     let error = scalar(wh.path(), "SELECT error FROM ingests WHERE file LIKE '%cut.json'").await;
     assert!(error.ends_with("the 250 records before it were read"), "{error}");
 }
+
+/// A damaged character in one record of a `sadf -j` export costs that record's lines only:
+/// reading resumes at the next record's `{`, and the records after it are kept.
+#[tokio::test]
+async fn a_damaged_sadf_j_record_costs_only_its_own_lines() {
+    let input = tempfile::tempdir().unwrap();
+    let record = |second: u32, queue: &str| {
+        format!(
+            "\t\t\t\t{{\n\t\t\t\t\t\"timestamp\": {{\"date\": \"2008-08-23\", \"time\": \"17:12:{second:02}\", \"utc\": 1, \"interval\": 1}},\n\
+             \t\t\t\t\t\"queue\": {queue}\n\t\t\t\t}}"
+        )
+    };
+    let json = format!(
+        "{{\"sysstat\": {{\n\t\"hosts\": [\n\t\t{{\n\t\t\t\"nodename\": \"h5\",\n\t\t\t\"statistics\": [\n{},\n{},\n{}\n\t\t\t]\n\t\t}}\n\t]\n}}}}\n",
+        record(30, "{\"runq-sz\": 2, \"plist-sz\": 90}"),
+        record(31, "{\"runq-sz\": 2, \"plist-sz\" 90}"),
+        record(32, "{\"runq-sz\": 3, \"plist-sz\": 91}"),
+    );
+    std::fs::write(input.path().join("h5.json"), &json).unwrap();
+    let wh = tempfile::tempdir().unwrap();
+    let summary = ingest_into(vec![input.path().to_path_buf()], wh.path(), None).await;
+    assert_eq!(summary.total(|r| r.lines_read), json.lines().count() as u64);
+    assert_eq!(summary.total(|r| r.lines_read), summary.total(|r| r.lines_parsed + r.lines_rejected + r.lines_skipped));
+    let reasons: Vec<String> =
+        rows(wh.path(), "SELECT line, reason FROM rejects ORDER BY line").await.iter().map(|r| r.join(" | ")).collect();
+    // Lines 10–13 are the second record: its `{` and timestamp, the damaged line, its `}`.
+    assert_eq!(reasons.len(), 4, "{reasons:?}");
+    assert_eq!(reasons[0], "10 | record broken by the JSON syntax error at line 12");
+    assert_eq!(reasons[1], "11 | record broken by the JSON syntax error at line 12");
+    assert!(reasons[2].starts_with("12 | JSON: "), "{reasons:?}");
+    assert_eq!(reasons[3], "13 | after the JSON syntax error at line 12");
+    let samples = rows(wh.path(), "SELECT host, ts FROM sadc ORDER BY ts").await;
+    assert_eq!(samples, owned(&[["h5", "2008-08-23T17:12:30Z"], ["h5", "2008-08-23T17:12:32Z"]]),);
+}

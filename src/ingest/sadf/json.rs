@@ -186,8 +186,12 @@ pub struct JsonParser {
     frames: Vec<Frame>,
     nodename: Option<String>,
     pending: Vec<PendingLine>,
-    /// Line of a syntax error: the document's structure is lost after it.
+    /// Line of a syntax error: the document's structure is lost after it, up to the next
+    /// record where the error was inside a list of records.
     broken_at: Option<u64>,
+    /// After a syntax error in a list of records: the frames that lead to that list, kept
+    /// while the lines up to the next record's opening `{` are rejected.
+    resume_with: Option<usize>,
     /// This line's records: accepted ones, and the reason of the last rejected one.
     accepted: usize,
     rejected: Option<String>,
@@ -203,6 +207,7 @@ impl JsonParser {
             nodename: None,
             pending: Vec::new(),
             broken_at: None,
+            resume_with: None,
             accepted: 0,
             rejected: None,
             touched: false,
@@ -216,6 +221,22 @@ impl JsonParser {
 
     fn in_record(&self) -> bool {
         self.frames.iter().any(|f| f.value.is_some())
+    }
+
+    /// How many frames lead to the innermost open list of records (`statistics` or
+    /// `restarts`), if one is open.
+    fn frames_to_records(&self) -> Option<usize> {
+        let mut path = Vec::new();
+        let mut found = None;
+        for (depth, frame) in self.frames.iter().enumerate() {
+            path.extend(frame.seg.clone());
+            path.push(Seg::Index(0));
+            if frame.array && matches!(place(&path), Place::Statistics | Place::Restart) {
+                found = Some(depth + 1);
+            }
+            path.pop();
+        }
+        found
     }
 
     /// The segment the next value of the innermost container takes.
@@ -374,12 +395,22 @@ impl JsonParser {
 impl LineParser for JsonParser {
     fn line(&mut self, sink: &mut Sink, number: u64, offset: u64, text: &str) {
         if let Some(at) = self.broken_at {
-            sink.reject(number, offset, &format!("after the JSON syntax error at line {at}"), text);
-            return;
+            // sadf opens each record with a `{` on a line of its own: reading resumes there.
+            match self.resume_with {
+                Some(depth) if text.trim() == "{" => {
+                    self.frames.truncate(depth);
+                    (self.broken_at, self.resume_with) = (None, None);
+                }
+                _ => {
+                    sink.reject(number, offset, &format!("after the JSON syntax error at line {at}"), text);
+                    return;
+                }
+            }
         }
         (self.accepted, self.rejected, self.touched, self.line) = (0, None, false, (number, offset));
         if let Err(e) = self.tokens(sink, text) {
             self.broken_at = Some(number);
+            self.resume_with = self.frames_to_records();
             let reason = format!("JSON: {e}");
             for line in std::mem::take(&mut self.pending) {
                 sink.reject(
