@@ -21,6 +21,7 @@ use datafusion::prelude::{SessionConfig, SessionContext};
 use datafusion::sql::parser::{DFParser, Statement};
 use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
 use deltalake::delta_datafusion::{DeltaScanConfig, DeltaScanNext};
+use futures::TryStreamExt as _;
 
 use crate::ingest::addresses;
 use crate::warehouse::Warehouse;
@@ -176,7 +177,7 @@ impl OpenedTables {
         if let Some((table, definition)) = view_of(name) {
             return self.open_view(name, table, definition).await;
         }
-        let Some(table) = self.warehouse.open_visible(name, &self.completed).await? else {
+        let Some((table, unfinished)) = self.warehouse.open_visible(name, &self.completed).await? else {
             return Ok(None);
         };
         // Delta scans find their object store in the session's runtime.
@@ -185,8 +186,25 @@ impl OpenedTables {
         // keeps DataFusion's column-wise hashing, where one dictionary column would send the
         // whole key through the slower row format (Kahuna-WB's GROUP BYs among them).
         let config = DeltaScanConfig::new().with_wrap_partition_values(false);
-        let provider: Arc<dyn TableProvider> =
-            Arc::new(DeltaScanNext::new(table.snapshot()?.snapshot().clone(), config)?);
+        let mut scan = DeltaScanNext::new(table.snapshot()?.snapshot().clone(), config)?;
+        let has_run_column = scan.schema().field_with_name("ingest_id").is_ok();
+        if !unfinished.files.is_empty() && !has_run_column {
+            // Files added by runs that have not finished, below runs that have, are left out.
+            let files: Vec<_> = table.get_active_add_actions_by_partitions(&[]).try_collect().await?;
+            let visible = files
+                .iter()
+                .map(|f| f.object_store_path())
+                .filter(|path| !path.filename().is_some_and(|name| unfinished.files.contains(name)));
+            scan = scan.with_file_paths(visible.map(|path| path.to_string()).collect::<Vec<_>>());
+        }
+        let mut provider: Arc<dyn TableProvider> = Arc::new(scan);
+        if !unfinished.runs.is_empty() && has_run_column {
+            // Rows of runs that have not finished, below runs that have, are left out by their
+            // `ingest_id`: a `states` file such a run rewrote still shows the rows of the others.
+            let runs: Vec<String> = unfinished.runs.iter().map(|id| format!("'{}'", id.replace('\'', "''"))).collect();
+            let definition = format!("SELECT * FROM {name} WHERE ingest_id NOT IN ({})", runs.join(", "));
+            provider = planned_view(name, provider, &definition).await?;
+        }
         if let Ok(mut opened) = self.opened.lock() {
             opened.insert(name.to_string(), provider.clone());
         }
@@ -200,15 +218,25 @@ impl OpenedTables {
         let Some(provider) = Box::pin(self.open(table.name())).await? else {
             return Ok(None);
         };
-        let planner = SessionContext::new();
-        planner.register_table(table.name(), provider)?;
-        let plan = planner.sql(definition).await?.into_unoptimized_plan();
-        let view: Arc<dyn TableProvider> = Arc::new(ViewTable::new(plan, Some(definition.to_string())));
+        let view = planned_view(table.name(), provider, definition).await?;
         if let Ok(mut opened) = self.opened.lock() {
             opened.insert(name.to_string(), view.clone());
         }
         Ok(Some(view))
     }
+}
+
+/// A view `definition` over `provider` registered as `table`, planned now: the plan holds the
+/// provider itself, so the view reads in any session.
+async fn planned_view(
+    table: &str,
+    provider: Arc<dyn TableProvider>,
+    definition: &str,
+) -> Result<Arc<dyn TableProvider>> {
+    let planner = SessionContext::new();
+    planner.register_table(table, provider)?;
+    let plan = planner.sql(definition).await?.into_unoptimized_plan();
+    Ok(Arc::new(ViewTable::new(plan, Some(definition.to_string()))))
 }
 
 fn view_of(name: &str) -> Option<(Table, &'static str)> {

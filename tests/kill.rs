@@ -73,3 +73,61 @@ async fn crashed_ingests_leave_nothing_and_the_rerun_completes_them() {
     assert!(ingest(crashed.path()).status().unwrap().success());
     assert_eq!(rows(crashed.path(), CONTENT).await, expected);
 }
+
+/// A run killed between its commits stays invisible after another run of other files lands
+/// above it, and the rerun of its files completes it: the tables then read as one
+/// uninterrupted ingest of both.
+#[tokio::test]
+async fn a_killed_run_stays_hidden_below_a_finished_one_until_it_is_run_again() {
+    let first = tempfile::tempdir().unwrap();
+    let second = tempfile::tempdir().unwrap();
+    kahuna::simulate::synthetic::write_cluster_logs(first.path(), 2, 1 << 20, 11).unwrap();
+    // The second input's files are other hosts' logs.
+    for path in kahuna::simulate::synthetic::write_cluster_logs(second.path(), 2, 1 << 20, 12).unwrap() {
+        let name = path.file_name().unwrap().to_str().unwrap().replace("-node", "-peer");
+        std::fs::rename(&path, second.path().join(name)).unwrap();
+    }
+    let ingest = |warehouse: &Path, input: &Path| {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_kahuna"));
+        command.arg("--warehouse").arg(warehouse).arg("ingest").arg(input).arg("--cluster").arg("c1");
+        command
+    };
+    let only_second = tempfile::tempdir().unwrap();
+    assert!(ingest(only_second.path(), second.path()).status().unwrap().success());
+    let second_alone = rows(only_second.path(), CONTENT).await;
+    let both = tempfile::tempdir().unwrap();
+    assert!(ingest(both.path(), first.path()).status().unwrap().success());
+    assert!(ingest(both.path(), second.path()).status().unwrap().success());
+    let expected = rows(both.path(), CONTENT).await;
+
+    let wh = tempfile::tempdir().unwrap();
+    let status = ingest(wh.path(), first.path()).env("KAHUNA_CRASH_AFTER_COMMIT", "states").status().unwrap();
+    assert!(!status.success());
+    assert!(ingest(wh.path(), second.path()).status().unwrap().success());
+    assert_eq!((commits(wh.path(), "states"), commits(wh.path(), "ingests")), (2, 1));
+    assert_eq!(rows(wh.path(), CONTENT).await, second_alone, "the killed run's rows are hidden");
+    assert!(ingest(wh.path(), first.path()).status().unwrap().success());
+    assert_eq!(rows(wh.path(), CONTENT).await, expected, "the rerun completes the killed run");
+}
+
+/// The same for `sar_records`, whose rows carry no run: the killed run's files are left out.
+#[tokio::test]
+async fn a_killed_runs_sysstat_files_stay_hidden_below_a_finished_run() {
+    let sysstat = common::package_dir().join("data/sysstat");
+    let ingest = |warehouse: &Path, file: &str| {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_kahuna"));
+        command.arg("--warehouse").arg(warehouse).arg("ingest").arg(sysstat.join(file)).arg("--cluster").arg("c1");
+        command
+    };
+    let records = "SELECT host, count(*) FROM sar_records GROUP BY host ORDER BY host";
+    let wh = tempfile::tempdir().unwrap();
+    let status =
+        ingest(wh.path(), "node1.sadf-d.csv").env("KAHUNA_CRASH_AFTER_COMMIT", "sar_records").status().unwrap();
+    assert!(!status.success());
+    assert!(ingest(wh.path(), "node2.sadf-d.csv").status().unwrap().success());
+    let hosts: Vec<String> = rows(wh.path(), records).await.into_iter().map(|r| r[0].clone()).collect();
+    assert_eq!(hosts, ["node2"], "node1's records are the killed run's");
+    assert!(ingest(wh.path(), "node1.sadf-d.csv").status().unwrap().success());
+    let hosts: Vec<String> = rows(wh.path(), records).await.into_iter().map(|r| r[0].clone()).collect();
+    assert_eq!(hosts, ["node1", "node2"]);
+}

@@ -22,7 +22,7 @@ pub mod stream;
 pub mod summary;
 pub mod tasktracker;
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -130,6 +130,13 @@ pub async fn ingest(options: &IngestOptions) -> Result<Summary> {
             Err(refusal) => reports.push(refused(&refusal, started_ms)),
         }
     }
+    // Every file this run looked at: a killed run all of whose files are among them is
+    // completed by this one (see `Warehouse::completed_by`).
+    let looked_at: HashSet<String> = planned
+        .iter()
+        .map(|p| file_app_id(&options.cluster, &p.file.key))
+        .chain(record_files.iter().map(|f| file_app_id(&options.cluster, &f.key)))
+        .collect();
     let planned_records = records::plan_all(record_files, &appenders, &options.cluster, &mut reports).await?;
     let streams = streams_to_read(planned, &mut reports);
     let planned: Vec<PlannedFile> = streams.iter().flatten().cloned().collect();
@@ -251,12 +258,15 @@ pub async fn ingest(options: &IngestOptions) -> Result<Summary> {
         state_transactions.push(Transaction::new(offset_id, offset as i64));
         state_transactions.push(Transaction::new(line_id, line as i64));
     }
+    let completed = options.warehouse.completed_ingests().await?;
+    let completes = options.warehouse.completed_by(&looked_at, &completed)?;
     for (appender, adds) in appenders.iter().zip(adds) {
-        let (removes, transactions) = match appender.table() {
-            Table::States => (std::mem::take(&mut removes), &state_transactions),
-            _ => (Vec::new(), &transactions),
+        let (removes, transactions, completes) = match appender.table() {
+            Table::States => (std::mem::take(&mut removes), &state_transactions, &[][..]),
+            Table::Ingests => (Vec::new(), &transactions, &completes[..]),
+            _ => (Vec::new(), &transactions, &[][..]),
         };
-        appender.commit(adds, removes, transactions.clone(), &ingest_id).await?;
+        appender.commit_completing(adds, removes, transactions.clone(), &ingest_id, completes).await?;
         crash_point(appender.table());
     }
     Ok(Summary { ingest_id, reports, elapsed: started.elapsed() })

@@ -5,8 +5,10 @@
 //!
 //! Delta commits are atomic per table, not across tables, so a run commits `logs`, `states` and
 //! `rejects` first and `ingests` last, each commit naming the run (`kahuna.ingest_id`). Readers
-//! open a table at its newest commit whose run also committed `ingests` ([`Warehouse::open_visible`]):
-//! a run killed between its commits, or one still committing, shows nothing anywhere.
+//! see the rows of runs whose `ingests` commit landed, and nothing of the others, wherever their
+//! commits sit ([`Warehouse::open_visible`]): a run killed between its commits, or one still
+//! committing, shows nothing anywhere, even after other runs have committed above it. The run
+//! that ingests a killed run's files again completes it (`kahuna.completes`).
 
 pub mod tables;
 mod transactions;
@@ -96,25 +98,81 @@ impl Warehouse {
         Ok(Some(table))
     }
 
-    /// Runs whose `ingests` commit landed, among the latest ones. Every run commits to every
-    /// table, so a table's unfinished tail can only belong to runs newer than these.
+    /// Runs whose `ingests` commit landed, among the latest ones, and the killed runs they
+    /// completed. Every run commits to every table, so a table's recent commits can only belong
+    /// to runs among these or to unfinished ones.
     pub async fn completed_ingests(&self) -> Result<HashSet<String>> {
         let Some(ingests) = self.open(Table::Ingests.name()).await? else {
             return Ok(HashSet::new());
         };
         let infos: Vec<CommitInfo> = ingests.history(Some(RECENT_COMMITS)).try_collect().await?;
-        Ok(infos.iter().filter_map(ingest_of_commit).map(str::to_string).collect())
+        let completes = |info: &CommitInfo| {
+            let ids = info.info.get(COMPLETES_KEY).and_then(|v| v.as_array()).cloned().unwrap_or_default();
+            ids.into_iter().filter_map(|id| id.as_str().map(str::to_string)).collect::<Vec<_>>()
+        };
+        Ok(infos
+            .iter()
+            .flat_map(|info| ingest_of_commit(info).map(str::to_string).into_iter().chain(completes(info)))
+            .collect())
     }
 
     /// The table as readers should see it: at its newest commit that is not the work of an
-    /// unfinished ingest run.
-    pub async fn open_visible(&self, name: &str, completed: &HashSet<String>) -> Result<Option<DeltaTable>> {
+    /// unfinished ingest run, and what older unfinished runs wrote below that commit, which
+    /// readers leave out.
+    pub async fn open_visible(
+        &self,
+        name: &str,
+        completed: &HashSet<String>,
+    ) -> Result<Option<(DeltaTable, Unfinished)>> {
         let Some(mut table) = self.open(name).await? else { return Ok(None) };
-        let unfinished = unfinished_commits(name, &table, completed).await?;
-        if let (Some(latest), true) = (table.version(), unfinished > 0) {
-            table.load_version(latest.saturating_sub(unfinished)).await?;
+        let unfinished = self.unfinished(name, &table, completed)?;
+        if let (Some(latest), true) = (table.version(), unfinished.newest > 0) {
+            table.load_version(latest.saturating_sub(unfinished.newest)).await?;
         }
-        Ok(Some(table))
+        Ok(Some((table, unfinished)))
+    }
+
+    /// The work of unfinished ingest runs among `table`'s recent commits (none for `ingests`
+    /// itself, which a run commits last).
+    fn unfinished(&self, name: &str, table: &DeltaTable, completed: &HashSet<String>) -> Result<Unfinished> {
+        let mut unfinished = Unfinished::default();
+        let Some(latest) = table.version() else { return Ok(unfinished) };
+        if name == Table::Ingests.name() {
+            return Ok(unfinished);
+        }
+        let from = latest.saturating_sub(RECENT_COMMITS as u64 - 1);
+        let commits = transactions::commits(&self.log_dir(name), from, latest, INGEST_ID_KEY)?;
+        let of_unfinished = |c: &transactions::Commit| c.ingest_id.as_ref().is_some_and(|id| !completed.contains(id));
+        unfinished.newest = commits.iter().rev().take_while(|c| of_unfinished(c)).count() as u64;
+        for commit in commits.iter().rev().skip(unfinished.newest as usize).filter(|c| of_unfinished(c)) {
+            let id = commit.ingest_id.clone().unwrap_or_default();
+            if !unfinished.runs.contains(&id) {
+                unfinished.runs.push(id);
+            }
+            unfinished.files.extend(commit.added.iter().cloned());
+        }
+        Ok(unfinished)
+    }
+
+    /// Unfinished runs that a run reading `files` (their application-transaction ids) completes:
+    /// those whose every file it reads again. Their rows, which the tables hold and the run
+    /// did not write again, become visible with the run's own.
+    pub fn completed_by(&self, files: &HashSet<String>, completed: &HashSet<String>) -> Result<Vec<String>> {
+        let mut runs: HashMap<String, bool> = HashMap::new();
+        for table in Table::ALL.iter().filter(|t| **t != Table::Ingests && self.has_table(t.name())) {
+            let log_dir = self.log_dir(table.name());
+            let Some(latest) = transactions::latest_version(&log_dir)? else { continue };
+            let from = latest.saturating_sub(RECENT_COMMITS as u64 - 1);
+            for commit in transactions::commits(&log_dir, from, latest, INGEST_ID_KEY)? {
+                let Some(id) = commit.ingest_id.filter(|id| !completed.contains(id)) else { continue };
+                let covered =
+                    commit.app_ids.iter().filter(|a| a.starts_with(FILE_APP_PREFIX)).all(|a| files.contains(a));
+                *runs.entry(id).or_insert(true) &= covered;
+            }
+        }
+        let mut done: Vec<String> = runs.into_iter().filter_map(|(id, covered)| covered.then_some(id)).collect();
+        done.sort();
+        Ok(done)
     }
 
     /// The Delta table of `table`, created empty with its schema on first use.
@@ -188,7 +246,8 @@ impl Warehouse {
         let mut report = Vec::new();
         for name in self.table_names() {
             let Some(table) = self.open(&name).await? else { continue };
-            if unfinished_commits(&name, &table, &completed).await? > 0 {
+            let unfinished = self.unfinished(&name, &table, &completed)?;
+            if unfinished.newest > 0 || !unfinished.runs.is_empty() {
                 report.push(format!(
                     "{name}: left as it is: it holds the commits of an unfinished ingest run (run that ingest again to finish it)"
                 ));
@@ -222,14 +281,15 @@ impl Warehouse {
     }
 }
 
-/// How many of `table`'s newest commits are the work of ingest runs that have not committed
-/// `ingests` (none for `ingests` itself, which a run commits last).
-async fn unfinished_commits(name: &str, table: &DeltaTable, completed: &HashSet<String>) -> Result<u64> {
-    if table.version().is_none() || name == Table::Ingests.name() {
-        return Ok(0);
-    }
-    let infos: Vec<CommitInfo> = table.history(Some(RECENT_COMMITS)).try_collect().await?;
-    Ok(infos.iter().take_while(|info| ingest_of_commit(info).is_some_and(|id| !completed.contains(id))).count() as u64)
+/// What readers leave out of a table: the work of ingest runs whose `ingests` commit has not
+/// landed (a run killed between its commits, or one still committing).
+#[derive(Debug, Default)]
+pub struct Unfinished {
+    /// How many of the table's newest commits are such work: readers open it before them.
+    pub newest: u64,
+    /// The runs of such commits below a finished one, and the files they added.
+    pub runs: Vec<String>,
+    pub files: HashSet<String>,
 }
 
 /// Zstd at a low level, no dictionaries where they would not pay, delta-encoded times and no
@@ -260,6 +320,9 @@ pub fn writer_properties(table: Option<Table>) -> WriterProperties {
 const RECENT_COMMITS: usize = 16;
 
 const INGEST_ID_KEY: &str = "kahuna.ingest_id";
+/// The killed runs an ingest run completed, in its `ingests` commit.
+const COMPLETES_KEY: &str = "kahuna.completes";
+const FILE_APP_PREFIX: &str = "kahuna-ingest/";
 
 fn ingest_of_commit(info: &CommitInfo) -> Option<&str> {
     info.info.get(INGEST_ID_KEY).and_then(|v| v.as_str())
@@ -267,7 +330,7 @@ fn ingest_of_commit(info: &CommitInfo) -> Option<&str> {
 
 /// The application-transaction id of one source file in one cluster.
 pub fn file_app_id(cluster: &str, file_key: &str) -> String {
-    format!("kahuna-ingest/{cluster}/{file_key}")
+    format!("{FILE_APP_PREFIX}{cluster}/{file_key}")
 }
 
 /// How far each table holds the file `app_id` ([`TableAppender::ingested_up_to`]).
@@ -323,14 +386,30 @@ impl TableAppender {
         transactions: Vec<Transaction>,
         ingest_id: &str,
     ) -> Result<Option<i64>> {
-        if adds.is_empty() && removes.is_empty() && transactions.is_empty() {
+        self.commit_completing(adds, removes, transactions, ingest_id, &[]).await
+    }
+
+    /// [`commit`](Self::commit), naming the killed runs this one completes: the last commit
+    /// of a run, to `ingests`.
+    pub async fn commit_completing(
+        &self,
+        adds: Vec<Add>,
+        removes: Vec<Remove>,
+        transactions: Vec<Transaction>,
+        ingest_id: &str,
+        completes: &[String],
+    ) -> Result<Option<i64>> {
+        if adds.is_empty() && removes.is_empty() && transactions.is_empty() && completes.is_empty() {
             return Ok(None);
         }
         let actions: Vec<Action> =
             adds.into_iter().map(Action::Add).chain(removes.into_iter().map(Action::Remove)).collect();
-        let properties = CommitProperties::default()
-            .with_application_transactions(transactions)
-            .with_metadata(HashMap::from([(INGEST_ID_KEY.to_string(), serde_json::json!(ingest_id))]));
+        let mut metadata = HashMap::from([(INGEST_ID_KEY.to_string(), serde_json::json!(ingest_id))]);
+        if !completes.is_empty() {
+            metadata.insert(COMPLETES_KEY.to_string(), serde_json::json!(completes));
+        }
+        let properties =
+            CommitProperties::default().with_application_transactions(transactions).with_metadata(metadata);
         let operation = DeltaOperation::Write {
             mode: SaveMode::Append,
             partition_by: Some(PARTITION_COLUMNS.map(String::from).to_vec()),
@@ -822,7 +901,7 @@ mod tests {
         let ingests = TableAppender::open(&warehouse, Table::Ingests, "c1").await?;
         ingests.commit(Vec::new(), Vec::new(), vec![Transaction::new(file_app_id("c1", "f"), 10)], "done").await?;
         let completed = warehouse.completed_ingests().await?;
-        let visible = warehouse.open_visible(Table::Rejects.name(), &completed).await?.context("rejects")?;
+        let (visible, _) = warehouse.open_visible(Table::Rejects.name(), &completed).await?.context("rejects")?;
         assert_eq!((visible.version(), visible.get_file_uris()?.count()), (Some(1), 1));
         let report = warehouse.optimize(Duration::ZERO).await?;
         assert!(report.iter().any(|line| line.starts_with("rejects: left as it is")), "{report:?}");

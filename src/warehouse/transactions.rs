@@ -95,6 +95,14 @@ fn read_checkpoint_part(path: &Path, versions: &mut HashMap<String, i64>) -> Res
 #[derive(Deserialize)]
 struct Action {
     txn: Option<Txn>,
+    add: Option<AddPath>,
+    #[serde(rename = "commitInfo")]
+    commit_info: Option<serde_json::Map<String, serde_json::Value>>,
+}
+
+#[derive(Deserialize)]
+struct AddPath {
+    path: String,
 }
 
 #[derive(Deserialize)]
@@ -115,6 +123,66 @@ fn read_commit(path: &Path, versions: &mut HashMap<String, i64>) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// The newest commit of the log in `log_dir`, if it has one.
+pub fn latest_version(log_dir: &Path) -> Result<Option<u64>> {
+    let entries = std::fs::read_dir(log_dir).with_context(|| format!("cannot list {}", log_dir.display()))?;
+    let mut latest = None;
+    for entry in entries {
+        let name = entry?.file_name();
+        let version = name.to_str().and_then(|n| n.strip_suffix(".json")).and_then(|v| v.parse::<u64>().ok());
+        latest = latest.max(version);
+    }
+    Ok(latest)
+}
+
+/// One commit of a table, as far as ingest runs are concerned.
+#[derive(Debug, Default)]
+pub struct Commit {
+    /// The run that made it (`kahuna.ingest_id` of its commit info).
+    pub ingest_id: Option<String>,
+    /// The names of the files it added.
+    pub added: Vec<String>,
+    /// The application transactions it set.
+    pub app_ids: Vec<String>,
+}
+
+/// The commits `from..=to` of the log in `log_dir`, oldest first; a commit whose file the log's
+/// clean-up removed is left out.
+pub fn commits(log_dir: &Path, from: u64, to: u64, ingest_id_key: &str) -> Result<Vec<Commit>> {
+    let mut out = Vec::new();
+    for version in from..=to {
+        let path = log_dir.join(format!("{version:020}.json"));
+        let file = match File::open(&path) {
+            Ok(file) => file,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(e).with_context(|| format!("cannot read commit {}", path.display())),
+        };
+        let mut commit = Commit::default();
+        for (number, line) in BufReader::new(file).lines().enumerate() {
+            let line = line.with_context(|| format!("cannot read commit {}", path.display()))?;
+            let action: Action = serde_json::from_str(&line)
+                .with_context(|| format!("{}:{}: not a Delta action", path.display(), number + 1))?;
+            if let Some(txn) = action.txn {
+                commit.app_ids.push(txn.app_id);
+            }
+            if let Some(add) = action.add {
+                commit.added.push(file_name(&add.path).to_string());
+            }
+            if let Some(info) = action.commit_info {
+                commit.ingest_id = info.get(ingest_id_key).and_then(|v| v.as_str()).map(str::to_string);
+            }
+        }
+        out.push(commit);
+    }
+    Ok(out)
+}
+
+/// The last segment of a file's path in the table: unique (each writer names its files by a
+/// UUID), and the same whether the path is percent-encoded or not.
+pub fn file_name(path: &str) -> &str {
+    path.rsplit('/').next().unwrap_or(path)
 }
 
 #[cfg(test)]
