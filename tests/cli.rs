@@ -144,3 +144,46 @@ fn completions_and_help_cover_every_command() {
     let unknown = kahuna(wh.path(), &["completions", "tcsh"]);
     assert!(!unknown.status.success());
 }
+
+/// Two ingests of different folders started together into one new warehouse both land whole:
+/// the tables then hold what the two run one after the other give.
+#[tokio::test]
+async fn two_ingests_at_once_both_land_whole() {
+    let inputs = tempfile::tempdir().unwrap();
+    let (first, second) = (inputs.path().join("first"), inputs.path().join("second"));
+    for (dir, seed, host) in [(&first, 21, "node"), (&second, 22, "peer")] {
+        std::fs::create_dir(dir).unwrap();
+        for path in kahuna::simulate::synthetic::write_cluster_logs(dir, 2, 1 << 20, seed).unwrap() {
+            let name = path.file_name().unwrap().to_str().unwrap().replace("-node", &format!("-{host}"));
+            std::fs::rename(&path, dir.join(name)).unwrap();
+        }
+    }
+    let content = "SELECT (SELECT count(*) FROM logs) AS logs, (SELECT count(*) FROM states) AS states, \
+                   (SELECT count(*) FROM ingests) AS files, (SELECT count(DISTINCT ingest_id) FROM ingests) AS runs";
+    let one_after_the_other = tempfile::tempdir().unwrap();
+    for dir in [&first, &second] {
+        let out = kahuna(one_after_the_other.path(), &["ingest", dir.to_str().unwrap()]);
+        assert!(out.status.success(), "{}", text(&out.stderr));
+    }
+    let expected = common::rows(one_after_the_other.path(), content).await;
+    assert_eq!(expected[0][3], "2");
+    for _ in 0..3 {
+        let wh = tempfile::tempdir().unwrap();
+        let start = |dir: &std::path::Path| {
+            Command::new(env!("CARGO_BIN_EXE_kahuna"))
+                .arg("--warehouse")
+                .arg(wh.path())
+                .args(["ingest", dir.to_str().unwrap()])
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        };
+        let (a, b) = (start(&first), start(&second));
+        for child in [a, b] {
+            let out = child.wait_with_output().unwrap();
+            assert!(out.status.success(), "{}", text(&out.stderr));
+        }
+        assert_eq!(common::rows(wh.path(), content).await, expected);
+    }
+}

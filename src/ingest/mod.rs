@@ -104,6 +104,9 @@ pub async fn ingest(options: &IngestOptions) -> Result<Summary> {
     let started_ms = now_ms();
     let ingest_id = format!("{}-{:x}", chrono::Utc::now().format("%Y%m%dT%H%M%S%.3fZ"), std::process::id());
     let paths = discover::walk(&options.paths)?;
+    // One ingest at a time: two that planned against the same tables would each commit what
+    // the other's plan did not see, or fail on each other's commits.
+    let _lock = options.warehouse.lock_for_ingest().await?;
     if addresses::needs_backfill(&options.warehouse) {
         crate::catalog::Snapshot::take(&options.warehouse).await?;
     }

@@ -98,6 +98,36 @@ impl Warehouse {
         Ok(Some(table))
     }
 
+    /// Waits until no other ingest writes this warehouse, then holds it until the lock is
+    /// dropped. The lock is the operating system's (`flock` on `.ingest.lock`), so a holder that
+    /// crashes or is killed lets go of it with its process.
+    pub async fn lock_for_ingest(&self) -> Result<IngestLock> {
+        std::fs::create_dir_all(&self.root).with_context(|| format!("cannot create {}", self.root.display()))?;
+        let path = self.root.join(".ingest.lock");
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .write(true)
+            .truncate(false)
+            .open(&path)
+            .with_context(|| format!("cannot open {}", path.display()))?;
+        let mut told = false;
+        loop {
+            match file.try_lock() {
+                Ok(()) => return Ok(IngestLock { _file: file }),
+                Err(std::fs::TryLockError::WouldBlock) => {
+                    if !told {
+                        eprintln!("waiting for another ingest into {} to finish", self.root.display());
+                        told = true;
+                    }
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+                Err(std::fs::TryLockError::Error(e)) => {
+                    return Err(e).with_context(|| format!("cannot lock {}", path.display()));
+                }
+            }
+        }
+    }
+
     /// Runs whose `ingests` commit landed, among the latest ones, and the killed runs they
     /// completed. Every run commits to every table, so a table's recent commits can only belong
     /// to runs among these or to unfinished ones.
@@ -279,6 +309,11 @@ impl Warehouse {
         }
         Ok(report)
     }
+}
+
+/// One ingest's hold on a warehouse ([`Warehouse::lock_for_ingest`]), let go when dropped.
+pub struct IngestLock {
+    _file: std::fs::File,
 }
 
 /// What readers leave out of a table: the work of ingest runs whose `ingests` commit has not
