@@ -293,3 +293,31 @@ async fn a_file_named_twice_in_one_run_is_read_once() {
     let maps = expected.iter().find(|r| r[0] == "Map").expect("Map states");
     assert_eq!(maps[1], maps[2], "every Map has its start: {expected:?}");
 }
+
+/// A log and its gzipped copy in one run: the same log, read once (from the plain file), and
+/// the copy listed as a duplicate.
+#[tokio::test]
+async fn a_log_and_its_gzipped_copy_are_read_once() {
+    use std::io::Write as _;
+    let input = tempfile::tempdir().unwrap();
+    let plain = std::fs::read(data_dir().join("hadoop-hadoop-tasktracker-node1.log")).unwrap();
+    std::fs::write(input.path().join("hadoop-hadoop-tasktracker-node1.log"), &plain).unwrap();
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    gz.write_all(&plain).unwrap();
+    std::fs::write(input.path().join("hadoop-hadoop-tasktracker-node1.log.gz"), gz.finish().unwrap()).unwrap();
+    let count = "SELECT state, count(*) FROM states GROUP BY state ORDER BY state";
+    let once = tempfile::tempdir().unwrap();
+    ingest_into(vec![data_dir().join("hadoop-hadoop-tasktracker-node1.log")], once.path(), None).await;
+    let both = tempfile::tempdir().unwrap();
+    let summary = ingest_into(vec![input.path().to_path_buf()], both.path(), None).await;
+    assert_eq!((summary.files_with_status("ingested"), summary.files_with_status("duplicate")), (1, 1));
+    assert_eq!(rows(both.path(), count).await, rows(once.path(), count).await);
+    let listed = rows(both.path(), "SELECT regexp_replace(file, '.*/', ''), status FROM ingests ORDER BY file").await;
+    assert_eq!(
+        listed,
+        owned(&[
+            ["hadoop-hadoop-tasktracker-node1.log", "ingested"],
+            ["hadoop-hadoop-tasktracker-node1.log.gz", "duplicate"]
+        ])
+    );
+}

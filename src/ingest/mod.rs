@@ -118,8 +118,8 @@ pub async fn ingest(options: &IngestOptions) -> Result<Summary> {
     .await?;
 
     let mut reports = Vec::new();
-    let mut planned = Vec::new();
     let mut record_files = Vec::new();
+    let mut log_files: Vec<LogFile> = Vec::new();
     for path in &paths {
         if let Some(found) = records::classify(path) {
             match found {
@@ -129,9 +129,23 @@ pub async fn ingest(options: &IngestOptions) -> Result<Summary> {
             continue;
         }
         match discover::classify(path, &options.hints) {
-            Ok(file) => planned.push(plan(&file, &appenders, &options.cluster).await?),
+            Ok(file) => match log_files.iter_mut().find(|seen| seen.key == file.key) {
+                // The same log twice (a plain file and its `.gz` copy): read once, from the
+                // plain one, which a daemon may still be writing.
+                Some(seen) => {
+                    let (kept, other) =
+                        if seen.gzip && !file.gzip { (file, seen.clone()) } else { (seen.clone(), file) };
+                    reports.push(duplicate(&other, &kept, started_ms));
+                    *seen = kept;
+                }
+                None => log_files.push(file),
+            },
             Err(refusal) => reports.push(refused(&refusal, started_ms)),
         }
+    }
+    let mut planned = Vec::new();
+    for file in &log_files {
+        planned.push(plan(file, &appenders, &options.cluster).await?);
     }
     // Every file this run looked at: a killed run all of whose files are among them is
     // completed by this one (see `Warehouse::completed_by`).
@@ -393,6 +407,18 @@ fn refused(refusal: &Refusal, at_ms: i64) -> FileReport {
         status: "refused",
         error: Some(format!("{}: {}", refusal.display, refusal.reason)),
         size: refusal.size,
+        started_ms: at_ms,
+        finished_ms: at_ms,
+        ..FileReport::default()
+    }
+}
+
+fn duplicate(file: &LogFile, kept: &LogFile, at_ms: i64) -> FileReport {
+    FileReport {
+        display: file.display.clone(),
+        status: "duplicate",
+        error: Some(format!("{}: the same log as {}, read instead", file.display, kept.display)),
+        size: file.size,
         started_ms: at_ms,
         finished_ms: at_ms,
         ..FileReport::default()

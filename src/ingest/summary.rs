@@ -18,6 +18,10 @@ pub fn render(summary: &Summary) -> String {
         summary.files_with_status("refused"),
         summary.files_with_status("failed"),
     );
+    let duplicates = summary.files_with_status("duplicate");
+    if duplicates > 0 {
+        let _ = writeln!(out, "       {duplicates} duplicate (the same log under another name, read once)");
+    }
     let _ = writeln!(
         out,
         "lines: {} read = {} parsed + {} rejected + {} skipped; {} events, {} out of time order",
