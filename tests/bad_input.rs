@@ -245,3 +245,35 @@ async fn a_stray_nul_rejects_its_line_not_the_file() {
     let maps = rows(wh.path(), "SELECT state, duration_ms FROM states").await;
     assert_eq!(maps, owned(&[["Map", "7534.0"]]));
 }
+
+/// A last line without `\n` waits while its file may still grow, and is read once the file is
+/// rotated away (a later file of the same daemon follows it) or has stopped growing.
+#[tokio::test]
+async fn a_last_line_without_a_newline_is_read_once_the_file_is_done() {
+    let input = tempfile::tempdir().unwrap();
+    let line = |s: u32| format!("2008-08-23 17:12:{s:02},000 INFO a.TaskTracker: tick {s}");
+    let log = input.path().join("hadoop-u-tasktracker-h1.log");
+    std::fs::write(&log, format!("{}\n{}\n{}", line(1), line(2), line(3))).unwrap();
+    let wh = tempfile::tempdir().unwrap();
+    let first = ingest_into(vec![input.path().to_path_buf()], wh.path(), None).await;
+    assert_eq!(first.total(|r| r.lines_read), 2, "tick 3 may still be being written");
+
+    // Rotated: the daemon writes a new file, and tick 3 is whole.
+    std::fs::rename(&log, input.path().join("hadoop-u-tasktracker-h1.log.1")).unwrap();
+    std::fs::write(&log, format!("{}\n", line(4))).unwrap();
+    let second = ingest_into(vec![input.path().to_path_buf()], wh.path(), None).await;
+    assert_eq!(second.total(|r| r.lines_read), 2);
+    let messages = rows(wh.path(), "SELECT message FROM logs ORDER BY ts").await;
+    assert_eq!(messages, owned(&[["tick 1"], ["tick 2"], ["tick 3"], ["tick 4"]]));
+
+    // A log nobody has written for an hour: its last line is whole too.
+    let quiet = input.path().join("hadoop-u-tasktracker-h2.log");
+    std::fs::write(&quiet, format!("{}\n{}", line(5), line(6))).unwrap();
+    let an_hour_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
+    std::fs::File::options().write(true).open(&quiet).unwrap().set_modified(an_hour_ago).unwrap();
+    let third = ingest_into(vec![quiet], wh.path(), None).await;
+    assert_eq!(third.total(|r| r.lines_read), 2);
+    let again = ingest_into(vec![input.path().to_path_buf()], wh.path(), None).await;
+    assert_eq!(again.total(|r| r.lines_read), 0, "each line once");
+    assert_eq!(scalar(wh.path(), "SELECT count(*) FROM logs").await, "6");
+}

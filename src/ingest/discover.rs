@@ -205,19 +205,26 @@ fn is_attempt_log(path: &Path) -> bool {
 
 const PROBE_LINES: usize = 200;
 
+/// A plain file not written for this long has stopped growing: its last line is read even
+/// without a `\n`, which a daemon that died mid-line never writes.
+const SETTLED: std::time::Duration = std::time::Duration::from_secs(15 * 60);
+
 /// Reads a file's first lines and decides how to ingest it.
 pub fn classify(path: &Path, hints: &Hints) -> Result<LogFile, Refusal> {
     let display = path.display().to_string();
     let refuse = |size: u64, reason: String| Refusal { display: display.clone(), size, reason };
-    let size = std::fs::metadata(path).map_err(|e| refuse(0, format!("cannot read: {e}")))?.len();
+    let meta = std::fs::metadata(path).map_err(|e| refuse(0, format!("cannot read: {e}")))?;
+    let size = meta.len();
     if size == 0 {
         return Err(refuse(0, "empty file".into()));
     }
     let gzip = is_gzip(path).map_err(|e| refuse(size, format!("cannot read: {e}")))?;
-    let end = if gzip {
-        None
-    } else {
-        Some(last_line_end(path, size).map_err(|e| refuse(size, format!("cannot read: {e}")))?)
+    let settled = meta.modified().ok().and_then(|t| t.elapsed().ok()).is_some_and(|age| age >= SETTLED);
+    let end = match (gzip, settled) {
+        (true, _) => None,
+        // A last line without `\n` in a file nobody writes any more is whole.
+        (false, true) => Some(size),
+        (false, false) => Some(last_line_end(path, size).map_err(|e| refuse(size, format!("cannot read: {e}")))?),
     };
     let head = probe(path, gzip).map_err(|e| refuse(size, e))?;
     if let Some(at) = head.binary_at {

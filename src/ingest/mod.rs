@@ -143,6 +143,7 @@ pub async fn ingest(options: &IngestOptions) -> Result<Summary> {
             Err(refusal) => reports.push(refused(&refusal, started_ms)),
         }
     }
+    rotated_files_end_at_their_size(&mut log_files);
     let mut planned = Vec::new();
     for file in &log_files {
         planned.push(plan(file, &appenders, &options.cluster).await?);
@@ -410,6 +411,28 @@ fn refused(refusal: &Refusal, at_ms: i64) -> FileReport {
         started_ms: at_ms,
         finished_ms: at_ms,
         ..FileReport::default()
+    }
+}
+
+/// A daemon's log that a later file of the same host and daemon follows was rotated away:
+/// nobody writes it any more, and a last line without `\n` is whole. (Attempts' logs of one
+/// host are written side by side, so a later one says nothing of an earlier one.)
+fn rotated_files_end_at_their_size(files: &mut [LogFile]) {
+    let stream_of = |file: &LogFile| match (&file.host, file.attempt.is_none() && !file.gzip) {
+        (HostOrigin::Known(host), true) => Some((host.clone(), file.daemon)),
+        _ => None,
+    };
+    let mut newest: BTreeMap<(String, Daemon), i64> = BTreeMap::new();
+    for file in files.iter() {
+        if let Some(stream) = stream_of(file) {
+            let start = newest.entry(stream).or_insert(i64::MIN);
+            *start = (*start).max(file.first_local_ms);
+        }
+    }
+    for file in files.iter_mut() {
+        if stream_of(file).is_some_and(|stream| newest[&stream] > file.first_local_ms) {
+            file.end = Some(file.size);
+        }
     }
 }
 

@@ -252,7 +252,10 @@ impl LineReader {
                 return Ok(Some(self.emit_overlong()));
             }
             if !self.fill()? {
-                if self.pos < self.filled && self.remaining.is_none() {
+                // A last line without `\n`: the end of a gzip stream, or of a plain file read
+                // to its end because it has stopped growing (a growing one is read to its last
+                // `\n` only, see [`last_line_end`]).
+                if self.pos < self.filled {
                     let (start, end) = (self.pos, self.filled);
                     self.pos = end;
                     return Ok(Some(self.emit(start, end, end - start)));
