@@ -187,3 +187,44 @@ async fn two_ingests_at_once_both_land_whole() {
         assert_eq!(common::rows(wh.path(), content).await, expected);
     }
 }
+
+/// Runs that each leave a small file (nightly ingests of a few new logs) add up; the ingest
+/// that finds a partition with many small files compacts it, every row kept. `--no-compact`
+/// leaves them.
+#[tokio::test]
+async fn an_ingest_compacts_the_small_files_earlier_runs_left() {
+    let input = tempfile::tempdir().unwrap();
+    let mut logs = Vec::new();
+    for host in 0..12 {
+        let lines: String = (0..5)
+            .map(|i| {
+                format!("2008-08-23 17:12:{i:02},000 INFO org.apache.hadoop.mapred.TaskTracker: tick {i} of h{host}\n")
+            })
+            .collect();
+        let log = input.path().join(format!("hadoop-u-tasktracker-h{host}.log"));
+        std::fs::write(&log, lines).unwrap();
+        logs.push(log.to_str().unwrap().to_string());
+    }
+    let files = |wh: &std::path::Path| {
+        let wh = kahuna::warehouse::Warehouse::new(wh);
+        async move { wh.open("logs").await.unwrap().unwrap().get_file_uris().unwrap().count() }
+    };
+    let (compacted, left) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    for log in &logs[..11] {
+        for wh in [&compacted, &left] {
+            let out = kahuna(wh.path(), &["ingest", log, "--no-compact"]);
+            assert!(out.status.success(), "{}", text(&out.stderr));
+        }
+    }
+    assert_eq!(files(left.path()).await, 11, "one small file a run");
+    let out = kahuna(left.path(), &["ingest", &logs[11], "--no-compact"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(files(left.path()).await, 12);
+    let out = kahuna(compacted.path(), &["ingest", &logs[11]]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).contains("logs: 12 small files compacted into 1"), "{}", text(&out.stdout));
+    assert_eq!(files(compacted.path()).await, 1);
+    let content = "SELECT count(*), count(DISTINCT host), sum(line), count(DISTINCT ingest_id) FROM logs";
+    assert_eq!(common::rows(compacted.path(), content).await, common::rows(left.path(), content).await);
+    assert_eq!(common::scalar(compacted.path(), "SELECT count(*) FROM logs").await, "60");
+}

@@ -44,8 +44,14 @@ impl IngestArgs {
 }
 
 pub async fn ingest(args: IngestArgs, warehouse: &Path) -> Result<()> {
-    let summary = crate::ingest::ingest(&args.options(warehouse)?).await?;
+    let options = args.options(warehouse)?;
+    let summary = crate::ingest::ingest(&options).await?;
     print!("{}", summary::render(&summary));
+    if !args.dry_run && !args.no_compact {
+        for line in options.warehouse.compact_small_files(&options.cluster).await? {
+            println!("{line}");
+        }
+    }
     Ok(())
 }
 

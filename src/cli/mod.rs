@@ -151,6 +151,10 @@ pub struct IngestArgs {
     /// Read, parse and count everything, and print the summary, but write nothing.
     #[arg(long)]
     pub dry_run: bool,
+    /// Leave the cluster's small files as they are (by default a partition left with many
+    /// small files, by this run or by earlier ones, is compacted after the ingest).
+    #[arg(long)]
+    pub no_compact: bool,
 }
 
 #[derive(clap::Args)]

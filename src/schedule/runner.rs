@@ -91,6 +91,8 @@ impl Runner for WarehouseRunner {
                     dry_run: false,
                 };
                 let summary = ingest(&options).await?;
+                // A night's files, and the nights before, leave small files: compacted here.
+                options.warehouse.compact_small_files(&options.cluster).await?;
                 Ok(summary.total(|r| r.events) as usize)
             }
         }

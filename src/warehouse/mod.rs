@@ -24,7 +24,6 @@ use datafusion::arrow::compute::{BatchCoalescer, filter_record_batch, interleave
 use datafusion::arrow::datatypes::{Int64Type, SchemaRef, TimestampMicrosecondType};
 use datafusion::object_store::ObjectStoreExt as _;
 use delta_kernel::expressions::Scalar;
-use deltalake::DeltaTable;
 use deltalake::TableProperty;
 use deltalake::kernel::engine::arrow_conversion::TryIntoKernel as _;
 use deltalake::kernel::transaction::{CommitBuilder, CommitProperties};
@@ -35,6 +34,7 @@ use deltalake::parquet::file::properties::{EnabledStatistics, WriterProperties};
 use deltalake::parquet::schema::types::ColumnPath;
 use deltalake::protocol::{DeltaOperation, SaveMode};
 use deltalake::writer::{DeltaWriter, RecordBatchWriter};
+use deltalake::{DeltaTable, FilterLiteral, FilterOp, FilterValue};
 use futures::TryStreamExt;
 use indexmap::IndexMap;
 use url::Url;
@@ -287,12 +287,8 @@ impl Warehouse {
                 .await
                 .with_context(|| format!("cannot set the properties of {name}"))?;
             let known = Table::ALL.into_iter().find(|t| t.name() == name);
-            let (table, metrics) = table
-                .optimize()
-                .with_target_size(NonZeroU64::new(TARGET_FILE_BYTES).unwrap_or(NonZeroU64::MIN))
-                .with_writer_properties(writer_properties(known))
-                .await
-                .with_context(|| format!("cannot optimize {name}"))?;
+            let (table, metrics) =
+                compact(table, known, &[]).await.with_context(|| format!("cannot optimize {name}"))?;
             let retention_chrono = chrono::Duration::from_std(retention).unwrap_or(chrono::Duration::days(7));
             let (_, vacuumed) = table
                 .vacuum()
@@ -309,6 +305,62 @@ impl Warehouse {
         }
         Ok(report)
     }
+}
+
+impl Warehouse {
+    /// Compacts `cluster`'s partitions of the ingest tables where one holds more than
+    /// [`SMALL_FILES`] small files: what an ingest of many small files, or many nightly runs,
+    /// leave. A table that holds an unfinished run is left alone, as by [`Warehouse::optimize`].
+    /// Replaced files stay for readers of older snapshots until `kahuna optimize` vacuums them.
+    pub async fn compact_small_files(&self, cluster: &str) -> Result<Vec<String>> {
+        // An ingest's commits and a compaction's would conflict.
+        let _lock = self.lock_for_ingest().await?;
+        let completed = self.completed_ingests().await?;
+        let filters = [("cluster", FilterOp::Eq, FilterValue::Scalar(cluster))];
+        let mut report = Vec::new();
+        for table in Table::ALL {
+            let name = table.name();
+            let Some(delta) = self.open(name).await? else { continue };
+            let files: Vec<_> = delta.get_active_add_actions_by_partitions(&filters).try_collect().await?;
+            let mut small_by_date: HashMap<Option<String>, usize> = HashMap::new();
+            for file in files.iter().filter(|f| (f.size() as u64) < TARGET_FILE_BYTES / 4) {
+                *small_by_date.entry(file.partition_values_map().get("date").cloned().flatten()).or_default() += 1;
+            }
+            if small_by_date.values().all(|&n| n <= SMALL_FILES) {
+                continue;
+            }
+            let unfinished = self.unfinished(name, &delta, &completed)?;
+            if unfinished.newest > 0 || !unfinished.runs.is_empty() {
+                continue;
+            }
+            let (_, metrics) =
+                compact(delta, Some(table), &filters).await.with_context(|| format!("cannot compact {name}"))?;
+            report.push(format!(
+                "{name}: {} small files compacted into {}",
+                metrics.num_files_removed, metrics.num_files_added
+            ));
+        }
+        Ok(report)
+    }
+}
+
+/// Small files (under a quarter of the target size) a partition may hold before an ingest
+/// compacts it.
+const SMALL_FILES: usize = 8;
+
+/// Delta OPTIMIZE of the partitions `filters` select, to files of the target size written
+/// with the table's own settings.
+async fn compact(
+    table: DeltaTable,
+    known: Option<Table>,
+    filters: &[FilterLiteral<'_>],
+) -> Result<(DeltaTable, deltalake::operations::optimize::Metrics)> {
+    Ok(table
+        .optimize()
+        .with_filters(filters)
+        .with_target_size(NonZeroU64::new(TARGET_FILE_BYTES).unwrap_or(NonZeroU64::MIN))
+        .with_writer_properties(writer_properties(known))
+        .await?)
 }
 
 /// One ingest's hold on a warehouse ([`Warehouse::lock_for_ingest`]), let go when dropped.
