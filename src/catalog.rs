@@ -76,8 +76,8 @@ pub fn session_over(snapshot: &Snapshot) -> Result<SessionContext> {
         .with_runtime_env(snapshot.tables.runtime.clone())
         .with_default_features()
         .build();
-    let ctx = SessionContext::new_with_state(state);
-    kahuna_udfs::register_all(&ctx);
+    let mut ctx = SessionContext::new_with_state(state);
+    kahuna_udfs::register_all(&mut ctx)?;
     let schema = WarehouseSchema { tables: snapshot.tables.clone(), session_tables: MemorySchemaProvider::new() };
     let options = ctx.state().config().options().catalog.clone();
     let catalog = ctx

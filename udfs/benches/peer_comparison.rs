@@ -166,8 +166,8 @@ fn bench_histogram(scale: usize) {
     // The whole query on one partition, hashing included.
     let runtime = tokio::runtime::Builder::new_current_thread().build().expect("runtime");
     let t = runtime.block_on(async {
-        let ctx = SessionContext::new_with_config(SessionConfig::new().with_target_partitions(1));
-        kahuna_udfs::register_all(&ctx);
+        let mut ctx = SessionContext::new_with_config(SessionConfig::new().with_target_partitions(1));
+        kahuna_udfs::register_all(&mut ctx).expect("register");
         let table = MemTable::try_new(schema.clone(), vec![batches.clone()]).expect("table");
         ctx.register_table("t", Arc::new(table)).expect("register");
         let mut runs = Vec::new();

@@ -2,14 +2,19 @@
 //!
 //! ```no_run
 //! # async fn example() -> datafusion::error::Result<()> {
-//! let ctx = datafusion::prelude::SessionContext::new();
-//! kahuna_udfs::register_all(&ctx);
+//! let mut ctx = datafusion::prelude::SessionContext::new();
+//! kahuna_udfs::register_all(&mut ctx)?;
 //! ctx.sql("SELECT jsd_sqrt([1, 0], [0, 1])").await?.show().await?;
 //! # Ok(())
 //! # }
 //! ```
 //!
 //! One module per family; this file lists every function once.
+
+// The README's examples compile and run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeExamples;
 
 mod alarm;
 mod args;
@@ -22,8 +27,11 @@ mod series;
 mod tick_peers;
 mod ticks;
 
+use std::sync::{Arc, OnceLock};
+
+use datafusion::common::Result;
+use datafusion::execution::FunctionRegistry;
 use datafusion::logical_expr::{AggregateUDF, ScalarUDF, WindowUDF};
-use datafusion::prelude::SessionContext;
 
 /// The numeric kernels behind the SQL functions, for Rust callers and the benchmarks.
 pub mod kernels {
@@ -32,49 +40,149 @@ pub mod kernels {
     pub use crate::peer::count_far_peers;
 }
 
+/// One accessor per function, as DataFusion's own function crates have: the function made
+/// once and shared.
+macro_rules! accessor {
+    ($accessor:ident, $kind:ident, $new:ident, $make:expr, $name:literal) => {
+        #[doc = concat!("`", $name, "`, made once and shared.")]
+        pub fn $accessor() -> Arc<$kind> {
+            static FUNCTION: OnceLock<Arc<$kind>> = OnceLock::new();
+            Arc::clone(FUNCTION.get_or_init(|| Arc::new($kind::$new($make))))
+        }
+    };
+}
+
+accessor!(jsd_sqrt_udf, ScalarUDF, new_from_impl, distance::JsdSqrt::default(), "jsd_sqrt");
+accessor!(kde_smooth_udf, ScalarUDF, new_from_impl, distance::KdeSmooth::default(), "kde_smooth");
+accessor!(pearson_udf, ScalarUDF, new_from_impl, series::Pearson::default(), "pearson");
+accessor!(gmm_classify_udf, ScalarUDF, new_from_impl, gmm::GmmClassify::default(), "gmm_classify");
+accessor!(
+    state_histogram_udaf,
+    AggregateUDF,
+    new_from_impl,
+    histogram::BinnedHistogram::state_histogram(),
+    "state_histogram"
+);
+accessor!(
+    label_histogram_udaf,
+    AggregateUDF,
+    new_from_impl,
+    histogram::BinnedHistogram::label_histogram(),
+    "label_histogram"
+);
+accessor!(
+    decayed_histogram_udaf,
+    AggregateUDF,
+    new_from_impl,
+    histogram::DecayedHistogram::default(),
+    "decayed_histogram"
+);
+accessor!(tick_histograms_udaf, AggregateUDF, new_from_impl, ticks::TickHistograms::default(), "tick_histograms");
+accessor!(
+    tick_peer_scores_udaf,
+    AggregateUDF,
+    new_from_impl,
+    tick_peers::TickPeerScores::default(),
+    "tick_peer_scores"
+);
+accessor!(
+    concurrency_series_udaf,
+    AggregateUDF,
+    new_from_impl,
+    series::ConcurrencySeries::default(),
+    "concurrency_series"
+);
+accessor!(gmm_fit_udaf, AggregateUDF, new_from_impl, gmm::GmmFit::default(), "gmm_fit");
+accessor!(peer_scores_udaf, AggregateUDF, new_from_impl, peer::PeerScores::default(), "peer_scores");
+accessor!(longest_run_udaf, AggregateUDF, new_from_impl, alarm::LongestRun::default(), "longest_run");
+accessor!(indict_udwf, WindowUDF, new_from_impl, peer::PeerComparison::indict(), "indict");
+accessor!(peer_score_udwf, WindowUDF, new_from_impl, peer::PeerComparison::peer_score(), "peer_score");
+accessor!(peer_pearson_udwf, WindowUDF, new_from_impl, series::PeerPearson::default(), "peer_pearson");
+accessor!(consecutive_udwf, WindowUDF, new_from_impl, alarm::Consecutive::default(), "consecutive");
+accessor!(ewma_udwf, WindowUDF, new_from_impl, alarm::Ewma::default(), "ewma");
+
+/// The functions as expressions, for the DataFrame API: `jsd_sqrt(col("p"), col("q"))`. A
+/// function with optional or repeated arguments takes them as a list, in SQL's order. Window
+/// functions give the window expression; `.partition_by(…)` and `.order_by(…)` of
+/// [`ExprFunctionExt`](datafusion::logical_expr::ExprFunctionExt) complete it.
+pub mod expr_fn {
+    use datafusion::logical_expr::Expr;
+
+    macro_rules! expr_fn {
+        ($name:ident, $accessor:ident, [$($arg:ident),*]) => {
+            #[doc = concat!("`", stringify!($name), "(", stringify!($($arg),*), ")`.")]
+            pub fn $name($($arg: Expr),*) -> Expr {
+                super::$accessor().call(vec![$($arg),*])
+            }
+        };
+        ($name:ident, $accessor:ident, args) => {
+            #[doc = concat!("`", stringify!($name), "(…)`, its arguments in SQL's order.")]
+            pub fn $name(args: Vec<Expr>) -> Expr {
+                super::$accessor().call(args)
+            }
+        };
+    }
+
+    expr_fn!(jsd_sqrt, jsd_sqrt_udf, [p, q]);
+    expr_fn!(kde_smooth, kde_smooth_udf, [hist, bandwidth_bins]);
+    expr_fn!(pearson, pearson_udf, [a, b]);
+    expr_fn!(gmm_classify, gmm_classify_udf, args);
+    expr_fn!(state_histogram, state_histogram_udaf, args);
+    expr_fn!(label_histogram, label_histogram_udaf, args);
+    expr_fn!(decayed_histogram, decayed_histogram_udaf, args);
+    expr_fn!(tick_histograms, tick_histograms_udaf, args);
+    expr_fn!(tick_peer_scores, tick_peer_scores_udaf, args);
+    expr_fn!(concurrency_series, concurrency_series_udaf, [start, end, from, to, step]);
+    expr_fn!(gmm_fit, gmm_fit_udaf, args);
+    expr_fn!(peer_scores, peer_scores_udaf, [member, hist, threshold]);
+    expr_fn!(longest_run, longest_run_udaf, [flag, ord]);
+    expr_fn!(indict, indict_udwf, [hist, threshold]);
+    expr_fn!(peer_score, peer_score_udwf, [hist, threshold]);
+    expr_fn!(peer_pearson, peer_pearson_udwf, [series]);
+    expr_fn!(consecutive, consecutive_udwf, [flag]);
+    expr_fn!(ewma, ewma_udwf, [x, alpha]);
+}
+
 /// The scalar functions: `jsd_sqrt`, `kde_smooth`, `pearson`, `gmm_classify`.
-pub fn scalar_functions() -> Vec<ScalarUDF> {
-    vec![
-        ScalarUDF::new_from_impl(distance::JsdSqrt::default()),
-        ScalarUDF::new_from_impl(distance::KdeSmooth::default()),
-        ScalarUDF::new_from_impl(series::Pearson::default()),
-        ScalarUDF::new_from_impl(gmm::GmmClassify::default()),
-    ]
+pub fn scalar_functions() -> Vec<Arc<ScalarUDF>> {
+    vec![jsd_sqrt_udf(), kde_smooth_udf(), pearson_udf(), gmm_classify_udf()]
 }
 
 /// The aggregate functions: `state_histogram`, `label_histogram`, `decayed_histogram`,
 /// `tick_histograms`, `tick_peer_scores`, `concurrency_series`, `gmm_fit`, `peer_scores`,
 /// `longest_run`.
-pub fn aggregate_functions() -> Vec<AggregateUDF> {
+pub fn aggregate_functions() -> Vec<Arc<AggregateUDF>> {
     vec![
-        AggregateUDF::new_from_impl(histogram::BinnedHistogram::state_histogram()),
-        AggregateUDF::new_from_impl(histogram::BinnedHistogram::label_histogram()),
-        AggregateUDF::new_from_impl(histogram::DecayedHistogram::default()),
-        AggregateUDF::new_from_impl(ticks::TickHistograms::default()),
-        AggregateUDF::new_from_impl(tick_peers::TickPeerScores::default()),
-        AggregateUDF::new_from_impl(series::ConcurrencySeries::default()),
-        AggregateUDF::new_from_impl(gmm::GmmFit::default()),
-        AggregateUDF::new_from_impl(peer::PeerScores::default()),
-        AggregateUDF::new_from_impl(alarm::LongestRun::default()),
+        state_histogram_udaf(),
+        label_histogram_udaf(),
+        decayed_histogram_udaf(),
+        tick_histograms_udaf(),
+        tick_peer_scores_udaf(),
+        concurrency_series_udaf(),
+        gmm_fit_udaf(),
+        peer_scores_udaf(),
+        longest_run_udaf(),
     ]
 }
 
 /// The window functions: `indict`, `peer_score`, `peer_pearson`, `consecutive`, `ewma`.
-pub fn window_functions() -> Vec<WindowUDF> {
-    vec![
-        WindowUDF::new_from_impl(peer::PeerComparison::indict()),
-        WindowUDF::new_from_impl(peer::PeerComparison::peer_score()),
-        WindowUDF::new_from_impl(series::PeerPearson::default()),
-        WindowUDF::new_from_impl(alarm::Consecutive::default()),
-        WindowUDF::new_from_impl(alarm::Ewma::default()),
-    ]
+pub fn window_functions() -> Vec<Arc<WindowUDF>> {
+    vec![indict_udwf(), peer_score_udwf(), peer_pearson_udwf(), consecutive_udwf(), ewma_udwf()]
 }
 
-/// Registers every function of this crate with `ctx`.
-pub fn register_all(ctx: &SessionContext) {
-    scalar_functions().into_iter().for_each(|f| ctx.register_udf(f));
-    aggregate_functions().into_iter().for_each(|f| ctx.register_udaf(f));
-    window_functions().into_iter().for_each(|f| ctx.register_udwf(f));
+/// Registers every function of this crate with `registry`: a `SessionContext`, a
+/// `SessionState`, or any other DataFusion host's registry (a Ballista executor's).
+pub fn register_all(registry: &mut dyn FunctionRegistry) -> Result<()> {
+    for function in scalar_functions() {
+        registry.register_udf(function)?;
+    }
+    for function in aggregate_functions() {
+        registry.register_udaf(function)?;
+    }
+    for function in window_functions() {
+        registry.register_udwf(function)?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -99,8 +207,8 @@ pub(crate) mod test_util {
     /// multi-partition plans really split the rows.
     pub fn ctx(partitions: usize) -> SessionContext {
         let config = SessionConfig::new().with_target_partitions(partitions).with_batch_size(64);
-        let ctx = SessionContext::new_with_config(config);
-        super::register_all(&ctx);
+        let mut ctx = SessionContext::new_with_config(config);
+        super::register_all(&mut ctx).expect("register");
         ctx
     }
 
@@ -112,8 +220,8 @@ pub(crate) mod test_util {
             .with_batch_size(64)
             .set_usize("datafusion.execution.skip_partial_aggregation_probe_rows_threshold", 0)
             .set_str("datafusion.execution.skip_partial_aggregation_probe_ratio_threshold", "0");
-        let ctx = SessionContext::new_with_config(config);
-        super::register_all(&ctx);
+        let mut ctx = SessionContext::new_with_config(config);
+        super::register_all(&mut ctx).expect("register");
         ctx
     }
 
@@ -194,6 +302,8 @@ pub(crate) mod test_util {
 
 #[cfg(test)]
 mod tests {
+    use datafusion::prelude::SessionContext;
+
     use super::*;
 
     #[test]
@@ -223,5 +333,73 @@ mod tests {
         let ctx = test_util::ctx(1);
         let got = test_util::f64_column(&ctx, "SELECT jsd_sqrt([1, 0], [0, 1])").await;
         assert_eq!(got, [Some(1.0)]);
+    }
+
+    /// The DataFrame API gives what SQL gives: a scalar, an aggregate with an optional
+    /// argument, and a window function over a partition.
+    #[tokio::test]
+    async fn expression_functions_build_the_same_queries_as_sql() {
+        use datafusion::functions_nested::expr_fn::make_array;
+        use datafusion::logical_expr::{ExprFunctionExt as _, col, lit};
+        let ctx = test_util::ctx(1);
+        let frame = ctx
+            .sql("SELECT * FROM (VALUES ('a', 5.0, 1.0), ('a', 50.0, 0.0), ('b', 500.0, 1.0)) AS t(host, ms, flag)")
+            .await
+            .unwrap();
+        let distance = frame
+            .clone()
+            .select(vec![
+                expr_fn::jsd_sqrt(make_array(vec![lit(1.0), lit(0.0)]), make_array(vec![lit(0.0), lit(1.0)]))
+                    .alias("d"),
+            ])
+            .unwrap()
+            .limit(0, Some(1))
+            .unwrap();
+        let hist = frame
+            .clone()
+            .aggregate(
+                vec![],
+                vec![expr_fn::state_histogram(vec![col("ms"), lit(1.0), lit(1000.0), lit(3), lit("log")]).alias("h")],
+            )
+            .unwrap();
+        let runs = frame
+            .select(vec![
+                col("host"),
+                expr_fn::consecutive(col("flag").eq(lit(1.0)))
+                    .partition_by(vec![col("host")])
+                    .order_by(vec![col("ms").sort(true, true)])
+                    .build()
+                    .unwrap()
+                    .alias("run"),
+            ])
+            .unwrap()
+            .sort(vec![col("host").sort(true, true), col("run").sort(true, true)])
+            .unwrap();
+        let text = |batches: Vec<datafusion::arrow::array::RecordBatch>| {
+            datafusion::arrow::util::pretty::pretty_format_batches(&batches).unwrap().to_string()
+        };
+        assert!(text(distance.collect().await.unwrap()).contains("| 1.0 |"));
+        assert!(text(hist.collect().await.unwrap()).contains("[1.0, 1.0, 1.0]"));
+        let runs = text(runs.collect().await.unwrap());
+        assert_eq!(
+            runs.lines()
+                .filter(|l| l.starts_with("| a"))
+                .map(|l| l.split('|').nth(2).unwrap().trim())
+                .collect::<Vec<_>>(),
+            ["0", "1"],
+            "{runs}"
+        );
+    }
+
+    /// Any registry takes the functions: here a `SessionState`'s.
+    #[tokio::test]
+    async fn register_all_fills_any_function_registry() {
+        let mut state = datafusion::execution::SessionStateBuilder::new().with_default_features().build();
+        register_all(&mut state).unwrap();
+        let ctx = SessionContext::new_with_state(state);
+        let got = test_util::f64_column(&ctx, "SELECT jsd_sqrt([1, 0], [1, 0])").await;
+        assert_eq!(got, [Some(0.0)]);
+        let got = test_util::f64_column(&ctx, "SELECT round(pearson([1, 2, 3], [3, 2, 1]), 12)").await;
+        assert_eq!(got, [Some(-1.0)]);
     }
 }

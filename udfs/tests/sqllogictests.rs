@@ -124,8 +124,8 @@ async fn slt_files() {
         for partitions in [1, 4] {
             let mut runner = sqllogictest::Runner::new(move || async move {
                 let config = SessionConfig::new().with_target_partitions(partitions).with_batch_size(16);
-                let ctx = SessionContext::new_with_config(config);
-                kahuna_udfs::register_all(&ctx);
+                let mut ctx = SessionContext::new_with_config(config);
+                kahuna_udfs::register_all(&mut ctx)?;
                 Ok::<_, DataFusionError>(Kahuna { ctx })
             });
             if let Err(e) = runner.run_file_async(file).await {
