@@ -120,6 +120,7 @@ pub async fn ingest(options: &IngestOptions) -> Result<Summary> {
     let mut reports = Vec::new();
     let mut record_files = Vec::new();
     let mut log_files: Vec<LogFile> = Vec::new();
+    let mut by_key: HashMap<String, usize> = HashMap::new();
     for path in &paths {
         if let Some(found) = records::classify(path) {
             match found {
@@ -129,16 +130,21 @@ pub async fn ingest(options: &IngestOptions) -> Result<Summary> {
             continue;
         }
         match discover::classify(path, &options.hints) {
-            Ok(file) => match log_files.iter_mut().find(|seen| seen.key == file.key) {
+            Ok(file) => match by_key.get(&file.key) {
                 // The same log twice (a plain file and its `.gz` copy): read once, from the
                 // plain one, which a daemon may still be writing.
-                Some(seen) => {
+                Some(&index) => {
+                    let seen = &mut log_files[index];
                     let (kept, other) =
                         if seen.gzip && !file.gzip { (file, seen.clone()) } else { (seen.clone(), file) };
-                    reports.push(duplicate(&other, &kept, started_ms));
+                    let why = format!("{}: the same log as {}, read instead", other.display, kept.display);
+                    reports.push(listed(&other.display, other.size, "duplicate", why, started_ms));
                     *seen = kept;
                 }
-                None => log_files.push(file),
+                None => {
+                    by_key.insert(file.key.clone(), log_files.len());
+                    log_files.push(file);
+                }
             },
             Err(refusal) => reports.push(refused(&refusal, started_ms)),
         }
@@ -403,11 +409,17 @@ fn unchanged(display: &str, size: u64) -> FileReport {
 }
 
 fn refused(refusal: &Refusal, at_ms: i64) -> FileReport {
+    let why = format!("{}: {}", refusal.display, refusal.reason);
+    listed(&refusal.display, refusal.size, "refused", why, at_ms)
+}
+
+/// The report of a file looked at and not read, with why.
+fn listed(display: &str, size: u64, status: &'static str, why: String, at_ms: i64) -> FileReport {
     FileReport {
-        display: refusal.display.clone(),
-        status: "refused",
-        error: Some(format!("{}: {}", refusal.display, refusal.reason)),
-        size: refusal.size,
+        display: display.to_string(),
+        status,
+        error: Some(why),
+        size,
         started_ms: at_ms,
         finished_ms: at_ms,
         ..FileReport::default()
@@ -433,18 +445,6 @@ fn rotated_files_end_at_their_size(files: &mut [LogFile]) {
         if stream_of(file).is_some_and(|stream| newest[&stream] > file.first_local_ms) {
             file.end = Some(file.size);
         }
-    }
-}
-
-fn duplicate(file: &LogFile, kept: &LogFile, at_ms: i64) -> FileReport {
-    FileReport {
-        display: file.display.clone(),
-        status: "duplicate",
-        error: Some(format!("{}: the same log as {}, read instead", file.display, kept.display)),
-        size: file.size,
-        started_ms: at_ms,
-        finished_ms: at_ms,
-        ..FileReport::default()
     }
 }
 
