@@ -170,8 +170,7 @@ impl Warehouse {
         if name == Table::Ingests.name() {
             return Ok(unfinished);
         }
-        let from = latest.saturating_sub(RECENT_COMMITS as u64 - 1);
-        let commits = transactions::commits(&self.log_dir(name), from, latest, INGEST_ID_KEY)?;
+        let commits = self.recent_commits(name, latest)?;
         let of_unfinished = |c: &transactions::Commit| c.ingest_id.as_ref().is_some_and(|id| !completed.contains(id));
         unfinished.newest = commits.iter().rev().take_while(|c| of_unfinished(c)).count() as u64;
         for commit in commits.iter().rev().skip(unfinished.newest as usize).filter(|c| of_unfinished(c)) {
@@ -184,16 +183,20 @@ impl Warehouse {
         Ok(unfinished)
     }
 
+    /// The [`RECENT_COMMITS`] newest commits of table `name`, whose newest is `latest`.
+    fn recent_commits(&self, name: &str, latest: u64) -> Result<Vec<transactions::Commit>> {
+        let from = latest.saturating_sub(RECENT_COMMITS as u64 - 1);
+        transactions::commits(&self.log_dir(name), from, latest, INGEST_ID_KEY)
+    }
+
     /// Unfinished runs that a run reading `files` (their application-transaction ids) completes:
     /// those whose every file it reads again. Their rows, which the tables hold and the run
     /// did not write again, become visible with the run's own.
     pub fn completed_by(&self, files: &HashSet<String>, completed: &HashSet<String>) -> Result<Vec<String>> {
         let mut runs: HashMap<String, bool> = HashMap::new();
         for table in Table::ALL.iter().filter(|t| **t != Table::Ingests && self.has_table(t.name())) {
-            let log_dir = self.log_dir(table.name());
-            let Some(latest) = transactions::latest_version(&log_dir)? else { continue };
-            let from = latest.saturating_sub(RECENT_COMMITS as u64 - 1);
-            for commit in transactions::commits(&log_dir, from, latest, INGEST_ID_KEY)? {
+            let Some(latest) = transactions::latest_version(&self.log_dir(table.name()))? else { continue };
+            for commit in self.recent_commits(table.name(), latest)? {
                 let Some(id) = commit.ingest_id.filter(|id| !completed.contains(id)) else { continue };
                 let covered =
                     commit.app_ids.iter().filter(|a| a.starts_with(FILE_APP_PREFIX)).all(|a| files.contains(a));
