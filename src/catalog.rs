@@ -6,6 +6,7 @@
 //! reads two or three of the warehouse's dozen tables, and opening one replays its Delta log.
 
 use std::collections::{HashMap, HashSet, VecDeque};
+use std::num::NonZeroUsize;
 use std::sync::{Arc, Mutex};
 
 use anyhow::{Context, Result, bail};
@@ -15,7 +16,8 @@ use datafusion::common::DataFusionError;
 use datafusion::common::config::Dialect;
 use datafusion::datasource::{ViewTable, source_as_provider};
 use datafusion::execution::SessionStateBuilder;
-use datafusion::execution::runtime_env::RuntimeEnv;
+use datafusion::execution::memory_pool::{FairSpillPool, TrackConsumersPool};
+use datafusion::execution::runtime_env::{RuntimeEnv, RuntimeEnvBuilder};
 use datafusion::logical_expr::LogicalPlan;
 use datafusion::prelude::{SessionConfig, SessionContext};
 use datafusion::sql::parser::{DFParser, Statement};
@@ -40,9 +42,14 @@ pub fn parse(sql: &str) -> Result<VecDeque<Statement>> {
 
 /// `statement` planned in `ctx`, refused when it would write a warehouse table: those are
 /// written by `kahuna ingest` (every line accounted for) and by the diagnoses' recording, never
-/// by a statement of a session, which would write around both.
+/// by a statement of a session, which would write around both. In a [`ReadOnly`] session only
+/// queries and the session's own tables and views are planned.
 pub async fn plan(ctx: &SessionContext, statement: Statement) -> Result<LogicalPlan> {
-    let plan = ctx.state().statement_to_plan(statement).await?;
+    let state = ctx.state();
+    let plan = state.statement_to_plan(statement).await?;
+    if state.config().get_extension::<ReadOnly>().is_some() {
+        ReadOnly::check(&plan)?;
+    }
     if let LogicalPlan::Dml(dml) = &plan
         && source_as_provider(&dml.target).is_ok_and(|provider| provider.is::<DeltaScanNext>())
     {
@@ -55,11 +62,52 @@ pub async fn plan(ctx: &SessionContext, statement: Statement) -> Result<LogicalP
     Ok(plan)
 }
 
+/// The mark of a session that may change nothing outside itself (those of `kahuna serve`): it
+/// reads, and makes and drops tables and views of its own, kept in memory and gone with it.
+pub struct ReadOnly;
+
+impl ReadOnly {
+    pub fn check(plan: &LogicalPlan) -> Result<()> {
+        use datafusion::logical_expr::DdlStatement;
+        let refused = match plan {
+            LogicalPlan::Ddl(
+                DdlStatement::CreateMemoryTable(_)
+                | DdlStatement::CreateView(_)
+                | DdlStatement::DropTable(_)
+                | DdlStatement::DropView(_),
+            ) => return Ok(()),
+            LogicalPlan::Ddl(ddl) => ddl.name().to_string(),
+            LogicalPlan::Dml(dml) => format!("{} into {}", dml.op, dml.table_name),
+            LogicalPlan::Copy(_) => "COPY".to_string(),
+            LogicalPlan::Statement(statement) => statement.name().to_string(),
+            _ => return Ok(()),
+        };
+        bail!(
+            "{refused} is refused: the warehouse is served read-only (a statement may read, and make tables and views of its own session)"
+        )
+    }
+}
+
 const SORT_IN_PLACE_BYTES: usize = 128 << 20;
 
 /// A fresh session (its own views and `CREATE TABLE`s) over tables already opened by others.
 pub fn session_over(snapshot: &Snapshot) -> Result<SessionContext> {
-    let mut config = SessionConfig::new().with_information_schema(true);
+    session_in(snapshot, SessionConfig::new(), snapshot.tables.runtime.clone())
+}
+
+/// [`session_over`] for a server's client: [`ReadOnly`], and each query's operators share at
+/// most `memory` bytes, spilling to disk where they can.
+pub fn session_bounded(snapshot: &Snapshot, memory: usize) -> Result<SessionContext> {
+    let pool = TrackConsumersPool::new(FairSpillPool::new(memory), NonZeroUsize::new(3).expect("3 > 0"));
+    let runtime = RuntimeEnvBuilder::new()
+        .with_memory_pool(Arc::new(pool))
+        .with_object_store_registry(snapshot.tables.runtime.object_store_registry.clone())
+        .build_arc()?;
+    session_in(snapshot, SessionConfig::new().with_extension(Arc::new(ReadOnly)), runtime)
+}
+
+fn session_in(snapshot: &Snapshot, config: SessionConfig, runtime: Arc<RuntimeEnv>) -> Result<SessionContext> {
+    let mut config = config.with_information_schema(true);
     // PostgreSQL's grammar, not the generic one: that one takes a trailing comma in a select
     // list, so `SELECT host, cluster FROM …` would end at the comma (CLUSTER opens Hive's
     // `CLUSTER BY`), and every warehouse table has a `cluster` column. [`parse`] uses it too.
@@ -70,12 +118,9 @@ pub fn session_over(snapshot: &Snapshot) -> Result<SessionContext> {
     // this way). DataFusion's 1 MB default guards memory-limited runs that spill; ours are not
     // limited, and this holds at most one more copy of 128 MB per partition being sorted.
     config.options_mut().execution.sort_in_place_threshold_bytes = SORT_IN_PLACE_BYTES;
-    // The snapshot's runtime: its Delta tables registered their object stores there.
-    let state = SessionStateBuilder::new()
-        .with_config(config)
-        .with_runtime_env(snapshot.tables.runtime.clone())
-        .with_default_features()
-        .build();
+    // The snapshot's object stores: its Delta tables registered theirs there.
+    let state =
+        SessionStateBuilder::new().with_config(config).with_runtime_env(runtime).with_default_features().build();
     let mut ctx = SessionContext::new_with_state(state);
     kahuna_udfs::register_all(&mut ctx)?;
     let schema = WarehouseSchema { tables: snapshot.tables.clone(), session_tables: MemorySchemaProvider::new() };

@@ -3,14 +3,16 @@
 //! The data path follows the folders: [`ingest`] (log files → events → SALSA states) →
 //! [`warehouse`] (Delta tables) → [`catalog`] (tables for SQL, with `kahuna-udfs`) →
 //! [`diagnose`] (query files, runs and their recorded verdicts, evaluation) → [`schedule`]
-//! (nightly runs) → [`shell`] and [`cli`] (the `kahuna` command). [`simulate`] writes the
-//! logs of a simulated cluster with injected faults, for tests and evaluation.
+//! (nightly runs) → [`shell`], [`serve`] (Arrow Flight SQL) and [`cli`] (the `kahuna`
+//! command). [`simulate`] writes the logs of a simulated cluster with injected faults, for
+//! tests and evaluation.
 
 pub mod catalog;
 pub mod cli;
 pub mod diagnose;
 pub mod ingest;
 pub mod schedule;
+pub mod serve;
 pub mod shell;
 pub mod simulate;
 pub mod warehouse;

@@ -8,7 +8,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use common::{owned, rows, scalar};
+use common::{owned, rows, scalar, write_jobs};
 
 fn kahuna(warehouse: &Path, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_kahuna")).arg("--warehouse").arg(warehouse).args(args).output().unwrap()
@@ -25,30 +25,6 @@ const SLOW: &str = "node3";
 /// host alike, except on the slow host, where each takes three times as long.
 fn write_logs(dir: &Path) {
     write_jobs(dir, &HOSTS, &[&[SLOW]]);
-}
-
-/// One job after the other, each with ten Maps per host as `write_logs` writes them; in job
-/// `j`, the hosts of `slow[j]` take three times as long.
-fn write_jobs(dir: &Path, hosts: &[&str], slow: &[&[&str]]) {
-    let start = chrono::NaiveDate::from_ymd_opt(2008, 8, 23).unwrap().and_hms_opt(17, 0, 0).unwrap();
-    let stamp = |ms: i64| (start + chrono::Duration::milliseconds(ms)).format("%Y-%m-%d %H:%M:%S,%3f").to_string();
-    let logger = "org.apache.hadoop.mapred.TaskTracker";
-    for (h, host) in hosts.iter().enumerate() {
-        let mut log = String::new();
-        for (j, slow) in slow.iter().enumerate() {
-            for i in 0..10i64 {
-                let attempt = format!("attempt_200808231712_{:04}_m_{:06}_0", j + 1, h as i64 * 100 + i);
-                let mut ms = 9_000 + 500 * (i % 5);
-                if slow.contains(host) {
-                    ms *= 3;
-                }
-                let begin = (j as i64 * 10 + i) * 40_000;
-                log.push_str(&format!("{} INFO {logger}: LaunchTaskAction: {attempt}\n", stamp(begin)));
-                log.push_str(&format!("{} INFO {logger}: Task {attempt} is done.\n", stamp(begin + ms)));
-            }
-        }
-        std::fs::write(dir.join(format!("hadoop-hadoop-tasktracker-{host}.log")), log).unwrap();
-    }
 }
 
 /// Kahuna-WB's per-host verdict shares each job's blame among the hosts it indicts: node1,

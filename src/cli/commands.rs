@@ -8,7 +8,9 @@ use std::time::Duration;
 use anyhow::{Context, Result, anyhow, bail};
 use chrono::{DateTime, Utc};
 
-use super::{BackfillArgs, DiagnoseArgs, EvalArgs, IngestArgs, OptimizeArgs, ScheduleArgs, SimulateArgs, SqlArgs};
+use super::{
+    BackfillArgs, DiagnoseArgs, EvalArgs, IngestArgs, OptimizeArgs, ScheduleArgs, ServeArgs, SimulateArgs, SqlArgs,
+};
 use crate::diagnose::queries::{self, Output, Query};
 use crate::diagnose::{self, Record, Request};
 use crate::ingest::discover::{Hints, parse_daemon_flag};
@@ -16,6 +18,7 @@ use crate::ingest::{IngestOptions, summary};
 use crate::schedule::clock::SystemClock;
 use crate::schedule::plan::{CatchUp, Schedule};
 use crate::schedule::{self, Config, Job, Ledger, Policy, Scheduler, WarehouseRunner, Work};
+use crate::serve::ServeOptions;
 use crate::simulate::faults::{FaultSpec, parse_duration};
 use crate::simulate::history::{HistoryConfig, run_history};
 use crate::simulate::workload::Workload;
@@ -68,6 +71,33 @@ pub async fn sql(args: SqlArgs, warehouse: &Path) -> Result<()> {
         Some(sql) => shell::run_script(&ctx, &sql, args.format, &mut std::io::stdout()).await,
         None => shell::interactive(&ctx, args.format).await,
     }
+}
+
+pub async fn serve(args: ServeArgs, warehouse: &Path) -> Result<()> {
+    let token = match (&args.token_file, std::env::var("KAHUNA_SERVE_TOKEN")) {
+        (Some(path), _) => {
+            let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+            Some(text.trim().to_string())
+        }
+        (None, Ok(token)) => Some(token.trim().to_string()),
+        (None, Err(_)) => None,
+    };
+    if token.as_ref().is_some_and(String::is_empty) {
+        bail!("the token is empty");
+    }
+    let options = ServeOptions {
+        listen: args.listen,
+        token,
+        tls: args.tls_cert.zip(args.tls_key),
+        max_queries: args.max_queries.max(1),
+        memory_per_query: args.query_memory_mib << 20,
+    };
+    let scheme = if options.tls.is_some() { "grpc+tls" } else { "grpc" };
+    crate::serve::serve(Warehouse::new(warehouse), options, |addr| {
+        println!("serving {} at {scheme}://{addr}", warehouse.display());
+        let _ = std::io::Write::flush(&mut std::io::stdout());
+    })
+    .await
 }
 
 pub async fn optimize(args: OptimizeArgs, warehouse: &Path) -> Result<()> {

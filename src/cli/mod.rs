@@ -45,6 +45,8 @@ pub enum Command {
     Schedule(ScheduleArgs),
     /// Run one query for every date of a range, replacing each date's results.
     Backfill(BackfillArgs),
+    /// Serve the warehouse over Arrow Flight SQL (ADBC, JDBC, ODBC clients), read-only.
+    Serve(ServeArgs),
     /// Print a completion script for a shell (`source <(kahuna completions bash)`).
     Completions(CompletionsArgs),
 }
@@ -62,6 +64,7 @@ pub async fn run(cli: Cli) -> Result<()> {
         Command::Eval(args) => commands::eval(args).await,
         Command::Schedule(args) => commands::schedule(args, warehouse).await,
         Command::Backfill(args) => commands::backfill(args, warehouse).await,
+        Command::Serve(args) => commands::serve(args, warehouse).await,
         Command::Completions(args) => {
             clap_complete::generate(
                 args.shell,
@@ -168,6 +171,30 @@ pub struct SqlArgs {
     /// How results are printed (parquet writes the Parquet bytes to standard output).
     #[arg(long, value_enum, default_value = "table")]
     pub format: Format,
+}
+
+#[derive(clap::Args)]
+pub struct ServeArgs {
+    /// The address to listen on; port 0 takes a free one (the address is printed).
+    #[arg(long, default_value = "127.0.0.1:50051")]
+    pub listen: std::net::SocketAddr,
+    /// A file holding the bearer token clients must send (`authorization: Bearer …`); or set
+    /// KAHUNA_SERVE_TOKEN. Without one the server listens on loopback only.
+    #[arg(long)]
+    pub token_file: Option<PathBuf>,
+    /// A PEM certificate chain, to serve over TLS (with --tls-key).
+    #[arg(long, requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// The certificate's PEM private key.
+    #[arg(long, requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+    /// Queries run at once; more wait their turn.
+    #[arg(long, default_value_t = 8)]
+    pub max_queries: usize,
+    /// Memory one query may hold, in MiB; past it a query spills to disk where it can, and
+    /// fails (the server goes on) where it cannot.
+    #[arg(long, default_value_t = 2048)]
+    pub query_memory_mib: usize,
 }
 
 #[derive(clap::Args)]

@@ -20,9 +20,10 @@ use anyhow::{Context, Result, bail};
 use chrono::{DateTime, NaiveDate, Utc};
 use datafusion::arrow::array::{Array, RecordBatch, cast::AsArray};
 use datafusion::arrow::compute::cast;
-use datafusion::arrow::datatypes::{DataType, Float64Type};
+use datafusion::arrow::datatypes::{DataType, Float64Type, SchemaRef};
 use datafusion::arrow::util::display::{ArrayFormatter, FormatOptions};
 use datafusion::prelude::SessionContext;
+use indexmap::IndexMap;
 
 use crate::catalog::{self, Snapshot};
 use crate::warehouse::Warehouse;
@@ -113,15 +114,25 @@ pub async fn run_on(snapshot: &Snapshot, request: &Request, record: Record) -> R
     outcome
 }
 
-pub async fn run_in(ctx: &SessionContext, warehouse: &Warehouse, request: &Request, record: Record) -> Result<Outcome> {
+/// What a request's statements returned.
+pub struct Executed {
+    /// Each statement's result, in order; statements that return nothing are left out.
+    pub results: Vec<Vec<RecordBatch>>,
+    /// The last statement's rows, and its schema (the plan's: an empty result may come as no
+    /// batch at all).
+    pub last: Vec<RecordBatch>,
+    pub last_schema: Option<SchemaRef>,
+    /// Every parameter's value as text, in declaration order.
+    pub values: IndexMap<String, String>,
+}
+
+/// Binds the request's parameters and runs its statements in `ctx`, one after another.
+pub async fn execute(ctx: &SessionContext, request: &Request) -> Result<Executed> {
     let query = &request.query;
     let bound = query.bind(&request.values())?;
     let statements = catalog::parse(&bound.sql).with_context(|| format!("{}: cannot parse", query.origin))?;
     let count = statements.len();
-    let mut results = Vec::new();
-    let mut last = Vec::new();
-    // The plan's, not the first batch's: an empty result may come as no batch at all.
-    let mut last_schema = None;
+    let mut executed = Executed { results: Vec::new(), last: Vec::new(), last_schema: None, values: bound.values };
     for (index, statement) in statements.into_iter().enumerate() {
         let at = || format!("{}: statement {} of {count}", query.origin, index + 1);
         let plan = catalog::plan(ctx, statement).await.with_context(at)?;
@@ -129,17 +140,23 @@ pub async fn run_in(ctx: &SessionContext, warehouse: &Warehouse, request: &Reque
         let schema = Arc::new(frame.schema().as_arrow().clone());
         let batches = frame.collect().await.with_context(at)?;
         if index + 1 == count {
-            last = batches.clone();
-            last_schema = Some(schema);
+            executed.last = batches.clone();
+            executed.last_schema = Some(schema);
         }
         if batches.iter().any(|b| b.num_columns() > 0) {
-            results.push(batches);
+            executed.results.push(batches);
         }
     }
+    Ok(executed)
+}
+
+pub async fn run_in(ctx: &SessionContext, warehouse: &Warehouse, request: &Request, record: Record) -> Result<Outcome> {
+    let query = &request.query;
+    let Executed { results, last, last_schema, values } = execute(ctx, request).await?;
     let rows = last.iter().map(RecordBatch::num_rows).sum();
     let run_id = run_id(&query.name);
     let parameters: serde_json::Map<String, serde_json::Value> =
-        bound.values.iter().map(|(k, v)| (k.clone(), serde_json::Value::from(v.as_str()))).collect();
+        values.iter().map(|(k, v)| (k.clone(), serde_json::Value::from(v.as_str()))).collect();
     let parameters = serde_json::Value::Object(parameters).to_string();
     let info = RunInfo {
         run_id: run_id.clone(),

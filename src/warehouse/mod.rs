@@ -82,6 +82,15 @@ impl Warehouse {
         self.root.join(name).join("_delta_log")
     }
 
+    /// The newest commit of each table: what a reader that saw them all has seen of every write.
+    pub fn versions(&self) -> Result<Vec<(String, Option<u64>)>> {
+        let versions = self.table_names().into_iter().map(|name| {
+            let version = transactions::latest_version(&self.log_dir(&name))?;
+            Ok((name, version))
+        });
+        versions.collect()
+    }
+
     /// Whether table `name` exists.
     pub fn has_table(&self, name: &str) -> bool {
         self.log_dir(name).is_dir()

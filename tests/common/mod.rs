@@ -5,6 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
+use datafusion::arrow::array::RecordBatch;
 use datafusion::arrow::util::display::array_value_to_string;
 use kahuna::ingest::discover::Hints;
 use kahuna::ingest::{IngestOptions, Summary, ingest};
@@ -52,7 +53,11 @@ pub async fn ingest_into(paths: Vec<PathBuf>, warehouse: &Path, host: Option<&st
 /// Every row of a query's answer, each value as the shell would print it.
 pub async fn rows(warehouse: &Path, sql: &str) -> Vec<Vec<String>> {
     let ctx = kahuna::catalog::session(&Warehouse::new(warehouse)).await.expect("session");
-    let batches = ctx.sql(sql).await.expect("plan").collect().await.expect("run");
+    batch_rows(&ctx.sql(sql).await.expect("plan").collect().await.expect("run"))
+}
+
+/// Every row of `batches`, each value as the shell would print it.
+pub fn batch_rows(batches: &[RecordBatch]) -> Vec<Vec<String>> {
     let mut out = Vec::new();
     for batch in batches {
         for row in 0..batch.num_rows() {
@@ -72,4 +77,29 @@ pub async fn scalar(warehouse: &Path, sql: &str) -> String {
 /// Expected rows written as string literals, in the shape [`rows`] returns.
 pub fn owned<const N: usize>(expect: &[[&str; N]]) -> Vec<Vec<String>> {
     expect.iter().map(|r| r.map(String::from).to_vec()).collect()
+}
+
+/// TaskTracker logs of `hosts` (one file each in `dir`) for one job after the other: ten Maps
+/// per host and job, one after the other, of 9, 9.5, 10, 10.5 and 11 s (twice); in job `j`, the
+/// hosts of `slow[j]` take three times as long.
+pub fn write_jobs(dir: &Path, hosts: &[&str], slow: &[&[&str]]) {
+    let start = chrono::NaiveDate::from_ymd_opt(2008, 8, 23).unwrap().and_hms_opt(17, 0, 0).unwrap();
+    let stamp = |ms: i64| (start + chrono::Duration::milliseconds(ms)).format("%Y-%m-%d %H:%M:%S,%3f").to_string();
+    let logger = "org.apache.hadoop.mapred.TaskTracker";
+    for (h, host) in hosts.iter().enumerate() {
+        let mut log = String::new();
+        for (j, slow) in slow.iter().enumerate() {
+            for i in 0..10i64 {
+                let attempt = format!("attempt_200808231712_{:04}_m_{:06}_0", j + 1, h as i64 * 100 + i);
+                let mut ms = 9_000 + 500 * (i % 5);
+                if slow.contains(host) {
+                    ms *= 3;
+                }
+                let begin = (j as i64 * 10 + i) * 40_000;
+                log.push_str(&format!("{} INFO {logger}: LaunchTaskAction: {attempt}\n", stamp(begin)));
+                log.push_str(&format!("{} INFO {logger}: Task {attempt} is done.\n", stamp(begin + ms)));
+            }
+        }
+        std::fs::write(dir.join(format!("hadoop-hadoop-tasktracker-{host}.log")), log).unwrap();
+    }
 }
