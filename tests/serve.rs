@@ -37,7 +37,10 @@ impl Server {
         let mut line = String::new();
         BufReader::new(child.stdout.as_mut().expect("stdout")).read_line(&mut line).expect("read");
         let uri = line.split_whitespace().last().unwrap_or_default().to_string();
-        assert!(uri.starts_with("grpc://127.0.0.1:"), "kahuna serve said {line:?}");
+        assert!(
+            uri.starts_with("grpc://127.0.0.1:") || uri.starts_with("grpc+tls://127.0.0.1:"),
+            "kahuna serve said {line:?}"
+        );
         Server { child, uri }
     }
 
@@ -90,10 +93,16 @@ fn client(python: &Path) -> Command {
 
 /// Each request through the Python client: its rows, or the error the client was given.
 fn run(python: &Path, uri: &str, requests: Value) -> Vec<Result<Vec<RecordBatch>, String>> {
+    run_with(python, uri, requests, &[])
+}
+
+fn run_with(python: &Path, uri: &str, requests: Value, args: &[&str]) -> Vec<Result<Vec<RecordBatch>, String>> {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("requests.json");
     std::fs::write(&file, requests.to_string()).unwrap();
-    let out = client(python).arg("run").arg(uri).arg(&file).arg(dir.path()).output().expect("run the client");
+    let mut command = client(python);
+    command.arg("run").arg(uri).arg(&file).arg(dir.path()).args(args);
+    let out = command.output().expect("run the client");
     assert!(out.status.success(), "client: {}", String::from_utf8_lossy(&out.stderr));
     let count = requests.as_array().expect("a list").len();
     (0..count)
@@ -263,6 +272,37 @@ async fn a_query_past_its_memory_fails_and_the_server_goes_on() {
     );
     assert!(refusal(&results[0]).contains("ResourcesExhausted"), "{}", refusal(&results[0]));
     assert_eq!(answer(&results[1]), [["50"]]);
+}
+
+#[tokio::test]
+async fn over_tls_a_client_that_trusts_the_certificate_is_answered() {
+    let Some(python) = python() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let wh = dir.path().join("warehouse");
+    ingested(&dir.path().join("logs"), &wh, "c1");
+    let (cert, key) = (dir.path().join("cert.pem"), dir.path().join("key.pem"));
+    let made = Command::new("openssl")
+        .args(["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=localhost"])
+        .args(["-addext", "subjectAltName=IP:127.0.0.1", "-keyout"])
+        .arg(&key)
+        .arg("-out")
+        .arg(&cert)
+        .output()
+        .expect("openssl");
+    assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
+    let server = Server::start(&wh, &["--tls-cert", cert.to_str().unwrap(), "--tls-key", key.to_str().unwrap()]);
+    assert!(server.uri.starts_with("grpc+tls://"), "{}", server.uri);
+    let trusted = run_with(
+        &python,
+        &server.uri,
+        json!([{"sql": "SELECT count(*) FROM states"}]),
+        &["--tls-root-certs", cert.to_str().unwrap()],
+    );
+    assert_eq!(answer(&trusted[0]), [["50"]]);
+    let untrusted = run(&python, &server.uri, json!([{"sql": "SELECT count(*) FROM states"}]));
+    assert!(refusal(&untrusted[0]).contains("certificate"), "{}", refusal(&untrusted[0]));
+    let plain = run(&python, &server.uri.replace("grpc+tls://", "grpc://"), json!([{"sql": "SELECT 1"}]));
+    assert!(plain[0].is_err(), "answered in plain text");
 }
 
 #[test]

@@ -43,6 +43,8 @@ pub async fn serve(warehouse: Warehouse, options: ServeOptions, listening: impl 
     if let Some((cert, key)) = &options.tls {
         let read = |path: &PathBuf| std::fs::read(path).with_context(|| format!("cannot read {}", path.display()));
         let identity = Identity::from_pem(read(cert)?, read(key)?);
+        // Set once a process; a second call finds it set, which is as good.
+        let _ = rustls::crypto::ring::default_provider().install_default();
         server = server.tls_config(ServerTlsConfig::new().identity(identity)).context("bad TLS certificate or key")?;
     }
     let sessions = Arc::new(Sessions::new(warehouse, options.memory_per_query));

@@ -1,7 +1,7 @@
 """A Flight SQL client of `kahuna serve`, through ADBC (adbc-driver-flightsql from PyPI), for
 tests/serve.rs and the serving benchmark.
 
-    client.py run URI REQUESTS.json OUT_DIR    each request of the file, in order
+    client.py run URI REQUESTS.json OUT_DIR [--tls-root-certs PEM]    each request, in order
     client.py load URI SQL --clients N --queries M [--ready-after K]
 
 The token is read from KAHUNA_SERVE_TOKEN (a request may give its own). `run` writes each
@@ -22,8 +22,11 @@ import pyarrow as pa
 from adbc_driver_flightsql import DatabaseOptions
 
 
-def connect(uri, token):
+def connect(uri, token, root_certs=None):
     kwargs = {}
+    if root_certs is not None:
+        with open(root_certs) as f:
+            kwargs[DatabaseOptions.TLS_ROOT_CERTS.value] = f.read()
     if token is not None:
         kwargs[DatabaseOptions.AUTHORIZATION_HEADER.value] = f"Bearer {token}"
     return flight_sql.connect(uri, db_kwargs=kwargs, autocommit=True)
@@ -37,7 +40,7 @@ def run(args):
         token = request.get("token", default_token)
         base = os.path.join(args.out, str(index))
         try:
-            with connect(args.uri, token) as conn, conn.cursor() as cur:
+            with connect(args.uri, token, args.tls_root_certs) as conn, conn.cursor() as cur:
                 params = request.get("params")
                 if isinstance(params, dict):
                     # Bound by name, as a query file's @params are.
@@ -114,6 +117,7 @@ def main():
     run_parser.add_argument("uri")
     run_parser.add_argument("requests")
     run_parser.add_argument("out")
+    run_parser.add_argument("--tls-root-certs")
     load_parser = commands.add_parser("load")
     load_parser.add_argument("uri")
     load_parser.add_argument("sql")
