@@ -38,7 +38,7 @@ use super::sessions::Sessions;
 use crate::diagnose;
 use crate::diagnose::queries::Query;
 
-type Stream_<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send + 'static>>;
+type BoxedStream<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send + 'static>>;
 
 /// A script's answer waits this long for its `DoGet`.
 const SCRIPT_RESULT_TTL: Duration = Duration::from_secs(600);
@@ -66,12 +66,15 @@ impl Script {
     }
 }
 
+/// When a script ran, and its last statement's schema and rows.
+type ScriptAnswer = (Instant, SchemaRef, Vec<RecordBatch>);
+
 pub struct Gate {
     inner: FlightSqlService,
     sessions: Arc<Sessions>,
     token: Option<String>,
     running: Arc<Semaphore>,
-    scripts: std::sync::Mutex<HashMap<u64, (Instant, SchemaRef, Vec<RecordBatch>)>>,
+    scripts: std::sync::Mutex<HashMap<u64, ScriptAnswer>>,
     next_script: AtomicU64,
 }
 
@@ -130,7 +133,7 @@ impl Gate {
         Ok(info)
     }
 
-    fn script_result(&self, ticket: &Ticket) -> Result<Option<Stream_<FlightData>>, Status> {
+    fn script_result(&self, ticket: &Ticket) -> Result<Option<BoxedStream<FlightData>>, Status> {
         let Ok(any) = Any::decode(&*ticket.ticket) else { return Ok(None) };
         let Ok(Some(TicketStatementQuery { statement_handle })) = any.unpack::<TicketStatementQuery>() else {
             return Ok(None);
@@ -195,7 +198,7 @@ fn same(a: &[u8], b: &[u8]) -> bool {
 }
 
 /// `stream`, holding `permit` until its last item is sent or the client goes away.
-fn holding<T: Send + 'static>(stream: Stream_<T>, permit: OwnedSemaphorePermit) -> Stream_<T> {
+fn holding<T: Send + 'static>(stream: BoxedStream<T>, permit: OwnedSemaphorePermit) -> BoxedStream<T> {
     stream
         .map(move |item| {
             let _ = &permit;
@@ -206,13 +209,13 @@ fn holding<T: Send + 'static>(stream: Stream_<T>, permit: OwnedSemaphorePermit) 
 
 #[tonic::async_trait]
 impl FlightService for Gate {
-    type HandshakeStream = Stream_<HandshakeResponse>;
-    type ListFlightsStream = Stream_<FlightInfo>;
-    type DoGetStream = Stream_<FlightData>;
-    type DoPutStream = Stream_<PutResult>;
-    type DoExchangeStream = Stream_<FlightData>;
-    type DoActionStream = Stream_<arrow_flight::Result>;
-    type ListActionsStream = Stream_<ActionType>;
+    type HandshakeStream = BoxedStream<HandshakeResponse>;
+    type ListFlightsStream = BoxedStream<FlightInfo>;
+    type DoGetStream = BoxedStream<FlightData>;
+    type DoPutStream = BoxedStream<PutResult>;
+    type DoExchangeStream = BoxedStream<FlightData>;
+    type DoActionStream = BoxedStream<arrow_flight::Result>;
+    type ListActionsStream = BoxedStream<ActionType>;
 
     async fn handshake(
         &self,
