@@ -155,9 +155,11 @@ pub async fn run_in(ctx: &SessionContext, warehouse: &Warehouse, request: &Reque
     let Executed { results, last, last_schema, values } = execute(ctx, request).await?;
     let rows = last.iter().map(RecordBatch::num_rows).sum();
     let run_id = run_id(&query.name);
-    let parameters: serde_json::Map<String, serde_json::Value> =
-        values.iter().map(|(k, v)| (k.clone(), serde_json::Value::from(v.as_str()))).collect();
-    let parameters = serde_json::Value::Object(parameters).to_string();
+    // Keys sorted, whatever serde_json's features: a scheduled run replaces the rows of the runs
+    // with the same parameters, found by this text.
+    let parameters: std::collections::BTreeMap<&str, &str> =
+        values.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    let parameters = serde_json::to_string(&parameters)?;
     let info = RunInfo {
         run_id: run_id.clone(),
         query: query.name.clone(),

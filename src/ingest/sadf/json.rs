@@ -30,19 +30,19 @@ fn sar_name(activity: &str, name: &str) -> String {
 }
 
 /// The figures of one activity of a record: an array holds one object per instance, named by
-/// its first text field (`"cpu": "all"`, `"iface": "eth0"`); an object of figures may nest
+/// its first text field in key order (`"cpu": "all"`, `"iface": "eth0"`); an object of figures may nest
 /// (`"io-reads": {…}`); an object of activities (`"network"`) holds several.
 fn activity_figures(name: &str, value: &Value, out: &mut Vec<(String, Option<String>, String, f64)>) {
     match value {
         Value::Array(instances) => {
             for instance in instances {
                 let Value::Object(fields) = instance else { continue };
-                let device = fields.values().find_map(Value::as_str).map(str::to_string);
+                let device = by_key(fields).into_iter().find_map(|(_, v)| v.as_str()).map(str::to_string);
                 numbers(name, device.as_deref(), fields, out);
             }
         }
         Value::Object(fields) if fields.values().all(|v| v.is_array() || v.is_object()) => {
-            for (inner, v) in fields {
+            for (inner, v) in by_key(fields) {
                 activity_figures(inner, v, out);
             }
         }
@@ -57,7 +57,7 @@ fn numbers(
     fields: &Map<String, Value>,
     out: &mut Vec<(String, Option<String>, String, f64)>,
 ) {
-    for (name, v) in fields {
+    for (name, v) in by_key(fields) {
         match v {
             Value::Number(n) => {
                 if let Some(x) = n.as_f64() {
@@ -68,6 +68,14 @@ fn numbers(
             _ => {}
         }
     }
+}
+
+/// An object's entries in key order, whatever serde_json's features (a dependency turns on
+/// `preserve_order`): a record's figures and an instance's device must not depend on the build.
+fn by_key(map: &Map<String, Value>) -> Vec<(&String, &Value)> {
+    let mut entries: Vec<_> = map.iter().collect();
+    entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
+    entries
 }
 
 /// `{"date": "2019-06-30", "time": "05:39:34", "utc": 1, …}` (a sample's `timestamp`, a
@@ -164,7 +172,7 @@ fn json_record(
     let interval = stamp.get("interval").and_then(Value::as_i64);
     let mut figures = Vec::new();
     if let Value::Object(activities) = value {
-        for (name, v) in activities.iter().filter(|(k, _)| *k != "timestamp") {
+        for (name, v) in by_key(activities).into_iter().filter(|(k, _)| *k != "timestamp") {
             activity_figures(name, v, &mut figures);
         }
     }
