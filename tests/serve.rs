@@ -85,11 +85,15 @@ fn python() -> Option<PathBuf> {
     }
 }
 
+/// The Python client, stopped if it runs past `LIMIT`.
 fn client(python: &Path) -> Command {
-    let mut command = Command::new(python);
-    command.arg(package_dir().join("tests/serve/client.py")).env("KAHUNA_SERVE_TOKEN", TOKEN);
+    let mut command = Command::new("timeout");
+    command.arg(LIMIT).arg(python).arg(package_dir().join("tests/serve/client.py")).env("KAHUNA_SERVE_TOKEN", TOKEN);
     command
 }
+
+/// Seconds the client may run: the load takes ~25 s in a debug build on 2 cores.
+const LIMIT: &str = "300";
 
 /// Each request through the Python client: its rows, or the error the client was given.
 fn run(python: &Path, uri: &str, requests: Value) -> Vec<Result<Vec<RecordBatch>, String>> {
