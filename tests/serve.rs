@@ -139,15 +139,21 @@ fn ingested(logs: &Path, warehouse: &Path, cluster: &str) {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
 }
 
+/// A folder holding the logs of [`ingested`] and the warehouse they went to, as cluster c1.
+fn five_hosts() -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let wh = dir.path().join("warehouse");
+    ingested(&dir.path().join("logs"), &wh, "c1");
+    (dir, wh)
+}
+
 const SUMMARY: &str = "SELECT host, state, count(*) AS states, round(avg(duration_ms)) AS mean_ms \
                        FROM states GROUP BY host, state ORDER BY host, state";
 
 #[tokio::test]
 async fn clients_with_the_token_get_what_kahuna_gets_and_nothing_is_written() {
     let Some(python) = python() else { return };
-    let dir = tempfile::tempdir().unwrap();
-    let wh = dir.path().join("warehouse");
-    ingested(&dir.path().join("logs"), &wh, "c1");
+    let (dir, wh) = five_hosts();
     let before = Warehouse::new(&wh).versions().unwrap();
     let server = Server::start(&wh, &[]);
     let kahuna_wb = std::fs::read_to_string(package_dir().join("queries/kahuna_wb.sql")).unwrap();
@@ -217,9 +223,7 @@ async fn clients_with_the_token_get_what_kahuna_gets_and_nothing_is_written() {
 #[tokio::test]
 async fn a_thousand_queries_from_twenty_clients_while_an_ingest_lands() {
     let Some(python) = python() else { return };
-    let dir = tempfile::tempdir().unwrap();
-    let wh = dir.path().join("warehouse");
-    ingested(&dir.path().join("c1"), &wh, "c1");
+    let (dir, wh) = five_hosts();
     let server = Server::start(&wh, &["--max-queries", "4"]);
     let sql = "SELECT cluster, count(*) AS states FROM states GROUP BY cluster ORDER BY cluster";
     let mut load = client(&python)
@@ -262,9 +266,7 @@ fn line(out: &mut BufReader<ChildStdout>) -> String {
 #[tokio::test]
 async fn a_query_past_its_memory_fails_and_the_server_goes_on() {
     let Some(python) = python() else { return };
-    let dir = tempfile::tempdir().unwrap();
-    let wh = dir.path().join("warehouse");
-    ingested(&dir.path().join("logs"), &wh, "c1");
+    let (_dir, wh) = five_hosts();
     let server = Server::start(&wh, &["--query-memory-mib", "8"]);
     let results = run(
         &python,
@@ -281,9 +283,7 @@ async fn a_query_past_its_memory_fails_and_the_server_goes_on() {
 #[tokio::test]
 async fn over_tls_a_client_that_trusts_the_certificate_is_answered() {
     let Some(python) = python() else { return };
-    let dir = tempfile::tempdir().unwrap();
-    let wh = dir.path().join("warehouse");
-    ingested(&dir.path().join("logs"), &wh, "c1");
+    let (dir, wh) = five_hosts();
     let (cert, key) = (dir.path().join("cert.pem"), dir.path().join("key.pem"));
     let made = Command::new("openssl")
         .args(["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=localhost"])
