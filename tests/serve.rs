@@ -15,6 +15,7 @@ use datafusion::arrow::ipc::reader::FileReader;
 use kahuna::diagnose::queries::Query;
 use kahuna::diagnose::{Request, execute};
 use kahuna::warehouse::Warehouse;
+use kahuna::warehouse::tables::Table;
 use serde_json::{Value, json};
 
 const TOKEN: &str = "s3cret-t0ken";
@@ -177,6 +178,8 @@ async fn clients_with_the_token_get_what_kahuna_gets_and_nothing_is_written() {
             {"sql": "SELECT * FROM no_such_table"},
             {"sql": "CREATE TABLE mine AS SELECT host, duration_ms FROM states WHERE state = 'Map';\nSELECT count(*) FROM mine"},
             {"sql": kahuna_wb, "params": {"states": "Map", "min_slowdown": 5}},
+            {"table_schema": "states"},
+            {"tables": true},
         ]),
     );
     assert_eq!(answer(&results[0]), rows(&wh, SUMMARY).await);
@@ -214,6 +217,16 @@ async fn clients_with_the_token_get_what_kahuna_gets_and_nothing_is_written() {
     assert!(refusal(&results[10]).contains("SELEC"), "{}", refusal(&results[10]));
     assert!(refusal(&results[11]).contains("no_such_table"), "{}", refusal(&results[11]));
     assert_eq!(answer(&results[12]), [["50"]], "a script's own table, after the errors");
+    let columns: Vec<String> = answer(&results[14]).into_iter().map(|row| row[0].clone()).collect();
+    let expected: Vec<String> =
+        Table::States.table_schema().fields().iter().map(|field| field.name().clone()).collect();
+    assert_eq!(columns, expected);
+    let tables: Vec<Vec<String>> = answer(&results[15]).into_iter().filter(|row| row[1] == "public").collect();
+    let names: Vec<&str> = tables.iter().map(|row| row[2].as_str()).collect();
+    for table in ["ingests", "logs", "states", "sar_metrics"] {
+        assert!(names.contains(&table), "{table} is not listed: {tables:?}");
+    }
+    assert!(tables.iter().all(|row| row[0] == "datafusion"), "{tables:?}");
     assert_eq!(Warehouse::new(&wh).versions().unwrap(), before, "the warehouse changed");
     assert!(server.terminate().success());
 }

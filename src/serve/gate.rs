@@ -1,6 +1,7 @@
 //! What stands before `datafusion-flight-sql-server`'s service: the token, checked on every
 //! call; the limit on queries running at once; writes (`DoPut` other than parameters) and
-//! Substrait plans refused (those would not pass the read-only check of SQL); and Kahuna's
+//! Substrait plans refused (those would not pass the read-only check of SQL); the catalog
+//! named in catalog calls that leave it out; and Kahuna's
 //! query files, whose several statements (`CREATE TABLE … AS` steps, then the answer) and
 //! `@param`s one Flight SQL statement cannot hold: they run here, parameters bound by name.
 
@@ -16,8 +17,8 @@ use arrow_flight::error::FlightError;
 use arrow_flight::flight_service_server::FlightService;
 use arrow_flight::sql::{
     ActionClosePreparedStatementRequest, ActionCreatePreparedStatementRequest, ActionCreatePreparedStatementResult,
-    Any, Command, CommandPreparedStatementQuery, CommandStatementQuery, DoPutPreparedStatementResult,
-    ProstMessageExt as _, TicketStatementQuery,
+    Any, Command, CommandGetDbSchemas, CommandGetTables, CommandPreparedStatementQuery, CommandStatementQuery,
+    DoPutPreparedStatementResult, ProstMessageExt as _, TicketStatementQuery,
 };
 use arrow_flight::{
     Action, ActionType, Criteria, Empty, FlightData, FlightDescriptor, FlightEndpoint, FlightInfo, HandshakeRequest,
@@ -27,6 +28,7 @@ use datafusion::arrow::array::RecordBatch;
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::arrow::ipc::writer::StreamWriter;
 use datafusion::common::ScalarValue;
+use datafusion::prelude::SessionConfig;
 use datafusion_flight_sql_server::service::FlightSqlService;
 use datafusion_flight_sql_server::state::QueryHandle;
 use futures::{Stream, StreamExt as _, TryStreamExt as _};
@@ -151,6 +153,23 @@ impl Gate {
     }
 }
 
+/// `GetDbSchemas` and `GetTables` without a catalog ask for every catalog (ADBC's `GetObjects`
+/// and `GetTableSchema` do), where the crate lists none: the session's one catalog is named.
+fn in_every_catalog(ticket: &mut Ticket) {
+    let Some(command) = Any::decode(&*ticket.ticket).ok().and_then(|any| Command::try_from(any).ok()) else { return };
+    let catalog = || Some(SessionConfig::new().options().catalog.default_catalog.clone());
+    let named = match command {
+        Command::CommandGetDbSchemas(query) if query.catalog.is_none() => {
+            CommandGetDbSchemas { catalog: catalog(), ..query }.as_any()
+        }
+        Command::CommandGetTables(query) if query.catalog.is_none() => {
+            CommandGetTables { catalog: catalog(), ..query }.as_any()
+        }
+        _ => return,
+    };
+    ticket.ticket = named.encode_to_vec().into();
+}
+
 /// A query file rather than one statement: it declares parameters or holds several statements.
 fn is_script(sql: &str) -> bool {
     sql.lines().any(|line| line.trim_start().starts_with("-- @"))
@@ -261,11 +280,12 @@ impl FlightService for Gate {
         self.inner.get_schema(request).await
     }
 
-    async fn do_get(&self, request: Request<Ticket>) -> Result<Response<Self::DoGetStream>, Status> {
+    async fn do_get(&self, mut request: Request<Ticket>) -> Result<Response<Self::DoGetStream>, Status> {
         self.authorize(&request)?;
         if let Some(stream) = self.script_result(request.get_ref())? {
             return Ok(Response::new(stream));
         }
+        in_every_catalog(request.get_mut());
         let permit = self.permit().await?;
         let response = self.inner.do_get(request).await?;
         Ok(response.map(|stream| holding(stream, permit)))

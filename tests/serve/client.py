@@ -4,8 +4,9 @@ tests/serve.rs and the serving benchmark.
     client.py run URI REQUESTS.json OUT_DIR [--tls-root-certs PEM]    each request, in order
     client.py load URI SQL --clients N --queries M [--ready-after K]
 
-The token is read from KAHUNA_SERVE_TOKEN (a request may give its own). `run` writes each
-result as OUT_DIR/<index>.arrow, or the error as OUT_DIR/<index>.error. `load` prints "ready"
+The token is read from KAHUNA_SERVE_TOKEN (a request may give its own). A request is
+{"sql", "params", "token"}, or {"table_schema": NAME} or {"tables": true} (ADBC's catalog
+calls). `run` writes each result as OUT_DIR/<index>.arrow, or the error as OUT_DIR/<index>.error. `load` prints "ready"
 once K queries are answered, then one JSON line: answers seen (each with its count), errors,
 queries per second and latency percentiles.
 """
@@ -41,17 +42,30 @@ def run(args):
         base = os.path.join(args.out, str(index))
         try:
             with connect(args.uri, token, args.tls_root_certs) as conn, conn.cursor() as cur:
+                if "table_schema" in request:
+                    schema = conn.adbc_get_table_schema(request["table_schema"])
+                    answer(base, pa.table({"column": schema.names, "type": [str(t) for t in schema.types]}))
+                    continue
+                if "tables" in request:
+                    objects = conn.adbc_get_objects(depth="tables").read_all().to_pylist()
+                    names = [(c["catalog_name"], s["db_schema_name"], t["table_name"])
+                             for c in objects for s in c["catalog_db_schemas"] for t in s["db_schema_tables"]]
+                    answer(base, pa.table({name: list(column) for name, column in zip(("catalog", "schema", "table"), zip(*names))}))
+                    continue
                 params = request.get("params")
                 if isinstance(params, dict):
                     # Bound by name, as a query file's @params are.
                     params = pa.record_batch({name: [value] for name, value in params.items()})
                 cur.execute(request["sql"], params)
-                table = cur.fetch_arrow_table()
-            with pa.OSFile(base + ".arrow", "wb") as sink, pa.ipc.new_file(sink, table.schema) as writer:
-                writer.write_table(table)
+                answer(base, cur.fetch_arrow_table())
         except Exception as error:  # the test reads what the server said
             with open(base + ".error", "w") as f:
                 f.write(str(error))
+
+
+def answer(base, table):
+    with pa.OSFile(base + ".arrow", "wb") as sink, pa.ipc.new_file(sink, table.schema) as writer:
+        writer.write_table(table)
 
 
 def load(args):
