@@ -67,24 +67,33 @@ pub async fn plan(ctx: &SessionContext, statement: Statement) -> Result<LogicalP
 pub struct ReadOnly;
 
 impl ReadOnly {
+    /// Every node of `plan` is checked: `EXPLAIN ANALYZE` runs the statement it explains.
     pub fn check(plan: &LogicalPlan) -> Result<()> {
+        use datafusion::common::tree_node::{TreeNode, TreeNodeRecursion};
         use datafusion::logical_expr::DdlStatement;
-        let refused = match plan {
-            LogicalPlan::Ddl(
-                DdlStatement::CreateMemoryTable(_)
-                | DdlStatement::CreateView(_)
-                | DdlStatement::DropTable(_)
-                | DdlStatement::DropView(_),
-            ) => return Ok(()),
-            LogicalPlan::Ddl(ddl) => ddl.name().to_string(),
-            LogicalPlan::Dml(dml) => format!("{} into {}", dml.op, dml.table_name),
-            LogicalPlan::Copy(_) => "COPY".to_string(),
-            LogicalPlan::Statement(statement) => statement.name().to_string(),
-            _ => return Ok(()),
-        };
-        bail!(
-            "{refused} is refused: the warehouse is served read-only (a statement may read, and make tables and views of its own session)"
-        )
+        let mut refused = None;
+        plan.apply_with_subqueries(|node| {
+            refused = match node {
+                LogicalPlan::Ddl(
+                    DdlStatement::CreateMemoryTable(_)
+                    | DdlStatement::CreateView(_)
+                    | DdlStatement::DropTable(_)
+                    | DdlStatement::DropView(_),
+                ) => None,
+                LogicalPlan::Ddl(ddl) => Some(ddl.name().to_string()),
+                LogicalPlan::Dml(dml) => Some(format!("{} into {}", dml.op, dml.table_name)),
+                LogicalPlan::Copy(_) => Some("COPY".to_string()),
+                LogicalPlan::Statement(statement) => Some(statement.name().to_string()),
+                _ => None,
+            };
+            Ok(if refused.is_some() { TreeNodeRecursion::Stop } else { TreeNodeRecursion::Continue })
+        })?;
+        match refused {
+            Some(refused) => bail!(
+                "{refused} is refused: the warehouse is served read-only (a statement may read, and make tables and views of its own session)"
+            ),
+            None => Ok(()),
+        }
     }
 }
 

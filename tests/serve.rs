@@ -180,6 +180,7 @@ async fn clients_with_the_token_get_what_kahuna_gets_and_nothing_is_written() {
             {"sql": kahuna_wb, "params": {"states": "Map", "min_slowdown": 5}},
             {"table_schema": "states"},
             {"tables": true},
+            {"sql": format!("CREATE TABLE mine AS SELECT 1 AS x;\nEXPLAIN ANALYZE {copy}")},
         ]),
     );
     assert_eq!(answer(&results[0]), rows(&wh, SUMMARY).await);
@@ -213,6 +214,7 @@ async fn clients_with_the_token_get_what_kahuna_gets_and_nothing_is_written() {
         "{}",
         refusal(&results[9])
     );
+    assert!(refusal(&results[16]).contains("COPY is refused"), "{}", refusal(&results[16]));
     assert!(!copied.exists(), "COPY wrote {}", copied.display());
     assert!(refusal(&results[10]).contains("SELEC"), "{}", refusal(&results[10]));
     assert!(refusal(&results[11]).contains("no_such_table"), "{}", refusal(&results[11]));
@@ -323,16 +325,22 @@ async fn over_tls_a_client_that_trusts_the_certificate_is_answered() {
 }
 
 #[test]
-fn without_a_token_the_server_listens_on_loopback_only() {
+fn without_a_token_the_server_listens_on_loopback_only_and_never_without_a_warehouse() {
     let dir = tempfile::tempdir().unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_kahuna"))
-        .arg("--warehouse")
-        .arg(dir.path())
-        .args(["serve", "--listen", "0.0.0.0:0"])
-        .env_remove("KAHUNA_SERVE_TOKEN")
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("refusing to serve 0.0.0.0:0 without a token"), "{stderr}");
+    let refusal = |warehouse: &Path, listen: &str| {
+        let out = Command::new(env!("CARGO_BIN_EXE_kahuna"))
+            .arg("--warehouse")
+            .arg(warehouse)
+            .args(["serve", "--listen", listen])
+            .env_remove("KAHUNA_SERVE_TOKEN")
+            .output()
+            .unwrap();
+        assert!(!out.status.success());
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let open = refusal(dir.path(), "0.0.0.0:0");
+    assert!(open.contains("refusing to serve 0.0.0.0:0 without a token"), "{open}");
+    let missing = dir.path().join("none");
+    let nothing = refusal(&missing, "127.0.0.1:0");
+    assert!(nothing.contains(&format!("no warehouse at {}", missing.display())), "{nothing}");
 }

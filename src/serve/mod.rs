@@ -47,8 +47,11 @@ pub async fn serve(warehouse: Warehouse, options: ServeOptions, listening: impl 
         let _ = rustls::crypto::ring::default_provider().install_default();
         server = server.tls_config(ServerTlsConfig::new().identity(identity)).context("bad TLS certificate or key")?;
     }
+    if !warehouse.root().is_dir() {
+        bail!("no warehouse at {}: `kahuna ingest` makes one", warehouse.root().display());
+    }
     let sessions = Arc::new(Sessions::new(warehouse, options.memory_per_query));
-    // Fail at the start, not at the first query, on a folder that is not a warehouse.
+    // Fail at the start, not at the first query, on a warehouse that cannot be read.
     sessions.snapshot().await?;
     let read_only = SQLOptions::new().with_allow_ddl(false).with_allow_dml(false).with_allow_statements(false);
     let flight_sql =
