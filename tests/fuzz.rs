@@ -47,6 +47,13 @@ fn parsers() -> Vec<Parser> {
         parser("datanode", data.join("logs/hadoop-hadoop-datanode-node2.log"), "hadoop-u-datanode-fz.log", 3, None),
         parser("loghub hdfs", data.join("logs/hdfs-merged/hdfs.log"), "hdfs.log", 3, None),
         parser(
+            "console layout",
+            data.join("console/hadoop-hadoop-tasktracker-node4.log"),
+            "hadoop-u-tasktracker-fz.log",
+            1,
+            None,
+        ),
+        parser(
             "job history text",
             data.join("jobhistory/master_1219511520000_job_200808231712_0001_hadoop_wordcount"),
             "job_fz_history",

@@ -321,3 +321,28 @@ async fn a_log_and_its_gzipped_copy_are_read_once() {
         ])
     );
 }
+
+/// `data/console`: a Hadoop 1.0 TaskTracker log in log4j's console layout (`yy/MM/dd HH:mm:ss
+/// LEVEL short.logger: message`, whole seconds), opening with the STARTUP_MSG block: two Maps
+/// of 6 s (13:54:46–52) and 12 s (13:54:47–59), a Reduce of 30 s (13:55:00–30).
+#[tokio::test]
+async fn a_console_layout_log_gives_its_states() {
+    let wh = tempfile::tempdir().unwrap();
+    let summary = ingest_into(vec![common::package_dir().join("data/console")], wh.path(), None).await;
+    // 14 lines: 9 events, the 5 lines of the STARTUP_MSG block continue the first.
+    assert_eq!(summary.files_with_status("ingested"), 1);
+    assert_eq!(summary.total(|r| r.lines_read), 14);
+    assert_eq!(summary.total(|r| r.lines_parsed), 14);
+    assert_eq!(summary.total(|r| r.events), 9);
+    let states = rows(
+        wh.path(),
+        "SELECT host, state, task_id, CAST(start_ts AS VARCHAR) AS start, duration_ms FROM states ORDER BY start_ts",
+    )
+    .await;
+    let expected = [
+        ["node4", "Map", "attempt_201205231353_0001_m_000000_0", "2012-05-23T13:54:46Z", "6000.0"],
+        ["node4", "Map", "attempt_201205231353_0001_m_000001_0", "2012-05-23T13:54:47Z", "12000.0"],
+        ["node4", "Reduce", "attempt_201205231353_0001_r_000000_0", "2012-05-23T13:55:00Z", "30000.0"],
+    ];
+    assert_eq!(states, owned(&expected));
+}

@@ -234,7 +234,7 @@ pub fn classify(path: &Path, hints: &Hints) -> Result<LogFile, Refusal> {
     let Some(layout) = Layout::detect(lines.iter().copied()) else {
         return Err(refuse(
             size,
-            "no line in the first 200 starts like a Hadoop log4j line (`yyyy-MM-dd HH:mm:ss,SSS LEVEL logger: message` or `yyMMdd HHmmss thread LEVEL logger: message`)".into(),
+            "no line in the first 200 starts like a Hadoop log4j line (`yyyy-MM-dd HH:mm:ss,SSS LEVEL logger: message`, `yyMMdd HHmmss thread LEVEL logger: message` or `yy/MM/dd HH:mm:ss LEVEL logger: message`)".into(),
         ));
     };
     let events: Vec<_> = lines

@@ -4,6 +4,8 @@
 //! - `2015-03-01 10:00:00,001 INFO [main] org.apache.hadoop.mapred.MapTask: msg` (2.x/3.x, thread)
 //! - `2015-03-01 10:00:00,001 INFO  mapred.TaskTracker (TaskTracker.java:run(123)) - msg`
 //! - `081109 203615 148 INFO dfs.DataNode$PacketResponder: msg` (Loghub: `yyMMdd HHmmss thread`)
+//! - `12/05/23 13:54:46 INFO mapred.TaskTracker: msg` (the console appender's
+//!   `%d{yy/MM/dd HH:mm:ss} %p %c{2}: %m`: `.out` files, logs captured from standard output)
 //!
 //! Hand-written on bytes rather than with `regex`: this is the hot path of ingestion.
 
@@ -19,6 +21,8 @@ pub enum Layout {
     Iso8601,
     /// `yyMMdd HHmmss thread LEVEL logger: msg`.
     Loghub,
+    /// `yy/MM/dd HH:mm:ss LEVEL logger: msg`, to the second.
+    Console,
 }
 
 impl Layout {
@@ -26,12 +30,13 @@ impl Layout {
         match self {
             Layout::Iso8601 => "iso8601",
             Layout::Loghub => "loghub",
+            Layout::Console => "console",
         }
     }
 
     /// The layout that parses most of a file's first lines, if any parses at all.
     pub fn detect<'a>(first_lines: impl Iterator<Item = &'a str> + Clone) -> Option<Layout> {
-        [Layout::Iso8601, Layout::Loghub]
+        [Layout::Iso8601, Layout::Loghub, Layout::Console]
             .into_iter()
             .map(|layout| {
                 let parsed =
@@ -94,6 +99,7 @@ impl HeadParser {
         match self.layout {
             Layout::Iso8601 => self.parse_iso(line),
             Layout::Loghub => self.parse_loghub(line),
+            Layout::Console => self.parse_console(line),
         }
     }
 
@@ -144,6 +150,26 @@ impl HeadParser {
             return Head::Malformed("timestamp is not yyMMdd HHmmss");
         };
         fields_after_stamp(local_ms, &line[13..], true)
+    }
+
+    fn parse_console<'a>(&mut self, line: &'a str) -> Head<'a> {
+        let b = line.as_bytes();
+        if b.len() < 8 || digits(b, 0, 2).is_none() || b[2] != b'/' || digits(b, 3, 2).is_none() || b[5] != b'/' {
+            return Head::Continuation;
+        }
+        let stamp = (|| {
+            if b.len() < 17 || b[8] != b' ' || b[11] != b':' || b[14] != b':' {
+                return None;
+            }
+            let days = self.days(&b[..8], || {
+                days_from_civil(2000 + digits(b, 0, 2)? as i32, digits(b, 3, 2)?, digits(b, 6, 2)?)
+            })?;
+            day_ms(days, digits(b, 9, 2)?, digits(b, 12, 2)?, digits(b, 15, 2)?, 0)
+        })();
+        let Some(local_ms) = stamp else {
+            return Head::Malformed("timestamp is not yy/MM/dd HH:mm:ss");
+        };
+        fields_after_stamp(local_ms, &line[17..], false)
     }
 }
 
@@ -330,6 +356,31 @@ mod tests {
         // 2008-11-09 20:36:15 UTC = 1226262975 s (`date -u -d '2008-11-09 20:36:15' +%s`).
         assert_eq!(e.local_ms, 1_226_262_975_000);
         assert_eq!((e.thread, e.logger), (Some("148"), "dfs.DataNode$PacketResponder"));
+    }
+
+    #[test]
+    fn console_layout() {
+        let e = event(
+            Layout::Console,
+            "12/05/23 13:54:46 INFO mapred.TaskTracker: LaunchTaskAction (registerTask): attempt_1 task's state:UNASSIGNED",
+        );
+        // `date -u -d '2012-05-23 13:54:46' +%s` = 1337781286.
+        assert_eq!(e.local_ms, 1_337_781_286_000);
+        assert_eq!((e.level, e.thread, e.logger), ("INFO", None, "mapred.TaskTracker"));
+        assert_eq!(e.message, "LaunchTaskAction (registerTask): attempt_1 task's state:UNASSIGNED");
+        let mut parser = HeadParser::new(Layout::Console);
+        // `date -u -d '2012-05-24 00:00:01' +%s` = 1337817601.
+        assert!(
+            matches!(parser.parse("12/05/24 00:00:01 WARN a.B: x"), Head::Event(e) if e.local_ms == 1_337_817_601_000)
+        );
+        assert!(matches!(parser.parse("12/13/24 00:00:01 WARN a.B: x"), Head::Malformed(_)));
+        assert!(matches!(parser.parse("12/05/24 24:00:01 WARN a.B: x"), Head::Malformed(_)));
+        assert!(matches!(parser.parse("12/05/24"), Head::Malformed(_)));
+        assert_eq!(parser.parse("/*****"), Head::Continuation);
+        assert_eq!(parser.parse("STARTUP_MSG:   version = 1.0.3"), Head::Continuation);
+        let lines =
+            ["12/05/23 13:53:40 INFO mapred.TaskTracker: STARTUP_MSG: ", "/****", "12/05/23 13:54:46 INFO a.B: x"];
+        assert_eq!(Layout::detect(lines.into_iter()), Some(Layout::Console));
     }
 
     #[test]
