@@ -69,7 +69,7 @@ pub struct ReadOnly;
 impl ReadOnly {
     /// Every node of `plan` is checked: `EXPLAIN ANALYZE` runs the statement it explains.
     pub fn check(plan: &LogicalPlan) -> Result<()> {
-        use datafusion::common::tree_node::{TreeNode, TreeNodeRecursion};
+        use datafusion::common::tree_node::TreeNodeRecursion;
         use datafusion::logical_expr::DdlStatement;
         let mut refused = None;
         plan.apply_with_subqueries(|node| {

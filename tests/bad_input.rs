@@ -38,10 +38,13 @@ async fn damaged_files_are_refused_or_rejected_line_by_line() {
 
     let wh = tempfile::tempdir().unwrap();
     let summary = ingest_into(vec![dir.to_path_buf()], wh.path(), None).await;
-    assert_eq!(summary.files_with_status("refused"), 2);
+    assert_eq!(summary.files_with_status("refused"), 1);
+    assert_eq!(summary.files_with_status("skipped"), 1);
     assert_eq!(summary.files_with_status("ingested"), 2);
-    let refused = rows(wh.path(), "SELECT file, error FROM ingests WHERE status = 'refused' ORDER BY file").await;
+    let refused = rows(wh.path(), "SELECT status, error FROM ingests WHERE status <> 'ingested' ORDER BY file").await;
+    assert_eq!(refused[0][0], "refused");
     assert!(refused[0][1].contains("binary file (NUL byte at offset 7)"), "{refused:?}");
+    assert_eq!(refused[1][0], "skipped");
     assert!(refused[1][1].ends_with("empty file"), "{refused:?}");
 
     let mixed_counts = rows(

@@ -346,3 +346,36 @@ async fn a_console_layout_log_gives_its_states() {
     ];
     assert_eq!(states, owned(&expected));
 }
+
+/// What a Hadoop log folder holds beside the logs is listed once as skipped, with its kind, and
+/// nothing is refused.
+#[tokio::test]
+async fn files_that_are_not_logs_are_skipped_with_their_kind() {
+    let dir = tempfile::tempdir().unwrap();
+    let write = |name: &str, text: &str| {
+        let path = dir.path().join(name);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    };
+    write("hadoop-hadoop-tasktracker-node4.out", "ulimit -a for user hadoop\ncore file size          (blocks, -c) 0\n");
+    write("job_201205231353_0001_conf.xml", "<?xml version=\"1.0\"?>\n<configuration>\n</configuration>\n");
+    write("rumen-trace.txt", "{\n  \"jobID\" : \"job_201205231353_0001\"\n}\n");
+    write("userlogs/application_1/container_1/stderr", "log4j:WARN No appenders could be found for logger.\n");
+    write("userlogs/application_1/container_1/stdout", "");
+    let wh = tempfile::tempdir().unwrap();
+    let summary = ingest_into(vec![dir.path().to_path_buf()], wh.path(), None).await;
+    assert_eq!(summary.files_with_status("refused"), 0, "{:?}", summary.reports);
+    let skipped = rows(wh.path(), "SELECT status, error FROM ingests ORDER BY file").await;
+    let kinds: Vec<(&str, &str)> =
+        skipped.iter().map(|row| (row[0].as_str(), row[1].rsplit(": ").next().unwrap_or_default())).collect();
+    assert_eq!(
+        kinds,
+        [
+            ("skipped", "the ulimit report hadoop-daemon.sh writes to its .out file, not a log"),
+            ("skipped", "XML (a configuration or a job's conf), not a log"),
+            ("skipped", "JSON (a Rumen trace or another export), not a log"),
+            ("skipped", "a task container's standard output, with no log4j line"),
+            ("skipped", "empty file"),
+        ]
+    );
+}

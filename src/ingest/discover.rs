@@ -120,6 +120,27 @@ pub struct Refusal {
     pub display: String,
     pub size: u64,
     pub reason: String,
+    /// Not a log at all, and known for what it is: listed as skipped, not refused.
+    pub skipped: bool,
+}
+
+/// Files a Hadoop log folder holds beside the logs, told by their first lines where no line is
+/// a log4j line: the kind is what the ingest lists them under, skipped rather than refused.
+fn not_a_log(name: &str, lines: &[&str]) -> Option<&'static str> {
+    let first = lines.iter().map(|l| l.trim()).find(|l| !l.is_empty())?;
+    if name.ends_with(".xml") || first.starts_with("<?xml") || first.starts_with("<configuration") {
+        return Some("XML (a configuration or a job's conf), not a log");
+    }
+    if first.starts_with('{') || first.starts_with('[') {
+        return Some("JSON (a Rumen trace or another export), not a log");
+    }
+    if lines.iter().any(|l| l.starts_with("ulimit -a") || l.starts_with("core file size")) {
+        return Some("the ulimit report hadoop-daemon.sh writes to its .out file, not a log");
+    }
+    if matches!(name, "stdout" | "stderr") {
+        return Some("a task container's standard output, with no log4j line");
+    }
+    None
 }
 
 /// What the command line says about every file.
@@ -212,11 +233,11 @@ const SETTLED: std::time::Duration = std::time::Duration::from_secs(15 * 60);
 /// Reads a file's first lines and decides how to ingest it.
 pub fn classify(path: &Path, hints: &Hints) -> Result<LogFile, Refusal> {
     let display = path.display().to_string();
-    let refuse = |size: u64, reason: String| Refusal { display: display.clone(), size, reason };
+    let refuse = |size: u64, reason: String| Refusal { display: display.clone(), size, reason, skipped: false };
     let meta = std::fs::metadata(path).map_err(|e| refuse(0, format!("cannot read: {e}")))?;
     let size = meta.len();
     if size == 0 {
-        return Err(refuse(0, "empty file".into()));
+        return Err(Refusal { skipped: true, ..refuse(0, "empty file".into()) });
     }
     let gzip = is_gzip(path).map_err(|e| refuse(size, format!("cannot read: {e}")))?;
     let settled = meta.modified().ok().and_then(|t| t.elapsed().ok()).is_some_and(|age| age >= SETTLED);
@@ -231,7 +252,11 @@ pub fn classify(path: &Path, hints: &Hints) -> Result<LogFile, Refusal> {
         return Err(refuse(size, format!("binary file (NUL byte at offset {at}), not a log")));
     }
     let lines: Vec<&str> = head.lines.iter().map(String::as_str).collect();
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     let Some(layout) = Layout::detect(lines.iter().copied()) else {
+        if let Some(kind) = not_a_log(&name, &lines) {
+            return Err(Refusal { skipped: true, ..refuse(size, kind.into()) });
+        }
         return Err(refuse(
             size,
             "no line in the first 200 starts like a Hadoop log4j line (`yyyy-MM-dd HH:mm:ss,SSS LEVEL logger: message`, `yyMMdd HHmmss thread LEVEL logger: message` or `yy/MM/dd HH:mm:ss LEVEL logger: message`)".into(),
@@ -244,7 +269,6 @@ pub fn classify(path: &Path, hints: &Hints) -> Result<LogFile, Refusal> {
             _ => None,
         })
         .collect();
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     let (named_daemon, named_host) = daemon_and_host_of_name(&name);
     let daemon = hints
         .daemon

@@ -410,7 +410,8 @@ fn unchanged(display: &str, size: u64) -> FileReport {
 
 fn refused(refusal: &Refusal, at_ms: i64) -> FileReport {
     let why = format!("{}: {}", refusal.display, refusal.reason);
-    listed(&refusal.display, refusal.size, "refused", why, at_ms)
+    let status = if refusal.skipped { "skipped" } else { "refused" };
+    listed(&refusal.display, refusal.size, status, why, at_ms)
 }
 
 /// The report of a file looked at and not read, with why.

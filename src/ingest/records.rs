@@ -87,7 +87,7 @@ const KEY_BYTES: usize = 1024;
 pub fn classify(path: &Path) -> Option<Result<RecordFile, Refusal>> {
     let display = path.display().to_string();
     let size = std::fs::metadata(path).ok()?.len();
-    let refuse = |reason: String| Refusal { display: display.clone(), size, reason };
+    let refuse = |reason: String| Refusal { display: display.clone(), size, reason, skipped: false };
     let gzip = is_gzip(path).ok()?;
     let mut hasher = XxHash3_64::with_seed(0);
     if !gzip && sadf::has_sa_magic(path) {

@@ -18,6 +18,10 @@ pub fn render(summary: &Summary) -> String {
         summary.files_with_status("refused"),
         summary.files_with_status("failed"),
     );
+    let skipped = summary.files_with_status("skipped");
+    if skipped > 0 {
+        let _ = writeln!(out, "       {skipped} skipped (not logs: empty, configurations, traces, .out reports)");
+    }
     let duplicates = summary.files_with_status("duplicate");
     if duplicates > 0 {
         let _ = writeln!(out, "       {duplicates} duplicate (the same log under another name, read once)");
