@@ -118,46 +118,35 @@ impl HeadParser {
     fn parse_iso<'a>(&mut self, line: &'a str) -> Head<'a> {
         let b = line.as_bytes();
         // Anything that does not open with `dddd-dd-dd` is not the start of an event.
-        if b.len() < 10 || digits(b, 0, 4).is_none() || b[4] != b'-' || b[7] != b'-' {
-            return Head::Continuation;
-        }
-        let stamp = (|| {
+        let opens = b.len() >= 10 && digits(b, 0, 4).is_some() && b[4] == b'-' && b[7] == b'-';
+        let stamp = || {
             if b.len() < 24 || b[10] != b' ' || b[13] != b':' || b[16] != b':' || !matches!(b[19], b',' | b'.') {
                 return None;
             }
             let days =
                 self.days(&b[..10], || days_from_civil(digits(b, 0, 4)? as i32, digits(b, 5, 2)?, digits(b, 8, 2)?))?;
             day_ms(days, digits(b, 11, 2)?, digits(b, 14, 2)?, digits(b, 17, 2)?, digits(b, 20, 3)?)
-        })();
-        let Some(local_ms) = stamp else {
-            return Head::Malformed("timestamp is not yyyy-MM-dd HH:mm:ss,SSS");
         };
-        fields_after_stamp(local_ms, &line[23..], false)
+        head(line, opens, stamp, "timestamp is not yyyy-MM-dd HH:mm:ss,SSS", 23, false)
     }
 
     fn parse_loghub<'a>(&mut self, line: &'a str) -> Head<'a> {
         let b = line.as_bytes();
-        if b.len() < 13 || digits(b, 0, 6).is_none() || b[6] != b' ' || digits(b, 7, 6).is_none() {
-            return Head::Continuation;
-        }
-        let stamp = (|| {
+        let opens = b.len() >= 13 && digits(b, 0, 6).is_some() && b[6] == b' ' && digits(b, 7, 6).is_some();
+        let stamp = || {
             let days = self.days(&b[..6], || {
                 days_from_civil(2000 + digits(b, 0, 2)? as i32, digits(b, 2, 2)?, digits(b, 4, 2)?)
             })?;
             day_ms(days, digits(b, 7, 2)?, digits(b, 9, 2)?, digits(b, 11, 2)?, 0)
-        })();
-        let Some(local_ms) = stamp else {
-            return Head::Malformed("timestamp is not yyMMdd HHmmss");
         };
-        fields_after_stamp(local_ms, &line[13..], true)
+        head(line, opens, stamp, "timestamp is not yyMMdd HHmmss", 13, true)
     }
 
     fn parse_console<'a>(&mut self, line: &'a str) -> Head<'a> {
         let b = line.as_bytes();
-        if b.len() < 8 || digits(b, 0, 2).is_none() || b[2] != b'/' || digits(b, 3, 2).is_none() || b[5] != b'/' {
-            return Head::Continuation;
-        }
-        let stamp = (|| {
+        let opens =
+            b.len() >= 8 && digits(b, 0, 2).is_some() && b[2] == b'/' && digits(b, 3, 2).is_some() && b[5] == b'/';
+        let stamp = || {
             if b.len() < 17 || b[8] != b' ' || b[11] != b':' || b[14] != b':' {
                 return None;
             }
@@ -165,11 +154,29 @@ impl HeadParser {
                 days_from_civil(2000 + digits(b, 0, 2)? as i32, digits(b, 3, 2)?, digits(b, 6, 2)?)
             })?;
             day_ms(days, digits(b, 9, 2)?, digits(b, 12, 2)?, digits(b, 15, 2)?, 0)
-        })();
-        let Some(local_ms) = stamp else {
-            return Head::Malformed("timestamp is not yy/MM/dd HH:mm:ss");
         };
-        fields_after_stamp(local_ms, &line[17..], false)
+        head(line, opens, stamp, "timestamp is not yy/MM/dd HH:mm:ss", 17, false)
+    }
+}
+
+/// A line that `opens` like its layout's timestamp is an event whose fields follow the stamp's
+/// `len` bytes, or malformed (`expected`) where the stamp does not read; any other line
+/// continues the event before it.
+#[inline(always)]
+fn head<'a>(
+    line: &'a str,
+    opens: bool,
+    stamp: impl FnOnce() -> Option<i64>,
+    expected: &'static str,
+    len: usize,
+    bare_thread_first: bool,
+) -> Head<'a> {
+    if !opens {
+        return Head::Continuation;
+    }
+    match stamp() {
+        Some(local_ms) => fields_after_stamp(local_ms, &line[len..], bare_thread_first),
+        None => Head::Malformed(expected),
     }
 }
 
