@@ -18,13 +18,15 @@ pub fn render(summary: &Summary) -> String {
         summary.files_with_status("refused"),
         summary.files_with_status("failed"),
     );
-    let skipped = summary.files_with_status("skipped");
-    if skipped > 0 {
-        let _ = writeln!(out, "       {skipped} skipped (not logs: empty, configurations, traces, .out reports)");
-    }
-    let duplicates = summary.files_with_status("duplicate");
-    if duplicates > 0 {
-        let _ = writeln!(out, "       {duplicates} duplicate (the same log under another name, read once)");
+    let set_aside = [
+        ("skipped", "not logs: empty, configurations, traces, .out reports"),
+        ("duplicate", "the same log under another name, read once"),
+    ];
+    for (status, why) in set_aside {
+        let files = summary.files_with_status(status);
+        if files > 0 {
+            let _ = writeln!(out, "       {files} {status} ({why})");
+        }
     }
     let _ = writeln!(
         out,

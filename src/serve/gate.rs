@@ -135,39 +135,36 @@ impl Gate {
         Ok(info)
     }
 
-    fn script_result(&self, ticket: &Ticket) -> Result<Option<BoxedStream<FlightData>>, Status> {
-        let Ok(any) = Any::decode(&*ticket.ticket) else { return Ok(None) };
-        let Ok(Some(TicketStatementQuery { statement_handle })) = any.unpack::<TicketStatementQuery>() else {
-            return Ok(None);
-        };
-        let Some(id) = std::str::from_utf8(&statement_handle).ok().and_then(|h| h.strip_prefix(SCRIPT_TICKET)) else {
-            return Ok(None);
-        };
+    /// The answer a script left under `id`, taken: it is fetched once.
+    fn script_result(&self, id: &str) -> Result<BoxedStream<FlightData>, Status> {
         let id: u64 = id.parse().map_err(|_| Status::invalid_argument("not a ticket of this server"))?;
         let mut scripts = self.scripts.lock().map_err(|_| Status::internal("script results poisoned"))?;
         let (_, schema, batches) =
             scripts.remove(&id).ok_or_else(|| Status::not_found("the script's result was fetched or has expired"))?;
         let batches = futures::stream::iter(batches.into_iter().map(Ok::<_, FlightError>));
         let stream = FlightDataEncoderBuilder::new().with_schema(schema).build(batches).map_err(Status::from);
-        Ok(Some(stream.boxed()))
+        Ok(stream.boxed())
     }
+}
+
+/// The Flight SQL command packed in a descriptor's or a ticket's bytes, if they hold one.
+fn command(bytes: &[u8]) -> Option<Command> {
+    Any::decode(bytes).ok().and_then(|any| Command::try_from(any).ok())
 }
 
 /// `GetDbSchemas` and `GetTables` without a catalog ask for every catalog (ADBC's `GetObjects`
 /// and `GetTableSchema` do), where the crate lists none: the session's one catalog is named.
-fn in_every_catalog(ticket: &mut Ticket) {
-    let Some(command) = Any::decode(&*ticket.ticket).ok().and_then(|any| Command::try_from(any).ok()) else { return };
+fn in_every_catalog(command: Command) -> Option<Any> {
     let catalog = || Some(SessionConfig::new().options().catalog.default_catalog.clone());
-    let named = match command {
+    match command {
         Command::CommandGetDbSchemas(query) if query.catalog.is_none() => {
-            CommandGetDbSchemas { catalog: catalog(), ..query }.as_any()
+            Some(CommandGetDbSchemas { catalog: catalog(), ..query }.as_any())
         }
         Command::CommandGetTables(query) if query.catalog.is_none() => {
-            CommandGetTables { catalog: catalog(), ..query }.as_any()
+            Some(CommandGetTables { catalog: catalog(), ..query }.as_any())
         }
-        _ => return,
-    };
-    ticket.ticket = named.encode_to_vec().into();
+        _ => None,
+    }
 }
 
 /// A query file rather than one statement: it declares parameters or holds several statements.
@@ -252,7 +249,7 @@ impl FlightService for Gate {
 
     async fn get_flight_info(&self, request: Request<FlightDescriptor>) -> Result<Response<FlightInfo>, Status> {
         self.authorize(&request)?;
-        let command = Any::decode(&*request.get_ref().cmd).ok().and_then(|any| Command::try_from(any).ok());
+        let command = command(&request.get_ref().cmd);
         let _permit = self.permit().await?;
         match command {
             Some(Command::CommandStatementSubstraitPlan(_)) => Err(substrait_refused()),
@@ -282,10 +279,20 @@ impl FlightService for Gate {
 
     async fn do_get(&self, mut request: Request<Ticket>) -> Result<Response<Self::DoGetStream>, Status> {
         self.authorize(&request)?;
-        if let Some(stream) = self.script_result(request.get_ref())? {
-            return Ok(Response::new(stream));
+        match command(&request.get_ref().ticket) {
+            Some(Command::TicketStatementQuery(TicketStatementQuery { statement_handle })) => {
+                let script = std::str::from_utf8(&statement_handle).ok().and_then(|h| h.strip_prefix(SCRIPT_TICKET));
+                if let Some(id) = script {
+                    return Ok(Response::new(self.script_result(id)?));
+                }
+            }
+            Some(other) => {
+                if let Some(named) = in_every_catalog(other) {
+                    request.get_mut().ticket = named.encode_to_vec().into();
+                }
+            }
+            None => {}
         }
-        in_every_catalog(request.get_mut());
         let permit = self.permit().await?;
         let response = self.inner.do_get(request).await?;
         Ok(response.map(|stream| holding(stream, permit)))
@@ -298,7 +305,7 @@ impl FlightService for Gate {
         let first = messages.message().await?.ok_or_else(|| Status::invalid_argument("DoPut without a message"))?;
         let descriptor =
             first.flight_descriptor.clone().ok_or_else(|| Status::invalid_argument("DoPut without a descriptor"))?;
-        let command = Any::decode(&*descriptor.cmd).ok().and_then(|any| Command::try_from(any).ok());
+        let command = command(&descriptor.cmd);
         let Some(Command::CommandPreparedStatementQuery(CommandPreparedStatementQuery { prepared_statement_handle })) =
             command
         else {
