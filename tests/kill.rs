@@ -110,6 +110,40 @@ async fn a_killed_run_stays_hidden_below_a_finished_one_until_it_is_run_again() 
     assert_eq!(rows(wh.path(), CONTENT).await, expected, "the rerun completes the killed run");
 }
 
+/// A run that reads again only some files of a killed run cannot make that run's rows visible
+/// (the others' would be half there): it removes them, reads its own files whole, and the
+/// killed run's other files are read by the run that looks at them next.
+#[tokio::test]
+async fn a_rerun_of_some_of_a_killed_runs_files_reads_them_and_drops_the_rest() {
+    let input = tempfile::tempdir().unwrap();
+    let files = kahuna::simulate::synthetic::write_cluster_logs(input.path(), 2, 1 << 20, 13).unwrap();
+    let ingest = |warehouse: &Path, inputs: &[&Path]| {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_kahuna"));
+        command.arg("--warehouse").arg(warehouse).arg("ingest").args(inputs).arg("--cluster").arg("c1");
+        command
+    };
+    let (one, other) = (files[0].as_path(), files[2].as_path());
+    let only_one = tempfile::tempdir().unwrap();
+    assert!(ingest(only_one.path(), &[one]).status().unwrap().success());
+    let one_alone = rows(only_one.path(), CONTENT).await;
+    assert!(ingest(only_one.path(), &[input.path()]).status().unwrap().success());
+    let all = rows(only_one.path(), CONTENT).await;
+
+    let wh = tempfile::tempdir().unwrap();
+    let status = ingest(wh.path(), &[input.path()]).env("KAHUNA_CRASH_AFTER_COMMIT", "states").status().unwrap();
+    assert!(!status.success());
+    let rerun = ingest(wh.path(), &[one]).output().unwrap();
+    assert!(rerun.status.success());
+    assert!(String::from_utf8_lossy(&rerun.stderr).contains("was killed having read 4 files; this run reads 1"));
+    assert_eq!(rows(wh.path(), CONTENT).await, one_alone, "the file read again, whole, and nothing of the others");
+    // Killed once more, after its first commit: the run of every file completes it.
+    let status = ingest(wh.path(), &[other]).env("KAHUNA_CRASH_AFTER_COMMIT", "logs").status().unwrap();
+    assert!(!status.success());
+    assert_eq!(rows(wh.path(), CONTENT).await, one_alone);
+    assert!(ingest(wh.path(), &[input.path()]).status().unwrap().success());
+    assert_eq!(rows(wh.path(), CONTENT).await, all, "every file once");
+}
+
 /// The same for `sar_records`, whose rows carry no run: the killed run's files are left out.
 #[tokio::test]
 async fn a_killed_runs_sysstat_files_stay_hidden_below_a_finished_run() {

@@ -34,7 +34,9 @@ use deltalake::kernel::{Add, Transaction};
 use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::warehouse::tables::{Rows, Table, date_of_ms};
-use crate::warehouse::{PartWriter, StartKey, TableAppender, Warehouse, file_app_id, held_by_tables};
+use crate::warehouse::{
+    KilledRun, KilledRuns, PartWriter, StartKey, TableAppender, Warehouse, file_app_id, held_by_tables,
+};
 use discover::{Daemon, Hints, HostOrigin, LogFile, Refusal};
 use records::{Format, PlannedRecord};
 use stream::{FileReport, Output, PlannedFile, RunContext};
@@ -112,7 +114,7 @@ pub async fn ingest(options: &IngestOptions) -> Result<Summary> {
     }
     // Opened (on first use, created) together: one after the other, eight tables take long
     // enough to show in every small ingest.
-    let appenders = futures::future::try_join_all(
+    let mut appenders = futures::future::try_join_all(
         Table::ALL.map(|table| TableAppender::open(&options.warehouse, table, &options.cluster)),
     )
     .await?;
@@ -150,17 +152,11 @@ pub async fn ingest(options: &IngestOptions) -> Result<Summary> {
         }
     }
     rotated_files_end_at_their_size(&mut log_files);
+    let killed = settle_killed_runs(options, &log_files, &record_files, &mut appenders).await?;
     let mut planned = Vec::new();
     for file in &log_files {
         planned.push(plan(file, &appenders, &options.cluster).await?);
     }
-    // Every file this run looked at: a killed run all of whose files are among them is
-    // completed by this one (see `Warehouse::completed_by`).
-    let looked_at: HashSet<String> = planned
-        .iter()
-        .map(|p| file_app_id(&options.cluster, &p.file.key))
-        .chain(record_files.iter().map(|f| file_app_id(&options.cluster, &f.key)))
-        .collect();
     let planned_records = records::plan_all(record_files, &appenders, &options.cluster, &mut reports).await?;
     let streams = streams_to_read(planned, &mut reports);
     let planned: Vec<PlannedFile> = streams.iter().flatten().cloned().collect();
@@ -282,18 +278,53 @@ pub async fn ingest(options: &IngestOptions) -> Result<Summary> {
         state_transactions.push(Transaction::new(offset_id, offset as i64));
         state_transactions.push(Transaction::new(line_id, line as i64));
     }
-    let completed = options.warehouse.completed_ingests().await?;
-    let completes = options.warehouse.completed_by(&looked_at, &completed)?;
+    let none = KilledRuns::default();
     for (appender, adds) in appenders.iter().zip(adds) {
-        let (removes, transactions, completes) = match appender.table() {
-            Table::States => (std::mem::take(&mut removes), &state_transactions, &[][..]),
-            Table::Ingests => (Vec::new(), &transactions, &completes[..]),
-            _ => (Vec::new(), &transactions, &[][..]),
+        let (removes, transactions, killed) = match appender.table() {
+            Table::States => (std::mem::take(&mut removes), &state_transactions, &none),
+            Table::Ingests => (Vec::new(), &transactions, &killed),
+            _ => (Vec::new(), &transactions, &none),
         };
-        appender.commit_completing(adds, removes, transactions.clone(), &ingest_id, completes).await?;
+        appender.commit_completing(adds, removes, transactions.clone(), &ingest_id, killed).await?;
         crash_point(appender.table());
     }
     Ok(Summary { ingest_id, reports, elapsed: started.elapsed() })
+}
+
+/// Runs killed before their `ingests` commit that read some of the files this run looks at:
+/// those whose every file is among them it completes; of the others it undoes every write (in
+/// `appenders`, before planning), so that no file of theirs stays held by rows readers never
+/// see. Their other files are read by the next run that looks at them.
+async fn settle_killed_runs(
+    options: &IngestOptions,
+    log_files: &[LogFile],
+    record_files: &[records::RecordFile],
+    appenders: &mut [TableAppender],
+) -> Result<KilledRuns> {
+    let cluster = &options.cluster;
+    let keys = log_files.iter().flat_map(|f| std::iter::once(&f.key).chain(&f.legacy_key));
+    let record_keys = record_files.iter().flat_map(|f| std::iter::once(&f.key).chain(&f.legacy_key));
+    let mut looked_at: HashSet<String> = keys.chain(record_keys).map(|key| file_app_id(cluster, key)).collect();
+    looked_at.extend(record_files.iter().map(|f| records::sa_bytes_app_id(cluster, &f.key)));
+    let completed = options.warehouse.completed_ingests().await?;
+    let (completes, abandons): (Vec<KilledRun>, Vec<KilledRun>) = (options.warehouse.killed_runs(&completed)?)
+        .into_iter()
+        .filter(|run| !run.files.is_disjoint(&looked_at))
+        .partition(|run| run.files.is_subset(&looked_at));
+    for run in &abandons {
+        let again = run.files.intersection(&looked_at).count();
+        eprintln!(
+            "ingest run {} was killed having read {} files; this run reads {again} of them again: \
+             it removes that run's rows and reads them whole, the others wait for the run that reads them",
+            run.id,
+            run.files.len()
+        );
+    }
+    for appender in appenders.iter_mut() {
+        appender.abandon(&abandons).await?;
+    }
+    let ids = |runs: Vec<KilledRun>| runs.into_iter().map(|run| run.id).collect();
+    Ok(KilledRuns { completes: ids(completes), abandons: ids(abandons) })
 }
 
 /// Where to start a file: after the bytes every table already holds, or before them where an

@@ -138,20 +138,21 @@ impl Warehouse {
     }
 
     /// Runs whose `ingests` commit landed, among the latest ones, and the killed runs they
-    /// completed. Every run commits to every table, so a table's recent commits can only belong
+    /// completed or abandoned. Every run commits to every table, so a table's recent commits can only belong
     /// to runs among these or to unfinished ones.
     pub async fn completed_ingests(&self) -> Result<HashSet<String>> {
         let Some(ingests) = self.open(Table::Ingests.name()).await? else {
             return Ok(HashSet::new());
         };
         let infos: Vec<CommitInfo> = ingests.history(Some(RECENT_COMMITS)).try_collect().await?;
-        let completes = |info: &CommitInfo| {
-            let ids = info.info.get(COMPLETES_KEY).and_then(|v| v.as_array()).cloned().unwrap_or_default();
-            ids.into_iter().filter_map(|id| id.as_str().map(str::to_string)).collect::<Vec<_>>()
+        let settled = |info: &CommitInfo| {
+            let ids = [COMPLETES_KEY, ABANDONS_KEY].into_iter().filter_map(|key| info.info.get(key));
+            let ids = ids.filter_map(|v| v.as_array()).flatten();
+            ids.filter_map(|id| id.as_str().map(str::to_string)).collect::<Vec<_>>()
         };
         Ok(infos
             .iter()
-            .flat_map(|info| ingest_of_commit(info).map(str::to_string).into_iter().chain(completes(info)))
+            .flat_map(|info| ingest_of_commit(info).map(str::to_string).into_iter().chain(settled(info)))
             .collect())
     }
 
@@ -198,23 +199,27 @@ impl Warehouse {
         transactions::commits(&self.log_dir(name), from, latest, INGEST_ID_KEY)
     }
 
-    /// Unfinished runs that a run reading `files` (their application-transaction ids) completes:
-    /// those whose every file it reads again. Their rows, which the tables hold and the run
-    /// did not write again, become visible with the run's own.
-    pub fn completed_by(&self, files: &HashSet<String>, completed: &HashSet<String>) -> Result<Vec<String>> {
-        let mut runs: HashMap<String, bool> = HashMap::new();
-        for table in Table::ALL.iter().filter(|t| **t != Table::Ingests && self.has_table(t.name())) {
+    /// The unfinished runs among the recent commits of every table: what each wrote, and the
+    /// source files it read (their application-transaction ids).
+    pub fn killed_runs(&self, completed: &HashSet<String>) -> Result<Vec<KilledRun>> {
+        let mut runs: Vec<KilledRun> = Vec::new();
+        for table in Table::ALL.into_iter().filter(|t| *t != Table::Ingests && self.has_table(t.name())) {
             let Some(latest) = transactions::latest_version(&self.log_dir(table.name()))? else { continue };
             for commit in self.recent_commits(table.name(), latest)? {
-                let Some(id) = commit.ingest_id.filter(|id| !completed.contains(id)) else { continue };
-                let covered =
-                    commit.app_ids.iter().filter(|a| a.starts_with(FILE_APP_PREFIX)).all(|a| files.contains(a));
-                *runs.entry(id).or_insert(true) &= covered;
+                let Some(id) = commit.ingest_id.clone().filter(|id| !completed.contains(id)) else { continue };
+                let run = match runs.iter().position(|r| r.id == id) {
+                    Some(index) => &mut runs[index],
+                    None => {
+                        runs.push(KilledRun { id, files: HashSet::new(), commits: Vec::new() });
+                        runs.last_mut().expect("just pushed")
+                    }
+                };
+                run.files.extend(commit.app_ids.iter().filter(|a| a.starts_with(FILE_APP_PREFIX)).cloned());
+                run.commits.push((table, commit));
             }
         }
-        let mut done: Vec<String> = runs.into_iter().filter_map(|(id, covered)| covered.then_some(id)).collect();
-        done.sort();
-        Ok(done)
+        runs.sort_by(|a, b| a.id.cmp(&b.id));
+        Ok(runs)
     }
 
     /// The Delta table of `table`, created empty with its schema on first use.
@@ -391,6 +396,30 @@ pub struct Unfinished {
     pub files: HashSet<String>,
 }
 
+/// What a run does with the killed runs before it: it completes those whose every file it
+/// reads again (their rows become visible with its own), and abandons those of whose files it
+/// reads only some (it removes their rows and reads those files again).
+#[derive(Debug, Default)]
+pub struct KilledRuns {
+    pub completes: Vec<String>,
+    pub abandons: Vec<String>,
+}
+
+impl KilledRuns {
+    fn is_empty(&self) -> bool {
+        self.completes.is_empty() && self.abandons.is_empty()
+    }
+}
+
+/// An ingest run killed before its `ingests` commit, as its commits to the other tables show it.
+#[derive(Debug)]
+pub struct KilledRun {
+    pub id: String,
+    /// The application-transaction ids of the source files it read.
+    pub files: HashSet<String>,
+    commits: Vec<(Table, transactions::Commit)>,
+}
+
 /// Zstd at a low level, no dictionaries where they would not pay, delta-encoded times and no
 /// statistics on free text: the settings that keep encoding fast enough to follow the parser.
 /// The writer keeps one open row group per partition in memory (and a part writer of `states`
@@ -421,6 +450,8 @@ const RECENT_COMMITS: usize = 16;
 const INGEST_ID_KEY: &str = "kahuna.ingest_id";
 /// The killed runs an ingest run completed, in its `ingests` commit.
 const COMPLETES_KEY: &str = "kahuna.completes";
+/// The killed runs whose rows an ingest run removed, in its `ingests` commit.
+const ABANDONS_KEY: &str = "kahuna.abandons";
 const FILE_APP_PREFIX: &str = "kahuna-ingest/";
 
 fn ingest_of_commit(info: &CommitInfo) -> Option<&str> {
@@ -445,6 +476,11 @@ pub struct TableAppender {
     cluster: String,
     /// Bytes held of each source file, by app id, as of the version opened.
     held: HashMap<String, i64>,
+    log_dir: PathBuf,
+    /// What the next commit undoes of killed runs this one abandons: their files, and the
+    /// transactions they moved, back to where they stood before them (-1: not held).
+    abandoned_files: Vec<Remove>,
+    abandoned_transactions: HashMap<String, i64>,
 }
 
 impl TableAppender {
@@ -454,7 +490,47 @@ impl TableAppender {
         let version = delta.version().unwrap_or(0);
         let held = transactions::latest_versions(&log_dir, version)
             .with_context(|| format!("cannot read the ingest transactions of table {}", table.name()))?;
-        Ok(TableAppender { table, delta, cluster: cluster.to_string(), held })
+        Ok(TableAppender {
+            table,
+            delta,
+            cluster: cluster.to_string(),
+            held,
+            log_dir,
+            abandoned_files: Vec::new(),
+            abandoned_transactions: HashMap::new(),
+        })
+    }
+
+    /// Undoes in this table what the killed `runs` wrote: the next commit removes their files
+    /// and moves each transaction they set back to where it stood before the oldest of them;
+    /// until then this appender already plans from there.
+    pub async fn abandon(&mut self, runs: &[KilledRun]) -> Result<()> {
+        let mut commits: Vec<&transactions::Commit> =
+            runs.iter().flat_map(|run| &run.commits).filter(|(t, _)| *t == self.table).map(|(_, c)| c).collect();
+        commits.sort_by_key(|commit| commit.version);
+        let mut added = HashSet::new();
+        for commit in commits {
+            let before = match commit.version.checked_sub(1) {
+                Some(version) => transactions::latest_versions(&self.log_dir, version)?,
+                None => HashMap::new(),
+            };
+            for app_id in &commit.app_ids {
+                if !self.abandoned_transactions.contains_key(app_id) {
+                    let held = before.get(app_id).copied().unwrap_or(-1);
+                    self.abandoned_transactions.insert(app_id.clone(), held);
+                    self.held.insert(app_id.clone(), held);
+                }
+            }
+            added.extend(commit.added.iter().map(String::as_str));
+        }
+        if added.is_empty() {
+            return Ok(());
+        }
+        let files: Vec<_> = self.delta.get_active_add_actions_by_partitions(&[]).try_collect().await?;
+        for file in files.iter().filter(|f| added.contains(transactions::file_name(f.path().as_ref()))) {
+            self.abandoned_files.push(file.remove_action(true));
+        }
+        Ok(())
     }
 
     /// How far this table holds each source file, as the transactions that say so.
@@ -485,27 +561,37 @@ impl TableAppender {
         transactions: Vec<Transaction>,
         ingest_id: &str,
     ) -> Result<Option<i64>> {
-        self.commit_completing(adds, removes, transactions, ingest_id, &[]).await
+        self.commit_completing(adds, removes, transactions, ingest_id, &KilledRuns::default()).await
     }
 
-    /// [`commit`](Self::commit), naming the killed runs this one completes: the last commit
-    /// of a run, to `ingests`.
+    /// [`commit`](Self::commit), naming the killed runs this one completes and those it
+    /// abandons: the last commit of a run, to `ingests`. What [`abandon`](Self::abandon)
+    /// undoes goes in every commit.
     pub async fn commit_completing(
         &self,
         adds: Vec<Add>,
-        removes: Vec<Remove>,
-        transactions: Vec<Transaction>,
+        mut removes: Vec<Remove>,
+        mut transactions: Vec<Transaction>,
         ingest_id: &str,
-        completes: &[String],
+        killed: &KilledRuns,
     ) -> Result<Option<i64>> {
-        if adds.is_empty() && removes.is_empty() && transactions.is_empty() && completes.is_empty() {
+        removes.extend(self.abandoned_files.iter().cloned());
+        let set: HashSet<&str> = transactions.iter().map(|t| t.app_id.as_str()).collect();
+        let undone: Vec<Transaction> = (self.abandoned_transactions.iter())
+            .filter(|(app_id, _)| !set.contains(app_id.as_str()))
+            .map(|(app_id, &held)| Transaction::new(app_id, held))
+            .collect();
+        transactions.extend(undone);
+        if adds.is_empty() && removes.is_empty() && transactions.is_empty() && killed.is_empty() {
             return Ok(None);
         }
         let actions: Vec<Action> =
             adds.into_iter().map(Action::Add).chain(removes.into_iter().map(Action::Remove)).collect();
         let mut metadata = HashMap::from([(INGEST_ID_KEY.to_string(), serde_json::json!(ingest_id))]);
-        if !completes.is_empty() {
-            metadata.insert(COMPLETES_KEY.to_string(), serde_json::json!(completes));
+        for (key, ids) in [(COMPLETES_KEY, &killed.completes), (ABANDONS_KEY, &killed.abandons)] {
+            if !ids.is_empty() {
+                metadata.insert(key.to_string(), serde_json::json!(ids));
+            }
         }
         let properties =
             CommitProperties::default().with_application_transactions(transactions).with_metadata(metadata);

@@ -140,6 +140,8 @@ pub fn latest_version(log_dir: &Path) -> Result<Option<u64>> {
 /// One commit of a table, as far as ingest runs are concerned.
 #[derive(Debug, Default)]
 pub struct Commit {
+    /// Its version in the table's log.
+    pub version: u64,
     /// The run that made it (`kahuna.ingest_id` of its commit info).
     pub ingest_id: Option<String>,
     /// The names of the files it added.
@@ -159,7 +161,7 @@ pub fn commits(log_dir: &Path, from: u64, to: u64, ingest_id_key: &str) -> Resul
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
             Err(e) => return Err(e).with_context(|| format!("cannot read commit {}", path.display())),
         };
-        let mut commit = Commit::default();
+        let mut commit = Commit { version, ..Commit::default() };
         for (number, line) in BufReader::new(file).lines().enumerate() {
             let line = line.with_context(|| format!("cannot read commit {}", path.display()))?;
             let action: Action = serde_json::from_str(&line)
