@@ -10,6 +10,7 @@
 //! committing, shows nothing anywhere, even after other runs have committed above it. The run
 //! that ingests a killed run's files again completes it (`kahuna.completes`).
 
+mod spill;
 pub mod tables;
 mod transactions;
 
@@ -53,7 +54,7 @@ const CHECKPOINT_INTERVAL: &str = "10";
 /// Partitions (dates) a part writer keeps open: each holds its file and row group in memory
 /// until finished (or, for `states`, rows held to be grouped), so a reader going through many
 /// days (a month of daily captures, a year of rotated logs) would otherwise hold every day it
-/// has seen since the last roll.
+/// has seen. Rows of other dates are spilled to disk until the writer finishes ([`spill`]).
 const MAX_OPEN_DATES: usize = 3;
 
 #[derive(Clone, Debug)]
@@ -702,6 +703,8 @@ pub struct PartWriter {
     /// For a table with a [`Table::row_group_order`], the rows of each open date not written
     /// yet: each row group is written grouped once it is full.
     ungrouped: HashMap<i32, HeldRows>,
+    /// Rows of dates beyond the open ones, written when the writer finishes.
+    spill: spill::Spill,
     adds: Vec<Add>,
 }
 
@@ -723,6 +726,7 @@ impl PartWriter {
             cluster: Scalar::String(cluster.to_string()),
             open_dates: Vec::new(),
             ungrouped: HashMap::new(),
+            spill: spill::Spill::default(),
             adds: Vec::new(),
         }
     }
@@ -739,7 +743,7 @@ impl PartWriter {
     pub async fn write_batch(&mut self, batch: RecordBatch, date: i32) -> Result<()> {
         if !self.open_dates.contains(&date) {
             if self.open_dates.len() >= MAX_OPEN_DATES {
-                self.roll().await?;
+                return self.spill.push(batch, date);
             }
             self.open_dates.push(date);
         }
@@ -786,9 +790,18 @@ impl PartWriter {
         Ok(())
     }
 
-    /// Finishes the open files; their adds are for [`TableAppender::commit`].
+    /// Finishes the open files, then writes each spilled date's rows to files of their own;
+    /// their adds are for [`TableAppender::commit`].
     pub async fn finish(mut self) -> Result<Vec<Add>> {
         self.roll().await?;
+        if let Some(mut spilled) = std::mem::take(&mut self.spill).finish()? {
+            for (date, batches) in spilled.dates() {
+                for index in batches {
+                    self.write_batch(spilled.read(index)?, date).await?;
+                }
+                self.roll().await?;
+            }
+        }
         Ok(self.adds)
     }
 }
@@ -899,31 +912,31 @@ mod tests {
         rows
     }
 
-    /// A writer that goes through more dates than it keeps open finishes the files it has
-    /// before opening another date: days 1, 2, 3 and 4 give the files of 1–3 at day 4, then
-    /// days 4 and 1 again are finished at the end; five files, two of them day 1's.
+    /// A writer that goes through more dates than it keeps open writes each date once: days
+    /// 1–3 stay open, 4 and 5 are spilled, and the rows that come back to days 1 and 4 join
+    /// theirs; five files, one per date, seven rows.
     #[tokio::test]
-    async fn a_writer_finishes_its_files_before_it_opens_a_fourth_date() -> Result<()> {
+    async fn a_writer_writes_each_date_once_however_its_rows_come() -> Result<()> {
         let dir = tempfile::tempdir()?;
         let warehouse = Warehouse::new(dir.path());
         let appender = TableAppender::open(&warehouse, Table::Rejects, "c1").await?;
         let mut writer = appender.part_writer()?;
-        for date in [1, 2, 3, 4, 1] {
+        for date in [1, 2, 3, 4, 1, 5, 4] {
             writer.write(one_reject(date, "i1")).await?;
         }
         let adds = writer.finish().await?;
-        let dates: Vec<Option<String>> =
-            adds.iter().map(|add| add.partition_values.get("date").cloned().flatten()).collect();
-        assert_eq!(dates.len(), 5, "{dates:?}");
-        assert_eq!(dates.iter().filter(|d| d.as_deref() == Some("1970-01-02")).count(), 2, "{dates:?}");
+        let mut dates: Vec<String> =
+            adds.iter().filter_map(|add| add.partition_values.get("date").cloned().flatten()).collect();
+        dates.sort();
+        assert_eq!(dates, ["1970-01-02", "1970-01-03", "1970-01-04", "1970-01-05", "1970-01-06"]);
+        assert_eq!(adds.iter().filter_map(|add| add.get_stats().ok().flatten()).map(|s| s.num_records).sum::<i64>(), 7);
         Ok(())
     }
 
     /// `states` rows are written grouped by state, then daemon, each row group on its own and,
     /// within a group, in the order they came; none lost, none twice. Kinds cycle row by row.
     /// Day 1 has a full row group and 20 rows more, which are held; days 2 and 3 a few rows,
-    /// held too, until day 4 makes the writer write all three dates before it opens a fourth;
-    /// day 4's are written when it finishes.
+    /// held too; day 4's are spilled. All are written when it finishes.
     #[tokio::test]
     async fn states_are_written_grouped_by_kind() -> Result<()> {
         let kinds = [("ReadBlock", "datanode"), ("Map", "tasktracker"), ("WriteBlock", "datanode"), ("Map", "history")];
