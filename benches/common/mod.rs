@@ -89,8 +89,13 @@ pub fn cli_ingest(input: &std::path::Path, threads: usize, dry_run: bool) -> Pro
     if dry_run {
         command.arg("--dry-run");
     }
+    process_cost(&mut command)
+}
+
+/// Runs `command` to its end, which must be a success, and what it cost.
+pub fn process_cost(command: &mut std::process::Command) -> ProcessCost {
     let started = std::time::Instant::now();
-    let child = command.stdout(std::process::Stdio::null()).spawn().expect("kahuna ingest");
+    let child = command.stdout(std::process::Stdio::null()).spawn().expect("start the command");
     let pid = child.id() as libc::pid_t;
     let mut status = 0;
     // SAFETY: an all-zero rusage is a valid value for wait4 to fill.
@@ -99,7 +104,7 @@ pub fn cli_ingest(input: &std::path::Path, threads: usize, dry_run: bool) -> Pro
     let waited = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
     let secs = started.elapsed().as_secs_f64();
     assert_eq!(waited, pid, "wait4 failed");
-    assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0, "kahuna ingest failed: {status}");
+    assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0, "{command:?} failed: {status}");
     drop(child);
     let seconds = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 * 1e-6;
     ProcessCost {

@@ -8,7 +8,8 @@
 //! see the rows of runs whose `ingests` commit landed, and nothing of the others, wherever their
 //! commits sit ([`Warehouse::open_visible`]): a run killed between its commits, or one still
 //! committing, shows nothing anywhere, even after other runs have committed above it. The run
-//! that ingests a killed run's files again completes it (`kahuna.completes`).
+//! that ingests all of a killed run's files again completes it (`kahuna.completes`); one that
+//! ingests only some of them removes its rows and reads those files whole (`kahuna.abandons`).
 
 mod spill;
 pub mod tables;
