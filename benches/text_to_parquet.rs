@@ -56,8 +56,9 @@ fn main() {
     let threads = env_number("KAHUNA_BENCH_THREADS", 2) as usize;
     let input = tempfile::tempdir().expect("temp dir");
     // Hosts of a TaskTracker and a DataNode log each, named so that the peer's glob finds them.
-    let written = kahuna::simulate::synthetic::write_cluster_logs(input.path(), files as usize / 2, (mb << 20) / files, 42)
-        .expect("write logs");
+    let written =
+        kahuna::simulate::synthetic::write_cluster_logs(input.path(), files as usize / 2, (mb << 20) / files, 42)
+            .expect("write logs");
     let bytes: u64 = written.iter().map(|path| std::fs::metadata(path).expect("a written log").len()).sum();
     let text_mb = bytes as f64 / 1e6;
     println!("{} files, {text_mb:.0} MB of text, {threads} threads, median of {runs} runs", written.len());

@@ -228,3 +228,44 @@ async fn an_ingest_compacts_the_small_files_earlier_runs_left() {
     assert_eq!(common::rows(compacted.path(), content).await, common::rows(left.path(), content).await);
     assert_eq!(common::scalar(compacted.path(), "SELECT count(*) FROM logs").await, "60");
 }
+
+/// Logs that each run through the same ten days, read by two threads: each thread writes the
+/// first three dates it meets as it goes (a file each), and spills the others; each spilled date
+/// is then written once, from both threads' spills. Every line and every state kept.
+#[tokio::test]
+async fn an_ingest_through_many_days_writes_each_spilled_date_once() {
+    let input = tempfile::tempdir().unwrap();
+    for host in 0..6 {
+        let lines: String = (1..=10)
+            .map(|day| {
+                let attempt = format!("attempt_200808231712_0001_m_{:06}_0", host * 100 + day);
+                let logger = "org.apache.hadoop.mapred.TaskTracker";
+                format!(
+                    "2008-08-{day:02} 10:00:00,000 INFO {logger}: LaunchTaskAction: {attempt}\n\
+                     2008-08-{day:02} 10:00:05,000 INFO {logger}: Task {attempt} is done.\n"
+                )
+            })
+            .collect();
+        std::fs::write(input.path().join(format!("hadoop-u-tasktracker-h{host}.log")), lines).unwrap();
+    }
+    let wh = tempfile::tempdir().unwrap();
+    let out = kahuna(wh.path(), &["ingest", input.path().to_str().unwrap(), "--threads", "2", "--no-compact"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    for table in ["logs", "states"] {
+        let delta = kahuna::warehouse::Warehouse::new(wh.path()).open(table).await.unwrap().unwrap();
+        let mut dates: Vec<String> = delta
+            .get_file_uris()
+            .unwrap()
+            .map(|uri| uri.split("date=").nth(1).unwrap().split('/').next().unwrap().to_string())
+            .collect();
+        dates.sort();
+        let files_of = |day: u32| dates.iter().filter(|d| **d == format!("2008-08-{day:02}")).count();
+        assert_eq!((1..=3).map(files_of).collect::<Vec<_>>(), [2, 2, 2], "{table}: {dates:?}");
+        assert_eq!((4..=10).map(files_of).collect::<Vec<_>>(), [1; 7], "{table}: {dates:?}");
+    }
+    let content =
+        "SELECT (SELECT count(*) FROM logs) AS lines, (SELECT count(*) FROM states WHERE state = 'Map') AS maps,
+        (SELECT count(DISTINCT date) FROM states) AS dates,
+        (SELECT sum(duration_ms) FROM states WHERE state = 'Map') AS map_ms";
+    assert_eq!(common::rows(wh.path(), content).await, [["120", "60", "10", "300000.0"]]);
+}

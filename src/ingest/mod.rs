@@ -22,7 +22,7 @@ pub mod stream;
 pub mod summary;
 pub mod tasktracker;
 
-use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -35,7 +35,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::warehouse::tables::{Rows, Table, date_of_ms};
 use crate::warehouse::{
-    KilledRun, KilledRuns, PartWriter, StartKey, TableAppender, Warehouse, file_app_id, held_by_tables,
+    KilledRun, KilledRuns, PartWriter, Spilled, StartKey, TableAppender, Warehouse, file_app_id, held_by_tables,
 };
 use discover::{Daemon, Hints, HostOrigin, LogFile, Refusal};
 use records::{Format, PlannedRecord};
@@ -213,11 +213,14 @@ pub async fn ingest(options: &IngestOptions) -> Result<Summary> {
         bar.set_message(format!("{:.0} k lines/s", lines as f64 / started.elapsed().as_secs_f64().max(1e-3) / 1e3));
     }
     let mut adds: Vec<Vec<Add>> = Table::ALL.map(|_| Vec::new()).to_vec();
+    let mut spills: Vec<Vec<Spilled>> = Table::ALL.map(|_| Vec::new()).into_iter().collect();
     for worker in workers {
-        for (slot, written) in worker.await.context("a reader thread panicked")??.into_iter().enumerate() {
+        for (slot, (written, spilled)) in worker.await.context("a reader thread panicked")??.into_iter().enumerate() {
             adds[slot].extend(written);
+            spills[slot].extend(spilled);
         }
     }
+    write_spilled(&appenders, spills, options.threads.max(1), &mut adds).await?;
     bar.finish_and_clear();
     reports.sort_by(|a, b| a.display.cmp(&b.display));
     if options.dry_run {
@@ -569,19 +572,52 @@ impl<'a> RowSink<'a> {
         self.error.is_some()
     }
 
-    /// The files written, per table slot.
-    fn finish(self) -> Result<Vec<Vec<Add>>> {
+    /// The files written and the rows spilled, per table slot.
+    fn finish(self) -> Result<Vec<(Vec<Add>, Option<Spilled>)>> {
         if let Some(error) = self.error {
             return Err(error);
         }
         self.writers
             .into_iter()
             .map(|writer| match writer {
-                Some(writer) => self.runtime.block_on(writer.finish()),
-                None => Ok(Vec::new()),
+                Some(writer) => self.runtime.block_on(writer.finish_open()),
+                None => Ok((Vec::new(), None)),
             })
             .collect()
     }
+}
+
+/// Writes what the reader threads spilled, each table's dates shared out among `threads`
+/// threads: every date once, from the spills of all of them.
+async fn write_spilled(
+    appenders: &Arc<Vec<TableAppender>>,
+    spills: Vec<Vec<Spilled>>,
+    threads: usize,
+    adds: &mut [Vec<Add>],
+) -> Result<()> {
+    let spills = Arc::new(spills);
+    let mut writers = Vec::new();
+    for thread in 0..threads {
+        let (appenders, spills, runtime) = (appenders.clone(), spills.clone(), tokio::runtime::Handle::current());
+        writers.push(tokio::task::spawn_blocking(move || -> Result<Vec<(usize, Vec<Add>)>> {
+            let mut written = Vec::new();
+            for (slot, table_spills) in spills.iter().enumerate() {
+                let dates: BTreeSet<i32> = table_spills.iter().flat_map(Spilled::dates).collect();
+                let mine: Vec<i32> = dates.into_iter().skip(thread).step_by(threads).collect();
+                if !mine.is_empty() {
+                    let writer = appenders[slot].part_writer()?;
+                    written.push((slot, runtime.block_on(writer.write_spilled(table_spills, &mine))?));
+                }
+            }
+            Ok(written)
+        }));
+    }
+    for writer in writers {
+        for (slot, written) in writer.await.context("a writer thread panicked")?? {
+            adds[slot].extend(written);
+        }
+    }
+    Ok(())
 }
 
 /// `KAHUNA_CRASH_AFTER_COMMIT=<table>` aborts the process right after that table's commit: the

@@ -12,6 +12,7 @@
 //! ingests only some of them removes its rows and reads those files whole (`kahuna.abandons`).
 
 mod spill;
+pub use spill::Spilled;
 pub mod tables;
 mod transactions;
 
@@ -791,19 +792,42 @@ impl PartWriter {
         Ok(())
     }
 
-    /// Finishes the open files, then writes each spilled date's rows to files of their own;
+    /// Finishes the open files, then writes each spilled date's rows to a file of its own;
     /// their adds are for [`TableAppender::commit`].
     pub async fn finish(mut self) -> Result<Vec<Add>> {
         self.roll().await?;
-        if let Some(mut spilled) = std::mem::take(&mut self.spill).finish()? {
-            for (date, batches) in spilled.dates() {
-                for index in batches {
-                    self.write_batch(spilled.read(index)?, date).await?;
-                }
-                self.roll().await?;
-            }
+        if let Some(spilled) = std::mem::take(&mut self.spill).finish()? {
+            let dates: Vec<i32> = spilled.dates().collect();
+            self.write_dates(std::slice::from_ref(&spilled), &dates).await?;
         }
         Ok(self.adds)
+    }
+
+    /// Finishes the open files, and gives back what it spilled, for
+    /// [`write_spilled`](Self::write_spilled) to write together with other writers' spills.
+    pub async fn finish_open(mut self) -> Result<(Vec<Add>, Option<Spilled>)> {
+        self.roll().await?;
+        let spilled = std::mem::take(&mut self.spill).finish()?;
+        Ok((self.adds, spilled))
+    }
+
+    /// Writes the rows of `dates` found in any of `spills`, each date to files of its own.
+    pub async fn write_spilled(mut self, spills: &[Spilled], dates: &[i32]) -> Result<Vec<Add>> {
+        self.write_dates(spills, dates).await?;
+        self.finish().await
+    }
+
+    async fn write_dates(&mut self, spills: &[Spilled], dates: &[i32]) -> Result<()> {
+        let mut readers = spills.iter().map(Spilled::reader).collect::<Result<Vec<_>>>()?;
+        for &date in dates {
+            for reader in &mut readers {
+                for batch in reader.batches(date) {
+                    self.write_batch(batch?, date).await?;
+                }
+            }
+            self.roll().await?;
+        }
+        Ok(())
     }
 }
 

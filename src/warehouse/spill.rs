@@ -1,11 +1,11 @@
 //! Rows a [`PartWriter`](super::PartWriter) has no open file for, kept in one temporary Arrow
 //! IPC file (LZ4, as DataFusion spills) until the writer finishes: each date is then written at
-//! once, so a run through months of rotated logs leaves one file per date and writer instead of
-//! a small file each time its input moves to another day.
+//! once, from the spills of every writer of the table, so a run through months of rotated logs
+//! leaves one file per date instead of a small file each time its input moves to another day.
 
 use std::collections::BTreeMap;
 use std::fs::File;
-use std::io::{BufReader, BufWriter, Seek, SeekFrom};
+use std::io::{BufReader, BufWriter};
 
 use anyhow::{Context, Result};
 use datafusion::arrow::array::RecordBatch;
@@ -20,7 +20,7 @@ const SPILLED_BATCH_ROWS: usize = 8 * 1024;
 
 #[derive(Default)]
 pub struct Spill {
-    writer: Option<FileWriter<BufWriter<File>>>,
+    writer: Option<(FileWriter<BufWriter<File>>, tempfile::TempPath)>,
     /// The date of each batch written, in order.
     dates: Vec<i32>,
     /// The rows of the date spilled last, not yet written.
@@ -51,17 +51,20 @@ impl Spill {
     }
 
     fn write(
-        writer: &mut Option<FileWriter<BufWriter<File>>>,
+        writer: &mut Option<(FileWriter<BufWriter<File>>, tempfile::TempPath)>,
         dates: &mut Vec<i32>,
         batch: RecordBatch,
         date: i32,
     ) -> Result<()> {
-        let writer = match writer {
+        let (writer, _) = match writer {
             Some(writer) => writer,
             None => {
-                let file = tempfile::tempfile().context("cannot create a spill file in the temporary folder")?;
+                let file =
+                    tempfile::NamedTempFile::new().context("cannot create a spill file in the temporary folder")?;
+                let (file, path) = file.into_parts();
                 let options = IpcWriteOptions::default().try_with_compression(Some(CompressionType::LZ4_FRAME))?;
-                writer.insert(FileWriter::try_new_with_options(BufWriter::new(file), &batch.schema(), options)?)
+                let ipc = FileWriter::try_new_with_options(BufWriter::new(file), &batch.schema(), options)?;
+                writer.insert((ipc, path))
             }
         };
         writer.write(&batch).context("cannot write to the spill file")?;
@@ -72,34 +75,50 @@ impl Spill {
     /// The rows spilled, to read back date by date; None when there are none.
     pub fn finish(mut self) -> Result<Option<Spilled>> {
         self.write_pending()?;
-        let Some(mut writer) = self.writer else { return Ok(None) };
+        let Some((mut writer, path)) = self.writer else { return Ok(None) };
         writer.finish().context("cannot finish the spill file")?;
-        let mut file = writer.into_inner()?.into_inner().map_err(|e| e.into_error())?;
-        file.seek(SeekFrom::Start(0))?;
-        let reader = FileReader::try_new(BufReader::new(file), None).context("cannot read the spill file back")?;
+        drop(writer);
         let mut by_date: BTreeMap<i32, Vec<usize>> = BTreeMap::new();
         for (index, date) in self.dates.into_iter().enumerate() {
             by_date.entry(date).or_default().push(index);
         }
-        Ok(Some(Spilled { reader, by_date }))
+        Ok(Some(Spilled { path, by_date }))
     }
 }
 
-/// A finished spill file and where each date's batches are in it.
+/// A finished spill file, removed when dropped, and where each date's batches are in it.
 pub struct Spilled {
-    reader: FileReader<BufReader<File>>,
+    path: tempfile::TempPath,
     by_date: BTreeMap<i32, Vec<usize>>,
 }
 
 impl Spilled {
-    /// The dates spilled, oldest first, each with the positions of its batches.
-    pub fn dates(&self) -> Vec<(i32, Vec<usize>)> {
-        self.by_date.iter().map(|(date, batches)| (*date, batches.clone())).collect()
+    pub fn dates(&self) -> impl Iterator<Item = i32> + '_ {
+        self.by_date.keys().copied()
     }
 
-    pub fn read(&mut self, index: usize) -> Result<RecordBatch> {
-        self.reader.set_index(index)?;
-        self.reader.next().context("the spill file ends early")?.context("cannot read the spill file")
+    /// A reader of its own: writers of several threads read one spill at once.
+    pub fn reader(&self) -> Result<SpillReader<'_>> {
+        let file = File::open(&self.path).context("cannot open a spill file again")?;
+        let reader = FileReader::try_new(BufReader::new(file), None).context("cannot read a spill file back")?;
+        Ok(SpillReader { reader, by_date: &self.by_date })
+    }
+}
+
+pub struct SpillReader<'a> {
+    reader: FileReader<BufReader<File>>,
+    by_date: &'a BTreeMap<i32, Vec<usize>>,
+}
+
+impl<'a> SpillReader<'a> {
+    /// The batches of `date`, in the order they were spilled.
+    pub fn batches(&mut self, date: i32) -> impl Iterator<Item = Result<RecordBatch>> + '_ {
+        let by_date: &'a BTreeMap<i32, Vec<usize>> = self.by_date;
+        let indexes = by_date.get(&date).map(Vec::as_slice).unwrap_or_default();
+        indexes.iter().map(|&index| {
+            self.reader.set_index(index)?;
+            self.reader.next().context("a spill file ends early")?.context("cannot read a spill file")
+        })
     }
 }
 
@@ -121,16 +140,17 @@ mod tests {
         for (values, date) in [(&[1, 2][..], 10), (&[3], 10), (&[4], 11), (&[5, 6], 10), (&[7], 12), (&[8], 11)] {
             spill.push(batch(values), date)?;
         }
-        let mut spilled = spill.finish()?.expect("rows were spilled");
+        let spilled = spill.finish()?.expect("rows were spilled");
+        let mut reader = spilled.reader()?;
         let mut out = Vec::new();
-        for (date, batches) in spilled.dates() {
+        for date in spilled.dates().chain([13]) {
             let mut values = Vec::new();
-            for index in batches {
-                values.extend(spilled.read(index)?.column(0).as_primitive::<Int64Type>().values().iter().copied());
+            for batch in reader.batches(date) {
+                values.extend(batch?.column(0).as_primitive::<Int64Type>().values().iter().copied());
             }
             out.push((date, values));
         }
-        assert_eq!(out, [(10, vec![1, 2, 3, 5, 6]), (11, vec![4, 8]), (12, vec![7])]);
+        assert_eq!(out, [(10, vec![1, 2, 3, 5, 6]), (11, vec![4, 8]), (12, vec![7]), (13, vec![])]);
         Ok(())
     }
 }
