@@ -8,7 +8,9 @@
 //! peak resident memory after each size, to show that memory stays flat as the input grows.
 //! `KAHUNA_BENCH_MB` sets the input sizes (default `128,512`).
 //!
-//! A third phase bounds the second: Parquet encoding alone of the four tables of one ingest,
+//! The parse-only phase runs again on the same logs rewritten in log4j's console layout
+//! (`yy/MM/dd HH:mm:ss LEVEL short.logger: message`), whose speed should stay within 20% of the
+//! 0.x layout's. A last phase bounds the text-to-tables one: Parquet encoding alone of the four tables of one ingest,
 //! their files read back into memory and written again, with the ingest's own writer settings,
 //! to a buffer on one thread. Its MB/s per core (of the input's text, as above) is what writing
 //! the tables would reach if parsing and building the rows cost nothing.
@@ -75,6 +77,22 @@ fn encoding_cpu_seconds(tables: &[(Table, Vec<RecordBatch>)]) -> f64 {
     process_cpu_seconds() - cpu_before
 }
 
+/// `2008-08-23 17:12:32,466 INFO org.apache.hadoop.mapred.TaskTracker: m` as a console-layout
+/// line: `08/08/23 17:12:32 INFO mapred.TaskTracker: m`. Lines of another shape stay as they are.
+fn in_console_layout(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for line in text.lines() {
+        let rewritten = line.get(..23).zip(line.get(24..)).and_then(|(stamp, rest)| {
+            let (level, rest) = rest.split_once(' ')?;
+            let short = rest.strip_prefix("org.apache.hadoop.")?;
+            Some(format!("{}/{}/{} {} {level} {short}", &stamp[2..4], &stamp[5..7], &stamp[8..10], &stamp[11..19]))
+        });
+        out.push_str(rewritten.as_deref().unwrap_or(line));
+        out.push('\n');
+    }
+    out
+}
+
 #[tokio::main]
 async fn main() {
     let sizes: Vec<u64> = std::env::var("KAHUNA_BENCH_MB")
@@ -90,13 +108,25 @@ async fn main() {
     for mb in sizes {
         let input = tempfile::tempdir().expect("temp dir");
         // 8 hosts, a TaskTracker and a DataNode log each.
-        kahuna::simulate::synthetic::write_cluster_logs(input.path(), 8, (mb << 20) / 16, 42).expect("write logs");
-        for (phase, dry_run) in [("parse only (--dry-run)", true), ("text -> 4 Delta tables", false)] {
+        let written =
+            kahuna::simulate::synthetic::write_cluster_logs(input.path(), 8, (mb << 20) / 16, 42).expect("write logs");
+        let console = tempfile::tempdir().expect("temp dir");
+        for path in &written {
+            let text = std::fs::read_to_string(path).expect("read a written log");
+            std::fs::write(console.path().join(path.file_name().expect("a file")), in_console_layout(&text))
+                .expect("write a console-layout log");
+        }
+        let phases = [
+            ("parse only (--dry-run)", input.path(), true),
+            ("parse only, console layout", console.path(), true),
+            ("text -> 4 Delta tables", input.path(), false),
+        ];
+        for (phase, dir, dry_run) in phases {
             for threads in [1, 2] {
                 reset_peak();
                 let (mut rates, mut per_core) = (Vec::new(), Vec::new());
                 for _ in 0..runs {
-                    let (secs, cpu_secs, bytes) = run(input.path(), threads, dry_run).await;
+                    let (secs, cpu_secs, bytes) = run(dir, threads, dry_run).await;
                     rates.push(bytes as f64 / 1e6 / secs);
                     per_core.push(bytes as f64 / 1e6 / cpu_secs);
                 }

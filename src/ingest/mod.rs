@@ -318,7 +318,7 @@ async fn settle_killed_runs(
         let again = run.files.intersection(&looked_at).count();
         eprintln!(
             "ingest run {} was killed having read {} files; this run reads {again} of them again: \
-             it removes that run's rows and reads them whole, the others wait for the run that reads them",
+             it removes that run's rows and reads these files whole; the others wait for the next run that reads them",
             run.id,
             run.files.len()
         );

@@ -141,8 +141,8 @@ impl Warehouse {
     }
 
     /// Runs whose `ingests` commit landed, among the latest ones, and the killed runs they
-    /// completed or abandoned. Every run commits to every table, so a table's recent commits can only belong
-    /// to runs among these or to unfinished ones.
+    /// completed or abandoned. Every run commits to every table, so a table's recent commits
+    /// can only belong to runs among these or to unfinished ones.
     pub async fn completed_ingests(&self) -> Result<HashSet<String>> {
         let Some(ingests) = self.open(Table::Ingests.name()).await? else {
             return Ok(HashSet::new());
