@@ -93,3 +93,40 @@ async fn every_clienttrace_line_is_one_state() {
         ]]
     );
 }
+
+/// A YARN MapReduce application master's log (Loghub's Hadoop sample: 2,000 random lines of
+/// one application's master and task containers, no host in its name): each attempt's Map state
+/// runs from the line that gives it a container on a node to its first move out of RUNNING.
+#[tokio::test]
+async fn an_application_masters_log_gives_its_attempts_map_states_on_their_nodes() {
+    let Some(path) = sample("yarn/Hadoop_2k.log") else { return };
+    let wh = tempfile::tempdir().unwrap();
+    let summary = ingest_into(vec![path], wh.path(), None).await;
+    assert_eq!(summary.total(|r| r.lines_read), 2000);
+    assert_eq!(summary.total(|r| r.lines_rejected), 0);
+    // grep -c 'TaskAttempt: \[attempt_.*\] using containerId: \[.* on NM: \[' → 10 starts, on
+    // 04DN8IQ (1), MININT-FNANLI5 (2), MSRA-SA-41 (5), MSRA-SA-39 (2).
+    // grep -E ' TaskAttempt Transitioned from (ASSIGNED|RUNNING|COMMIT_PENDING) to (SUCCESS|FAIL|KILL)'
+    // → m_000003 to SUCCESS_CONTAINER_CLEANUP (line 799), m_000001 and m_000002 to
+    // FAIL_CONTAINER_CLEANUP (lines 1056, 1023); each started above: 3 pairs, 7 unterminated.
+    let by_host = rows(
+        wh.path(),
+        "SELECT split_part(host, '.', 1), count(*), count(end_ts), string_agg(outcome, ',' ORDER BY outcome)
+         FROM states WHERE state = 'Map' AND daemon = 'mrappmaster' GROUP BY 1 ORDER BY 1",
+    )
+    .await;
+    let expect = [
+        ["04DN8IQ", "1", "0", ""],
+        ["MININT-FNANLI5", "2", "2", "FAILED,FAILED"],
+        ["MSRA-SA-39", "2", "0", ""],
+        ["MSRA-SA-41", "5", "1", "SUCCEEDED"],
+    ];
+    assert_eq!(by_host, owned(&expect));
+    // Line 305 (18:02:47,841) to line 799 (18:04:50,208).
+    let succeeded = "SELECT task_id, duration_ms, start_line, end_line FROM states WHERE outcome = 'SUCCEEDED'";
+    assert_eq!(
+        rows(wh.path(), succeeded).await,
+        owned(&[["attempt_1445144423722_0020_m_000003_0", "122367.0", "305", "799"]])
+    );
+    assert_eq!(scalar(wh.path(), "SELECT count(*) FROM states WHERE state <> 'Map'").await, "0");
+}

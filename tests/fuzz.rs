@@ -60,6 +60,15 @@ fn parsers() -> Vec<Parser> {
             1,
             None,
         ),
+        parser(
+            "yarn application master",
+            data.join(
+                "yarn/node0/userlogs/application_1553147085057_0001/container_1553147085057_0001_01_000001/syslog",
+            ),
+            "syslog",
+            1,
+            None,
+        ),
         parser("sadf -d", data.join("sysstat/node1.sadf-d.csv"), "fz.sadf-d.csv", 1, None),
         parser("sadf -dh", data.join("sysstat/node3.sadf-dh.csv"), "fz.sadf-dh.csv", 1, None),
         parser("clienttrace", samples.join("clienttrace/ClientTrace.log"), "hadoop-u-datanode-fz.log", 3, None),

@@ -347,6 +347,28 @@ async fn a_console_layout_log_gives_its_states() {
     assert_eq!(states, owned(&expected));
 }
 
+/// `data/yarn`: a Hadoop 3 application master's container log, in the folder of the node it ran
+/// on (`node0`): its attempts' states are on the nodes its lines name, not on `node0`. Two
+/// Maps (6.833 s on worker1, succeeded; 8.35 s on worker2, failed) and a Reduce through
+/// COMMIT_PENDING (8.74 s on worker1); the moves after the first out of RUNNING end nothing.
+#[tokio::test]
+async fn an_application_masters_log_puts_each_attempt_on_its_node() {
+    let wh = tempfile::tempdir().unwrap();
+    let summary = ingest_into(vec![common::package_dir().join("data/yarn")], wh.path(), None).await;
+    assert_eq!(summary.total(|r| r.lines_read), 18);
+    assert_eq!(summary.total(|r| r.unmatched_ends), 0);
+    let states =
+        rows(wh.path(), "SELECT host, daemon, state, task_id, outcome, duration_ms FROM states ORDER BY start_ts")
+            .await;
+    let expected = [
+        ["worker1", "mrappmaster", "Map", "attempt_1553147085057_0001_m_000000_0", "SUCCEEDED", "6833.0"],
+        ["worker2", "mrappmaster", "Map", "attempt_1553147085057_0001_m_000001_0", "FAILED", "8350.0"],
+        ["worker1", "mrappmaster", "Reduce", "attempt_1553147085057_0001_r_000000_0", "SUCCEEDED", "8740.0"],
+    ];
+    assert_eq!(states, owned(&expected));
+    assert_eq!(scalar(wh.path(), "SELECT DISTINCT host FROM logs").await, "node0");
+}
+
 /// What a Hadoop log folder holds beside the logs is listed once as skipped, with its kind, and
 /// nothing is refused.
 #[tokio::test]

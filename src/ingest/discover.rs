@@ -22,16 +22,20 @@ pub enum Daemon {
     SecondaryNameNode,
     /// A task attempt's own log, `userlogs/<attempt>/syslog`.
     Task,
+    /// A YARN MapReduce job's application master (its container's `syslog`): the lines that
+    /// start and end its attempts name the nodes they run on.
+    AppMaster,
 }
 
 impl Daemon {
-    pub const ALL: [Daemon; 6] = [
+    pub const ALL: [Daemon; 7] = [
         Daemon::TaskTracker,
         Daemon::DataNode,
         Daemon::JobTracker,
         Daemon::NameNode,
         Daemon::SecondaryNameNode,
         Daemon::Task,
+        Daemon::AppMaster,
     ];
 
     pub fn name(self) -> &'static str {
@@ -42,6 +46,7 @@ impl Daemon {
             Daemon::NameNode => "namenode",
             Daemon::SecondaryNameNode => "secondarynamenode",
             Daemon::Task => "task",
+            Daemon::AppMaster => "mrappmaster",
         }
     }
 
@@ -51,7 +56,9 @@ impl Daemon {
 
     /// The daemon a log4j logger belongs to, for files that do not say and merged files.
     pub fn of_logger(logger: &str) -> Option<Daemon> {
-        const RULES: [(&str, Daemon); 14] = [
+        const RULES: [(&str, Daemon); 15] = [
+            // Before "Task": the application master's loggers are `…v2.app.job.impl.TaskImpl` and kin.
+            ("mapreduce.v2.app", Daemon::AppMaster),
             ("clienttrace", Daemon::DataNode),
             ("TaskTracker", Daemon::TaskTracker),
             ("TaskRunner", Daemon::TaskTracker),
@@ -270,11 +277,14 @@ pub fn classify(path: &Path, hints: &Hints) -> Result<LogFile, Refusal> {
         })
         .collect();
     let (named_daemon, named_host) = daemon_and_host_of_name(&name);
+    let by_loggers = majority_daemon(events.iter().map(|e| e.logger));
     let daemon = hints
         .daemon
         .or(named_daemon)
+        // A YARN container's `syslog` is a task's, or its job's application master's.
+        .or(by_loggers.filter(|d| *d == Daemon::AppMaster))
         .or_else(|| is_attempt_log(path).then_some(Daemon::Task))
-        .or_else(|| majority_daemon(events.iter().map(|e| e.logger)));
+        .or(by_loggers);
     let Some(daemon) = daemon else {
         return Err(refuse(
             size,
@@ -283,7 +293,9 @@ pub fn classify(path: &Path, hints: &Hints) -> Result<LogFile, Refusal> {
     };
     let host = match hints.host.clone().or(named_host).or_else(|| host_of_folder(path)) {
         Some(host) => HostOrigin::Known(host),
-        None if events.iter().any(|e| datanode::own_host(e.message).is_some()) => HostOrigin::Merged,
+        None if daemon == Daemon::AppMaster || events.iter().any(|e| datanode::own_host(e.message).is_some()) => {
+            HostOrigin::Merged
+        }
         None => {
             return Err(refuse(
                 size,
@@ -438,6 +450,10 @@ mod tests {
         assert_eq!(Daemon::of_logger("dfs.DataNode$PacketResponder"), Some(Daemon::DataNode));
         assert_eq!(Daemon::of_logger("dfs.FSNamesystem"), Some(Daemon::NameNode));
         assert_eq!(Daemon::of_logger("org.apache.hadoop.mapred.ReduceTask"), Some(Daemon::Task));
+        assert_eq!(
+            Daemon::of_logger("org.apache.hadoop.mapreduce.v2.app.job.impl.TaskAttemptImpl"),
+            Some(Daemon::AppMaster)
+        );
         assert_eq!(Daemon::of_logger("org.mortbay.log"), None);
     }
 }

@@ -8,6 +8,7 @@
 //! their content and read one by one through [`records`], with the same accounting.
 
 pub mod addresses;
+pub mod appmaster;
 pub mod clienttrace;
 pub mod datanode;
 pub mod discover;

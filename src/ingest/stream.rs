@@ -15,7 +15,7 @@ use super::ids::{find_attempt, find_block, find_job, job_number_of_attempt};
 use super::log4j::{Head, HeadParser, ZoneConverter};
 use super::source::{Checked, LineReader, RAW_KEPT};
 use super::states::{Machine, Mark, State, Token};
-use super::{clienttrace, datanode, slot, tasktracker};
+use super::{appmaster, clienttrace, datanode, slot, tasktracker};
 use crate::warehouse::tables::{Rows, Table, date_of_ms};
 
 /// Rows per batch handed to the writer.
@@ -506,11 +506,12 @@ impl StreamReader<'_> {
             self.address_book.note_line(host, message, ts);
         }
         if let Some(token) = recognize(daemon, &event.logger, message, file.attempt.as_deref()) {
-            // Only a merged file's lines name a host of their own; the rows of any other take
-            // the stream's host, so its marks need no copy of it.
-            let line_host = match file.host {
-                HostOrigin::Merged => host.map(str::to_string),
-                HostOrigin::Known(_) => None,
+            // Only a merged file's lines and the application master's name a host of their own;
+            // the rows of any other take the stream's host, so its marks need no copy of it.
+            let line_host = match (&file.host, daemon) {
+                (_, Daemon::AppMaster) => appmaster::node_of(message).map(str::to_string),
+                (HostOrigin::Merged, _) => host.map(str::to_string),
+                (HostOrigin::Known(_), _) => None,
             };
             let mark = Mark { file: index, ts_ms: ts, line: event.line, offset: event.offset, host: line_host };
             self.machine.replaying = event.offset < planned.replay_below;
@@ -542,7 +543,8 @@ impl StreamReader<'_> {
                 HostOrigin::Known(h) => Some(h.as_str()),
                 HostOrigin::Merged => None,
             };
-            let host = state.host.as_deref().or(stream_host);
+            // The application master's host is not its attempts'.
+            let host = state.host.as_deref().or(stream_host.filter(|_| file.daemon != Daemon::AppMaster));
             // (The old row's host is its start line's: NULL in a merged file whose line names none.)
             if let (Some(start), Some(_)) = (state.closed.as_ref().or(state.start.as_ref()), &state.end)
                 && !self.wants_rows(start.file, Table::States, start.offset)
@@ -622,6 +624,7 @@ fn recognize(daemon: Daemon, logger: &str, message: &str, attempt: Option<&str>)
     match daemon {
         Daemon::TaskTracker | Daemon::Task => tasktracker::recognize(message, attempt),
         Daemon::DataNode => datanode::recognize(message),
+        Daemon::AppMaster => appmaster::recognize(message),
         _ => None,
     }
 }

@@ -8,21 +8,21 @@
 use super::ids::{contains, find_attempt, is_map_attempt, split_at_first, split_at_last};
 use super::states::{Detail, Outcome, StateKind, Token};
 
-fn task(attempt: &str) -> Detail {
+pub(super) fn task(attempt: &str) -> Detail {
     Detail { task_id: Some(attempt.to_string()), ..Detail::default() }
 }
 
-fn task_kind(attempt: &str) -> StateKind {
+pub(super) fn task_kind(attempt: &str) -> StateKind {
     if is_map_attempt(attempt) { StateKind::Map } else { StateKind::Reduce }
 }
 
-fn task_end(attempt: &str, outcome: Outcome) -> Token {
+pub(super) fn task_end(attempt: &str, outcome: Outcome) -> Token {
     Token::End { kind: task_kind(attempt), key: task_key(attempt), outcome, detail: task(attempt) }
 }
 
 /// The task attempt's own run, from its launch to its end. Keys are joined, not `format!`ed:
 /// one is made for almost every line a TaskTracker writes.
-fn task_key(attempt: &str) -> String {
+pub(super) fn task_key(attempt: &str) -> String {
     ["task", attempt].join(":")
 }
 
