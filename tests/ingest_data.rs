@@ -354,7 +354,7 @@ async fn a_console_layout_log_gives_its_states() {
 #[tokio::test]
 async fn an_application_masters_log_puts_each_attempt_on_its_node() {
     let wh = tempfile::tempdir().unwrap();
-    let summary = ingest_into(vec![common::package_dir().join("data/yarn")], wh.path(), None).await;
+    let summary = ingest_into(vec![common::package_dir().join("data/yarn/node0")], wh.path(), None).await;
     assert_eq!(summary.total(|r| r.lines_read), 18);
     assert_eq!(summary.total(|r| r.unmatched_ends), 0);
     let states =
@@ -367,6 +367,30 @@ async fn an_application_masters_log_puts_each_attempt_on_its_node() {
     ];
     assert_eq!(states, owned(&expected));
     assert_eq!(scalar(wh.path(), "SELECT DISTINCT host FROM logs").await, "node0");
+}
+
+/// `data/yarn/worker1`: a Hadoop 3 reduce's container log. Its folder names the container; its
+/// event fetcher's start names the reduce. Two fetches: into memory (45 ms, 1,052 bytes) and
+/// to disk (1.5 s, 5,000,004 bytes), each a ReduceCopy of the reduce on the container's node.
+#[tokio::test]
+async fn a_yarn_reduces_fetches_are_its_reduce_copies() {
+    let wh = tempfile::tempdir().unwrap();
+    let summary = ingest_into(vec![common::package_dir().join("data/yarn/worker1")], wh.path(), None).await;
+    assert_eq!(summary.total(|r| r.lines_read), 13);
+    assert_eq!(summary.total(|r| r.unmatched_ends), 0);
+    let copies = rows(
+        wh.path(),
+        "SELECT host, daemon, task_id, peer_task_id, bytes, duration_ms, outcome FROM states
+         WHERE state = 'ReduceCopy' ORDER BY start_ts",
+    )
+    .await;
+    let reduce = "attempt_1553147085057_0001_r_000000_0";
+    let expected = [
+        ["worker1", "task", reduce, "attempt_1553147085057_0001_m_000000_0", "1052", "45.0", "SUCCEEDED"],
+        ["worker1", "task", reduce, "attempt_1553147085057_0001_m_000002_0", "5000004", "1500.0", "SUCCEEDED"],
+    ];
+    assert_eq!(copies, owned(&expected));
+    assert_eq!(scalar(wh.path(), "SELECT count(*) FROM states WHERE state <> 'ReduceCopy'").await, "0");
 }
 
 /// What a Hadoop log folder holds beside the logs is listed once as skipped, with its kind, and

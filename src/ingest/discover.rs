@@ -10,7 +10,7 @@ use twox_hash::XxHash3_64;
 
 use super::log4j::{Head, Layout, parse_head};
 use super::source::{LineReader, is_gzip, last_line_end};
-use super::{datanode, ids};
+use super::{datanode, ids, tasktracker};
 
 /// The daemons whose logs we read. Lowercase, as Hadoop names its log files.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -319,7 +319,11 @@ pub fn classify(path: &Path, hints: &Hints) -> Result<LogFile, Refusal> {
     if attempt_log {
         let folder = path.parent().and_then(Path::file_name).unwrap_or_default();
         hasher.write(folder.as_encoded_bytes());
-        attempt = folder.to_str().filter(|f| ids::is_attempt(f)).map(str::to_string);
+        attempt = folder
+            .to_str()
+            .filter(|f| ids::is_attempt(f))
+            .or_else(|| events.iter().find_map(|e| tasktracker::reduce_of_event_fetcher(e.message)))
+            .map(str::to_string);
     }
     Ok(LogFile {
         path: path.to_path_buf(),

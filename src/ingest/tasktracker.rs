@@ -64,6 +64,21 @@ fn recognize_own(msg: &str, own: &str) -> Option<Token> {
             detail: detail(map, None, raw),
         });
     }
+    // 2.x–3.x (YARN) fetchers: `fetcher#1 about to shuffle output of map <map> decomp: 1048
+    // len: 1052 to MEMORY` (or `DISK`; `localfetcher#1` in local mode) opens the fetch, which
+    // the same `Read … bytes from map-output for <map>` ends. No line of the reduce names the
+    // map's host beside its fetch: it is the map's, which the application master's log gives.
+    if let Some((_, rest)) = split_at_first(msg, "fetcher#")
+        && let Some((_, rest)) = split_at_first(rest, " about to shuffle output of map ")
+    {
+        let (map, rest) = find_attempt(rest)?;
+        let len = split_at_first(rest, " len: ").and_then(|(_, r)| r.split(' ').next()?.parse().ok());
+        return Some(Token::Start {
+            kind: StateKind::ReduceCopy,
+            key: copy_key(own, map),
+            detail: detail(map, None, len),
+        });
+    }
     if let Some(rest) = msg.strip_prefix("Read ")
         && let Some((_, map)) = split_at_first(rest, " bytes from map-output for ")
     {
@@ -93,6 +108,15 @@ fn recognize_own(msg: &str, own: &str) -> Option<Token> {
         return Some(Token::Forget { key: merge_key(own) });
     }
     None
+}
+
+/// The reduce a YARN container's log is of, from its event fetcher's start
+/// (`<reduce> Thread started: EventFetcher for fetching Map Completion Events`): the container's
+/// folder does not name its attempt.
+pub fn reduce_of_event_fetcher(msg: &str) -> Option<&str> {
+    let (reduce, _) = split_at_first(msg, " Thread started: EventFetcher")?;
+    let (attempt, rest) = find_attempt(reduce)?;
+    (rest.is_empty() && !is_map_attempt(attempt)).then_some(attempt)
 }
 
 /// The in-memory merge of reduce `attempt`: one at a time per reduce.
@@ -180,6 +204,29 @@ pub fn recognize(msg: &str, own: Option<&str>) -> Option<Token> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_yarn_fetch_opens_a_copy_and_its_event_fetcher_names_the_reduce() {
+        let (reduce, map) = ("attempt_1553147085057_0001_r_000000_0", "attempt_1553147085057_0001_m_000002_0");
+        for prefix in ["fetcher#2", "localfetcher#1"] {
+            let line = format!("{prefix} about to shuffle output of map {map} decomp: 5000000 len: 5000004 to DISK");
+            let expected = Token::Start {
+                kind: StateKind::ReduceCopy,
+                key: format!("copy:{reduce}:{map}"),
+                detail: Detail {
+                    task_id: Some(reduce.into()),
+                    peer_task_id: Some(map.into()),
+                    bytes: Some(5_000_004),
+                    ..Detail::default()
+                },
+            };
+            assert_eq!(recognize(&line, Some(reduce)), Some(expected), "{line}");
+        }
+        let started = format!("{reduce} Thread started: EventFetcher for fetching Map Completion Events");
+        assert_eq!(reduce_of_event_fetcher(&started), Some(reduce));
+        assert_eq!(reduce_of_event_fetcher(&started.replace("_r_", "_m_")), None);
+        assert_eq!(reduce_of_event_fetcher("Thread started: EventFetcher"), None);
+    }
 
     const R: &str = "attempt_200808231712_0001_r_000002_0";
     const M: &str = "attempt_200808231712_0001_m_000001_0";
