@@ -393,6 +393,29 @@ async fn a_yarn_reduces_fetches_are_its_reduce_copies() {
     assert_eq!(scalar(wh.path(), "SELECT count(*) FROM states WHERE state <> 'ReduceCopy'").await, "0");
 }
 
+/// `data/yarn/nodemanager`: a Hadoop 3 NodeManager log (`yarn-<user>-nodemanager-<host>.log`):
+/// each container's localization and run are states of the node, of the container's job.
+#[tokio::test]
+async fn a_node_managers_containers_localize_and_run() {
+    let wh = tempfile::tempdir().unwrap();
+    let summary = ingest_into(vec![common::package_dir().join("data/yarn/nodemanager")], wh.path(), None).await;
+    assert_eq!(summary.total(|r| r.lines_read), 12);
+    assert_eq!((summary.total(|r| r.unmatched_ends), summary.total(|r| r.unterminated)), (0, 0));
+    let states = rows(
+        wh.path(),
+        "SELECT host, daemon, state, job_id, right(task_id, 6), duration_ms, outcome FROM states ORDER BY start_ts",
+    )
+    .await;
+    let job = "job_1553147085057_0001";
+    let expected = [
+        ["worker2", "nodemanager", "ContainerLocalizing", job, "000003", "500.0", "SUCCEEDED"],
+        ["worker2", "nodemanager", "ContainerRunning", job, "000003", "7800.0", "FAILED"],
+        ["worker2", "nodemanager", "ContainerLocalizing", job, "000005", "500.0", "SUCCEEDED"],
+        ["worker2", "nodemanager", "ContainerRunning", job, "000005", "14000.0", "SUCCEEDED"],
+    ];
+    assert_eq!(states, owned(&expected));
+}
+
 /// What a Hadoop log folder holds beside the logs is listed once as skipped, with its kind, and
 /// nothing is refused.
 #[tokio::test]

@@ -142,7 +142,7 @@ pub struct IngestArgs {
     /// Host of every file, where names and folders do not say.
     #[arg(long)]
     pub host: Option<String>,
-    /// Daemon of every file (tasktracker, datanode, jobtracker, namenode, secondarynamenode, task, mrappmaster).
+    /// Daemon of every file (tasktracker, datanode, jobtracker, namenode, secondarynamenode, task, mrappmaster, nodemanager, resourcemanager, historyserver).
     #[arg(long)]
     pub daemon: Option<String>,
     /// The network interface of sadc's rx_kb_s/tx_kb_s (default: every one but loopback, summed).

@@ -25,10 +25,14 @@ pub enum Daemon {
     /// A YARN MapReduce job's application master (its container's `syslog`): the lines that
     /// start and end its attempts name the nodes they run on.
     AppMaster,
+    /// YARN's daemons: a node's containers, and the cluster's scheduler and job history.
+    NodeManager,
+    ResourceManager,
+    HistoryServer,
 }
 
 impl Daemon {
-    pub const ALL: [Daemon; 7] = [
+    pub const ALL: [Daemon; 10] = [
         Daemon::TaskTracker,
         Daemon::DataNode,
         Daemon::JobTracker,
@@ -36,6 +40,9 @@ impl Daemon {
         Daemon::SecondaryNameNode,
         Daemon::Task,
         Daemon::AppMaster,
+        Daemon::NodeManager,
+        Daemon::ResourceManager,
+        Daemon::HistoryServer,
     ];
 
     pub fn name(self) -> &'static str {
@@ -47,6 +54,9 @@ impl Daemon {
             Daemon::SecondaryNameNode => "secondarynamenode",
             Daemon::Task => "task",
             Daemon::AppMaster => "mrappmaster",
+            Daemon::NodeManager => "nodemanager",
+            Daemon::ResourceManager => "resourcemanager",
+            Daemon::HistoryServer => "historyserver",
         }
     }
 
@@ -56,9 +66,12 @@ impl Daemon {
 
     /// The daemon a log4j logger belongs to, for files that do not say and merged files.
     pub fn of_logger(logger: &str) -> Option<Daemon> {
-        const RULES: [(&str, Daemon); 15] = [
+        const RULES: [(&str, Daemon); 18] = [
             // Before "Task": the application master's loggers are `…v2.app.job.impl.TaskImpl` and kin.
             ("mapreduce.v2.app", Daemon::AppMaster),
+            ("mapreduce.v2.hs", Daemon::HistoryServer),
+            ("yarn.server.nodemanager", Daemon::NodeManager),
+            ("yarn.server.resourcemanager", Daemon::ResourceManager),
             ("clienttrace", Daemon::DataNode),
             ("TaskTracker", Daemon::TaskTracker),
             ("TaskRunner", Daemon::TaskTracker),
@@ -408,6 +421,10 @@ mod tests {
             daemon_and_host_of_name("hadoop-joe-datanode-node1.log"),
             (Some(Daemon::DataNode), Some("node1".into()))
         );
+        assert_eq!(
+            daemon_and_host_of_name("yarn-hadoop-nodemanager-worker1.log.1"),
+            (Some(Daemon::NodeManager), Some("worker1".into()))
+        );
         assert_eq!(daemon_and_host_of_name("HDFS_2k.log"), (None, None));
         assert_eq!(daemon_and_host_of_name("syslog"), (None, None));
     }
@@ -457,6 +474,10 @@ mod tests {
         assert_eq!(
             Daemon::of_logger("org.apache.hadoop.mapreduce.v2.app.job.impl.TaskAttemptImpl"),
             Some(Daemon::AppMaster)
+        );
+        assert_eq!(
+            Daemon::of_logger("org.apache.hadoop.yarn.server.nodemanager.containermanager.container.ContainerImpl"),
+            Some(Daemon::NodeManager)
         );
         assert_eq!(Daemon::of_logger("org.mortbay.log"), None);
     }

@@ -163,6 +163,14 @@ pub fn job_number_of_attempt(attempt: &str) -> Option<&str> {
         (2, rest)
     } else if let Some(rest) = attempt.strip_prefix("task_") {
         (1, rest)
+    } else if let Some(rest) = attempt.strip_prefix("container_") {
+        // YARN containers: `container_[e<epoch>_]<rm start>_<application>_<attempt>_<n>`; the
+        // application's numbers are its MapReduce job's.
+        let epoch = rest
+            .strip_prefix('e')
+            .and_then(|r| r.split_once('_'))
+            .filter(|(e, _)| e.bytes().all(|b| b.is_ascii_digit()));
+        (2, epoch.map_or(rest, |(_, r)| r))
     } else {
         return None;
     };
@@ -257,6 +265,8 @@ mod tests {
         assert_eq!(job_number_of_attempt("attempt_200808231712_0001"), Some("200808231712_0001"));
         assert_eq!(job_number_of_attempt("attempt_0001"), None);
         assert_eq!(job_number_of_attempt("job_0001_m_1_0"), None);
+        assert_eq!(job_number_of_attempt("container_1553147085057_0001_01_000002"), Some("1553147085057_0001"));
+        assert_eq!(job_number_of_attempt("container_e17_1553147085057_0001_01_000002"), Some("1553147085057_0001"));
         assert_eq!(
             find_attempt("cliID: DFSClient_attempt_200909120624_0005_m_000000_0, srvID").unwrap().0,
             "attempt_200909120624_0005_m_000000_0"

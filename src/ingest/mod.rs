@@ -15,6 +15,7 @@ pub mod discover;
 pub mod ids;
 pub mod jobhistory;
 pub mod log4j;
+pub mod nodemanager;
 pub mod records;
 pub mod sadf;
 pub mod source;

@@ -23,6 +23,9 @@ pub enum StateKind {
     WriteBlockReplicated,
     ReadBlock,
     XceiverThread,
+    /// A YARN container fetching its job's files to the node, then running.
+    ContainerLocalizing,
+    ContainerRunning,
 }
 
 impl StateKind {
@@ -37,6 +40,8 @@ impl StateKind {
             StateKind::WriteBlockReplicated => "WriteBlock_Replicated",
             StateKind::ReadBlock => "ReadBlock",
             StateKind::XceiverThread => "XceiverThread",
+            StateKind::ContainerLocalizing => "ContainerLocalizing",
+            StateKind::ContainerRunning => "ContainerRunning",
         }
     }
 }

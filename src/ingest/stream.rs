@@ -15,7 +15,7 @@ use super::ids::{find_attempt, find_block, find_job, job_number_of_attempt};
 use super::log4j::{Head, HeadParser, ZoneConverter};
 use super::source::{Checked, LineReader, RAW_KEPT};
 use super::states::{Machine, Mark, State, Token};
-use super::{appmaster, clienttrace, datanode, slot, tasktracker};
+use super::{appmaster, clienttrace, datanode, nodemanager, slot, tasktracker};
 use crate::warehouse::tables::{Rows, Table, date_of_ms};
 
 /// Rows per batch handed to the writer.
@@ -625,6 +625,7 @@ fn recognize(daemon: Daemon, logger: &str, message: &str, attempt: Option<&str>)
         Daemon::TaskTracker | Daemon::Task => tasktracker::recognize(message, attempt),
         Daemon::DataNode => datanode::recognize(message),
         Daemon::AppMaster => appmaster::recognize(message),
+        Daemon::NodeManager => nodemanager::recognize(message),
         _ => None,
     }
 }
