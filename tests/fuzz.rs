@@ -15,6 +15,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use common::{options, package_dir};
+use kahuna::ingest::discover::layout_of;
 use kahuna::ingest::ingest;
 use kahuna::simulate::rng::Rng;
 
@@ -30,12 +31,17 @@ struct Parser {
     /// Opening lines kept whole: what tells the file's format.
     kept: usize,
     host: Option<&'static str>,
+    /// A `--layout` pattern to read the file with.
+    layout: Option<&'static str>,
 }
 
 fn parsers() -> Vec<Parser> {
     let data = package_dir().join("data");
     let samples = package_dir().join("../shared/samples");
-    let parser = |name, seed: PathBuf, file_name, kept, host| Parser { name, seed, file_name, kept, host };
+    let parser =
+        |name, seed: PathBuf, file_name, kept, host| Parser { name, seed, file_name, kept, host, layout: None };
+    let yarn_master =
+        data.join("yarn/node0/userlogs/application_1553147085057_0001/container_1553147085057_0001_01_000001/syslog");
     vec![
         parser(
             "tasktracker",
@@ -60,15 +66,11 @@ fn parsers() -> Vec<Parser> {
             1,
             None,
         ),
-        parser(
-            "yarn application master",
-            data.join(
-                "yarn/node0/userlogs/application_1553147085057_0001/container_1553147085057_0001_01_000001/syslog",
-            ),
-            "syslog",
-            1,
-            None,
-        ),
+        parser("yarn application master", yarn_master.clone(), "syslog", 1, None),
+        Parser {
+            layout: Some("%d{ISO8601} %-5p [%t] %c: %m%n"),
+            ..parser("--layout pattern", yarn_master, "syslog", 1, None)
+        },
         parser("sadf -d", data.join("sysstat/node1.sadf-d.csv"), "fz.sadf-d.csv", 1, None),
         parser("sadf -dh", data.join("sysstat/node3.sadf-dh.csv"), "fz.sadf-dh.csv", 1, None),
         parser("clienttrace", samples.join("clienttrace/ClientTrace.log"), "hadoop-u-datanode-fz.log", 3, None),
@@ -162,6 +164,7 @@ async fn fuzz(parser: &Parser, inputs: usize, first_seed: u64, work: &Path) -> u
         let path = folder.join(parser.file_name);
         std::fs::write(&path, &bytes).unwrap();
         let mut run = options(vec![path.clone()], &warehouse, parser.host);
+        run.hints.layout = parser.layout.map(|pattern| layout_of(pattern).unwrap());
         run.dry_run = true;
         run.threads = 1;
         let context = format!("{} (KAHUNA_FUZZ_SEED={file_seed})", parser.name);

@@ -416,6 +416,42 @@ async fn a_node_managers_containers_localize_and_run() {
     assert_eq!(states, owned(&expected));
 }
 
+/// A cluster whose log4j.properties writes `%d [%t] %-5p %c - %m%n` (date, thread in brackets
+/// first, padded level, ` - ` before the message): no built-in layout reads it, `--layout` does,
+/// and the states are those of the same lines in Hadoop's own layout.
+#[tokio::test]
+async fn a_layout_given_as_a_conversion_pattern_reads_what_detection_cannot() {
+    let source = std::fs::read_to_string(data_dir().join("hadoop-hadoop-tasktracker-node1.log")).unwrap();
+    let mut rewritten = String::new();
+    for line in source.lines() {
+        // `2008-08-23 17:12:32,466 INFO org.apache.hadoop.mapred.TaskTracker: msg`
+        let rewrite = line.get(..23).zip(line.get(24..)).and_then(|(stamp, rest)| {
+            let (level, rest) = rest.split_once(' ')?;
+            let (logger, message) = rest.split_once(": ")?;
+            Some(format!("{stamp} [main] {level:<5} {logger} - {message}"))
+        });
+        rewritten.push_str(&rewrite.unwrap_or_else(|| line.to_string()));
+        rewritten.push('\n');
+    }
+    let input = tempfile::tempdir().unwrap();
+    std::fs::write(input.path().join("hadoop-hadoop-tasktracker-node1.log"), rewritten).unwrap();
+    let states = "SELECT state, count(*), sum(duration_ms) FROM states GROUP BY state ORDER BY state";
+
+    let refused = tempfile::tempdir().unwrap();
+    let summary = ingest_into(vec![input.path().to_path_buf()], refused.path(), None).await;
+    assert_eq!(summary.files_with_status("refused"), 1);
+
+    let (read, reference) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let mut run = common::options(vec![input.path().to_path_buf()], read.path(), None);
+    run.hints.layout = Some(kahuna::ingest::discover::layout_of("%d [%t] %-5p %c - %m%n").unwrap());
+    let summary = kahuna::ingest::ingest(&run).await.unwrap();
+    assert_eq!((summary.files_with_status("ingested"), summary.total(|r| r.lines_rejected)), (1, 0));
+    ingest_into(vec![data_dir().join("hadoop-hadoop-tasktracker-node1.log")], reference.path(), None).await;
+    let expected = rows(reference.path(), states).await;
+    assert!(expected.len() > 1, "{expected:?}");
+    assert_eq!(rows(read.path(), states).await, expected);
+}
+
 /// What a Hadoop log folder holds beside the logs is listed once as skipped, with its kind, and
 /// nothing is refused.
 #[tokio::test]

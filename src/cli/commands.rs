@@ -13,7 +13,7 @@ use super::{
 };
 use crate::diagnose::queries::{self, Output, Query};
 use crate::diagnose::{self, Record, Request};
-use crate::ingest::discover::{Hints, parse_daemon_flag};
+use crate::ingest::discover::{Hints, layout_of, parse_daemon_flag};
 use crate::ingest::{IngestOptions, summary};
 use crate::schedule::clock::SystemClock;
 use crate::schedule::plan::{CatchUp, Schedule};
@@ -33,12 +33,13 @@ impl IngestArgs {
             Some(name) => Some(name.parse().map_err(|e| anyhow!("--tz {name}: {e}"))?),
         };
         let daemon = self.daemon.as_deref().map(parse_daemon_flag).transpose()?;
+        let layout = self.layout.as_deref().map(layout_of).transpose().map_err(anyhow::Error::msg)?;
         Ok(IngestOptions {
             paths: self.paths.clone(),
             cluster: self.cluster.clone(),
             warehouse: Warehouse::new(warehouse),
             zone,
-            hints: Hints { host: self.host.clone(), daemon, iface: self.iface.clone() },
+            hints: Hints { host: self.host.clone(), daemon, iface: self.iface.clone(), layout },
             progress: true,
             threads: self.threads.unwrap_or_else(cores),
             dry_run: self.dry_run,

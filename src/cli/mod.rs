@@ -148,6 +148,10 @@ pub struct IngestArgs {
     /// The network interface of sadc's rx_kb_s/tx_kb_s (default: every one but loopback, summed).
     #[arg(long)]
     pub iface: Option<String>,
+    /// The log4j ConversionPattern of every log, where the built-in layouts do not read it
+    /// (e.g. '%d %-5p [%t] %c{2} - %m%n').
+    #[arg(long)]
+    pub layout: Option<String>,
     /// Files read at once (default: the machine's cores).
     #[arg(long)]
     pub threads: Option<usize>,

@@ -9,6 +9,7 @@ use anyhow::{Context, Result, bail};
 use twox_hash::XxHash3_64;
 
 use super::log4j::{Head, Layout, parse_head};
+use super::pattern::Pattern;
 use super::source::{LineReader, is_gzip, last_line_end};
 use super::{datanode, ids, tasktracker};
 
@@ -168,6 +169,8 @@ fn not_a_log(name: &str, lines: &[&str]) -> Option<&'static str> {
 pub struct Hints {
     pub host: Option<String>,
     pub daemon: Option<Daemon>,
+    /// The layout of every log (`--layout`), where the built-in ones do not read it.
+    pub layout: Option<Layout>,
     /// The one network interface whose traffic is sadc's rx/tx (all but loopback, summed, if None).
     pub iface: Option<String>,
 }
@@ -273,7 +276,16 @@ pub fn classify(path: &Path, hints: &Hints) -> Result<LogFile, Refusal> {
     }
     let lines: Vec<&str> = head.lines.iter().map(String::as_str).collect();
     let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    let Some(layout) = Layout::detect(lines.iter().copied()) else {
+    if let Some(layout) = hints.layout
+        && !lines.iter().any(|line| matches!(parse_head(layout, line), Head::Event(_)))
+        && not_a_log(&name, &lines).is_none()
+    {
+        return Err(refuse(
+            size,
+            format!("no line in the first {PROBE_LINES} reads with --layout {:?}", layout.name()),
+        ));
+    }
+    let Some(layout) = hints.layout.or_else(|| Layout::detect(lines.iter().copied())) else {
         if let Some(kind) = not_a_log(&name, &lines) {
             return Err(Refusal { skipped: true, ..refuse(size, kind.into()) });
         }
@@ -397,6 +409,11 @@ fn majority_daemon<'a>(loggers: impl Iterator<Item = &'a str>) -> Option<Daemon>
         *counts.entry(daemon).or_insert(0usize) += 1;
     }
     counts.into_iter().max_by_key(|(_, n)| *n).map(|(d, _)| d)
+}
+
+/// The layout of a `--layout` pattern, or why Kahuna cannot read it.
+pub fn layout_of(pattern: &str) -> Result<Layout, String> {
+    Pattern::intern(pattern).map(Layout::Pattern)
 }
 
 /// Fails on a `--daemon` value that is not a daemon, naming the ones that are.

@@ -13,10 +13,13 @@ use chrono::TimeZone;
 use chrono_tz::Tz;
 
 use super::ids::split_at_first;
+use super::pattern::Pattern;
 
 /// How the timestamp and the fields before the message are written.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Layout {
+    /// A log4j `ConversionPattern` the user gave (`--layout`): never detected.
+    Pattern(&'static Pattern),
     /// `yyyy-MM-dd HH:mm:ss,SSS LEVEL [thread] logger: msg` or `… logger (File:method(line)) - msg`.
     Iso8601,
     /// `yyMMdd HHmmss thread LEVEL logger: msg`.
@@ -28,6 +31,7 @@ pub enum Layout {
 impl Layout {
     pub fn name(self) -> &'static str {
         match self {
+            Layout::Pattern(pattern) => pattern.text(),
             Layout::Iso8601 => "iso8601",
             Layout::Loghub => "loghub",
             Layout::Console => "console",
@@ -72,7 +76,7 @@ pub enum Head<'a> {
 
 /// log4j's levels, matched in line: a search of a list of them would call `memcmp` for each
 /// level of the word's length.
-fn is_level(word: &str) -> bool {
+pub(super) fn is_level(word: &str) -> bool {
     matches!(word, "INFO" | "DEBUG" | "WARN" | "ERROR" | "FATAL" | "TRACE")
 }
 
@@ -97,6 +101,7 @@ impl HeadParser {
 
     pub fn parse<'a>(&mut self, line: &'a str) -> Head<'a> {
         match self.layout {
+            Layout::Pattern(pattern) => pattern.parse(line),
             Layout::Iso8601 => self.parse_iso(line),
             Layout::Loghub => self.parse_loghub(line),
             Layout::Console => self.parse_console(line),
@@ -240,7 +245,7 @@ fn fields_after_stamp(local_ms: i64, rest: &str, bare_thread_first: bool) -> Hea
 
 /// Days since 1970 of a civil date, or None where a field is out of range. Plain arithmetic
 /// (Hinnant's days-from-civil) rather than a date library; [`HeadParser`] calls it when the date changes.
-fn days_from_civil(year: i32, month: u32, day: u32) -> Option<i64> {
+pub(super) fn days_from_civil(year: i32, month: u32, day: u32) -> Option<i64> {
     if !(1..=12).contains(&month) || day == 0 || day > days_in_month(year, month) {
         return None;
     }
@@ -255,7 +260,7 @@ fn days_from_civil(year: i32, month: u32, day: u32) -> Option<i64> {
 
 /// Milliseconds since 1970 of a time of day `days` after 1970-01-01, or None where a field is
 /// out of range.
-fn day_ms(days: i64, hour: u32, min: u32, sec: u32, ms: u32) -> Option<i64> {
+pub(super) fn day_ms(days: i64, hour: u32, min: u32, sec: u32, ms: u32) -> Option<i64> {
     if hour > 23 || min > 59 || sec > 60 {
         return None;
     }

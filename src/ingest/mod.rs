@@ -16,6 +16,7 @@ pub mod ids;
 pub mod jobhistory;
 pub mod log4j;
 pub mod nodemanager;
+pub mod pattern;
 pub mod records;
 pub mod sadf;
 pub mod source;

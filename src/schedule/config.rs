@@ -11,7 +11,7 @@ use chrono_tz::Tz;
 use super::plan::{CatchUp, Schedule};
 use crate::diagnose::queries::{Output, Query};
 use crate::diagnose::results;
-use crate::ingest::discover::{Hints, parse_daemon_flag};
+use crate::ingest::discover::{Hints, layout_of, parse_daemon_flag};
 
 /// `kahuna.toml`, as written by an operator.
 #[derive(Debug, serde::Deserialize)]
@@ -52,10 +52,12 @@ pub struct JobConfig {
     /// An ingest's `--tz`: the zone the logs' timestamps were written in (UTC by default), not
     /// the zone of the cron expression.
     pub tz: Option<String>,
-    /// An ingest's `--host`, `--daemon` and `--iface`, for files whose names do not say.
+    /// An ingest's `--host`, `--daemon`, `--iface` and `--layout`, for files whose names (or
+    /// lines) do not say.
     pub host: Option<String>,
     pub daemon: Option<String>,
     pub iface: Option<String>,
+    pub layout: Option<String>,
     pub cron: String,
     pub cluster: Option<String>,
     pub zone: Option<String>,
@@ -184,7 +186,13 @@ impl Config {
             let at = || format!("jobs[{index}]{}", job.name.as_deref().map(|n| format!(" ({n})")).unwrap_or_default());
             let zone = parse_zone(job.zone.as_deref().unwrap_or(&self.zone)).with_context(at)?;
             let schedule = Schedule::parse(&job.cron, zone).with_context(at)?;
-            let ingest_flags = [("tz", &job.tz), ("host", &job.host), ("daemon", &job.daemon), ("iface", &job.iface)];
+            let ingest_flags = [
+                ("tz", &job.tz),
+                ("host", &job.host),
+                ("daemon", &job.daemon),
+                ("iface", &job.iface),
+                ("layout", &job.layout),
+            ];
             if job.ingest.is_empty()
                 && let Some((flag, _)) = ingest_flags.iter().find(|(_, value)| value.is_some())
             {
@@ -206,7 +214,14 @@ impl Config {
                         Some(name) => Some(parse_zone(name).with_context(at)?),
                     };
                     let daemon = job.daemon.as_deref().map(parse_daemon_flag).transpose().with_context(at)?;
-                    let hints = Hints { host: job.host.clone(), daemon, iface: job.iface.clone() };
+                    let layout = job
+                        .layout
+                        .as_deref()
+                        .map(layout_of)
+                        .transpose()
+                        .map_err(anyhow::Error::msg)
+                        .with_context(at)?;
+                    let hints = Hints { host: job.host.clone(), daemon, iface: job.iface.clone(), layout };
                     (job.name.clone().unwrap_or_else(|| "ingest".into()), Work::Ingest { paths, zone, hints })
                 }
                 _ => bail!("{}: a job has either `query` or `ingest`", at()),
@@ -267,12 +282,16 @@ mod tests {
                 "jobs[0]: --daemon jobtrack: not a daemon",
             ),
             ("[[jobs]]\ningest = ['logs']\ncron = '0 2 * * *'\ntz = 'Mars/Base'\n", "jobs[0]: zone Mars/Base"),
+            (
+                "[[jobs]]\ningest = ['logs']\ncron = '0 2 * * *'\nlayout = '%d %p %c: %m %q'\n",
+                "jobs[0]: --layout \"%d %p %c: %m %q\": `%q` is not a conversion",
+            ),
         ] {
             let err = format!("{:#}", read(text).unwrap_err());
             assert!(err.contains(expected), "{text}: {err}");
         }
         // An ingest of logs written in local time, by one host whose files are not named after it.
-        let jobs = read("[[jobs]]\ningest = ['logs']\ncron = '0 2 * * *'\ntz = 'America/Los_Angeles'\nhost = 'r01n07'\ndaemon = 'datanode'\n")
+        let jobs = read("[[jobs]]\ningest = ['logs']\ncron = '0 2 * * *'\ntz = 'America/Los_Angeles'\nhost = 'r01n07'\ndaemon = 'datanode'\nlayout = '%d [%t] %-5p %c - %m%n'\n")
             .unwrap();
         let Work::Ingest { zone, hints, .. } = &jobs[0].work else { panic!("an ingest job") };
         assert_eq!(*zone, Some(chrono_tz::America::Los_Angeles));
@@ -280,6 +299,7 @@ mod tests {
             (hints.host.as_deref(), hints.daemon),
             (Some("r01n07"), Some(crate::ingest::discover::Daemon::DataNode))
         );
+        assert_eq!(hints.layout.map(|l| l.name()), Some("%d [%t] %-5p %c - %m%n"));
         let err = format!("{:#}", read("catch_up = 'sometimes'\n").unwrap_err());
         assert!(err.contains("sometimes"), "{err}");
     }
