@@ -502,6 +502,28 @@ async fn minified_exports_stream_whole_gzipped_or_cut_short() {
     assert!(error.ends_with("the 250 records before it were read"), "{error}");
 }
 
+/// A damaged character in one record of a minified `sadf -j` export costs that record only: the
+/// records after it are read again from their own `{"timestamp"`. The restart after the
+/// statistics is not a record that reading finds again.
+#[tokio::test]
+async fn a_damaged_record_of_a_minified_export_costs_only_itself() {
+    let input = tempfile::tempdir().unwrap();
+    let (text, ends) = minified_export(400);
+    let damaged = text[ends[99]..ends[100]].replacen("\"cswch\":", "\"cswch\" ", 1);
+    let text = format!("{}{damaged}{}", &text[..ends[99]], &text[ends[100]..]);
+    std::fs::write(input.path().join("damaged.json"), &text).unwrap();
+    let wh = tempfile::tempdir().unwrap();
+    let summary = ingest_into(vec![input.path().to_path_buf()], wh.path(), None).await;
+    assert_eq!(summary.files_with_status("ingested"), 1);
+    let accounts = "SELECT lines_read, lines_parsed, lines_rejected, events FROM ingests";
+    assert_eq!(rows(wh.path(), accounts).await, owned(&[["1", "0", "1", "399"]]));
+    // Record 100 (rx 100.5, cswch 200) is the one lost.
+    let sums = "SELECT count(*), count(*) FILTER (WHERE restart), sum(rx_kb_s), sum(cswch_s) FROM sadc";
+    assert_eq!(rows(wh.path(), sums).await, owned(&[["399", "0", "79899.5", "119600.0"]]));
+    let error = scalar(wh.path(), "SELECT error FROM ingests").await;
+    assert!(error.ends_with("the 100 records before it and 299 after it were read"), "{error}");
+}
+
 /// A damaged character in one record of a `sadf -j` export costs that record's lines only:
 /// reading resumes at the next record's `{`, and the records after it are kept.
 #[tokio::test]

@@ -329,9 +329,13 @@ pub fn read(ctx: &RunContext, hints: &Hints, planned: &PlannedRecord, emit: &mut
         // records first, then its lines are accounted for.
         Format::SadfJson if has_long_line(path, gzip).unwrap_or(false) => {
             let document = sadf::read_document(open_text(path, gzip), hints, ctx.zone, &mut sink);
-            if let Some(why) = document.broken().filter(|_| document.records > 0) {
-                let read = document.records;
-                sink.report.error = Some(format!("{}: {why}; the {read} records before it were read", file.display));
+            if let Some(why) = document.broken().filter(|_| document.records + document.resumed > 0) {
+                let (before, after) = (document.records, document.resumed);
+                let read = match after {
+                    0 => format!("the {before} records before it were read"),
+                    _ => format!("the {before} records before it and {after} after it were read"),
+                };
+                sink.report.error = Some(format!("{}: {why}; {read}", file.display));
             }
             Box::new(document)
         }

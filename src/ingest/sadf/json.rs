@@ -1,6 +1,6 @@
 //! `sadf -j` JSON: pretty-printed, line by line; minified, as one document of any length.
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
 use std::io::{BufRead, Read};
 use std::rc::Rc;
@@ -482,7 +482,7 @@ struct Counted<R> {
     at: Rc<Cell<Position>>,
 }
 
-impl<R: BufRead> Read for Counted<R> {
+impl<R: Read> Read for Counted<R> {
     fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
         let n = self.inner.read(buf)?;
         let mut at = self.at.get();
@@ -496,6 +496,56 @@ impl<R: BufRead> Read for Counted<R> {
     }
 }
 
+/// The input of a document, shared by the reader of the whole and, after a syntax error, the
+/// readers of the records that follow it.
+#[derive(Clone)]
+struct Shared(Rc<RefCell<Box<dyn BufRead>>>);
+
+impl Read for Shared {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        self.0.borrow_mut().read(buf)
+    }
+}
+
+/// Where every record of a minified export opens.
+const RECORD_OPENS: &[u8] = b"{\"timestamp\"";
+
+impl Shared {
+    /// Reads on to just past the next [`RECORD_OPENS`], counting what it passes; false at the
+    /// end of the input.
+    fn skip_past_record_start(&self, at: &Cell<Position>) -> std::io::Result<bool> {
+        let mut input = self.0.borrow_mut();
+        let mut matched = 0;
+        loop {
+            let buf = input.fill_buf()?;
+            if buf.is_empty() {
+                return Ok(false);
+            }
+            let mut used = 0;
+            let mut found = false;
+            for &byte in buf {
+                used += 1;
+                matched = if byte == RECORD_OPENS[matched] { matched + 1 } else { usize::from(byte == b'{') };
+                if matched == RECORD_OPENS.len() {
+                    found = true;
+                    break;
+                }
+            }
+            let mut read = at.get();
+            for nl in memchr::memchr_iter(b'\n', &buf[..used]) {
+                read.newlines += 1;
+                read.line_start = read.bytes + nl as u64 + 1;
+            }
+            read.bytes += used as u64;
+            at.set(read);
+            input.consume(used);
+            if found {
+                return Ok(true);
+            }
+        }
+    }
+}
+
 /// What became of the records that start on one line.
 #[derive(Debug, Default)]
 struct Verdict {
@@ -506,18 +556,21 @@ struct Verdict {
 /// A `sadf -j` document read whole ([`read_document`]); its rows are written. As a
 /// [`LineParser`] it then accounts for the file's lines: a line is parsed when a record that
 /// starts on it was read, rejected when every record starting on it was, with the last
-/// reason; the line of a syntax error is rejected with it and every line after it too.
+/// reason; the line of the first syntax error is rejected with it, and every line after it
+/// on which no record was read again.
 /// Other lines (structure, and the inner lines of a pretty-printed record) are skipped.
 pub struct Document {
     verdicts: BTreeMap<u64, Verdict>,
-    /// The line of a syntax error (or read error), and the reason.
+    /// The line of the first syntax error (or read error), and the reason.
     broken: Option<(u64, String)>,
     /// Records read before it.
     pub records: u64,
+    /// Records read after it, each from the next `{"timestamp"` on.
+    pub resumed: u64,
 }
 
 impl Document {
-    /// The syntax error that ended the reading, if any.
+    /// The first syntax error, if any.
     pub fn broken(&self) -> Option<&str> {
         self.broken.as_ref().map(|(_, why)| why.as_str())
     }
@@ -531,7 +584,7 @@ impl LineParser for Document {
                 sink.reject(number, offset, &why, text);
                 return;
             }
-            if number > *at {
+            if number > *at && !self.verdicts.get(&number).is_some_and(|v| v.accepted > 0) {
                 sink.reject(number, offset, &format!("after the JSON syntax error at line {at}"), text);
                 return;
             }
@@ -695,9 +748,10 @@ pub fn read_document(
     sink: &mut Sink,
 ) -> Document {
     let input = match input {
-        Ok(input) => input,
+        Ok(input) => Shared(Rc::new(RefCell::new(input))),
         Err(e) => {
-            return Document { verdicts: BTreeMap::new(), broken: Some((1, format!("cannot read: {e}"))), records: 0 };
+            let broken = Some((1, format!("cannot read: {e}")));
+            return Document { verdicts: BTreeMap::new(), broken, records: 0, resumed: 0 };
         }
     };
     let at = Rc::new(Cell::new(Position::default()));
@@ -709,20 +763,35 @@ pub fn read_document(
         verdicts: BTreeMap::new(),
         records: 0,
     };
-    let mut deserializer = serde_json::Deserializer::from_reader(Counted { inner: input, at: at.clone() });
+    let mut deserializer = serde_json::Deserializer::from_reader(Counted { inner: input.clone(), at: at.clone() });
     let result = Walk { walker: &mut walker, level: Level::Root }
         .deserialize(&mut deserializer)
         .and_then(|()| deserializer.end());
-    walker.common.finish(walker.sink);
     let broken = result.err().map(|e| {
         let read = at.get();
         // The line serde_json names, within the lines there are (it counts one past a last
         // newline at the end of the input).
         let lines = read.newlines + u64::from(read.bytes > read.line_start);
         let line = if e.line() == 0 { read.newlines + 1 } else { e.line() as u64 };
-        (line.min(lines.max(1)), format!("JSON: {e}"))
+        ((line.min(lines.max(1)), format!("JSON: {e}")), e.is_eof())
     });
-    Document { verdicts: walker.verdicts, broken, records: walker.records }
+    let records = walker.records;
+    // A damaged character loses the document's structure, not the records after it: each is
+    // read on its own from its opening `{"timestamp"` (a record damaged in turn is rejected).
+    if let Some((_, false)) = broken {
+        while let Ok(true) = input.skip_past_record_start(&at) {
+            let opened = std::io::Cursor::new(RECORD_OPENS).chain(Counted { inner: input.clone(), at: at.clone() });
+            let mut deserializer = serde_json::Deserializer::from_reader(opened);
+            let seed = RecordSeed { walker: &mut walker, kind: Place::Statistics };
+            if let Err(e) = seed.deserialize(&mut deserializer) {
+                let line = at.get().newlines + 1;
+                walker.verdicts.entry(line).or_default().rejected = Some(format!("JSON: {e}"));
+            }
+        }
+    }
+    walker.common.finish(walker.sink);
+    let resumed = walker.records - records;
+    Document { verdicts: walker.verdicts, broken: broken.map(|(at, _)| at), records, resumed }
 }
 
 #[cfg(test)]
