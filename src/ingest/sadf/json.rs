@@ -584,7 +584,7 @@ impl LineParser for Document {
                 sink.reject(number, offset, &why, text);
                 return;
             }
-            if number > *at && !self.verdicts.get(&number).is_some_and(|v| v.accepted > 0) {
+            if number > *at && self.verdicts.get(&number).is_none_or(|v| v.accepted == 0) {
                 sink.reject(number, offset, &format!("after the JSON syntax error at line {at}"), text);
                 return;
             }
