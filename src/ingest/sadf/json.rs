@@ -475,6 +475,17 @@ struct Position {
     line_start: u64,
 }
 
+impl Position {
+    /// Past `bytes` just read.
+    fn advance(&mut self, bytes: &[u8]) {
+        for nl in memchr::memchr_iter(b'\n', bytes) {
+            self.newlines += 1;
+            self.line_start = self.bytes + nl as u64 + 1;
+        }
+        self.bytes += bytes.len() as u64;
+    }
+}
+
 /// The input, counted. serde_json pulls one byte at a time (peeking one ahead), so when a
 /// record's seed runs, the record's first byte has just been read.
 struct Counted<R> {
@@ -486,11 +497,7 @@ impl<R: Read> Read for Counted<R> {
     fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
         let n = self.inner.read(buf)?;
         let mut at = self.at.get();
-        for nl in memchr::memchr_iter(b'\n', &buf[..n]) {
-            at.newlines += 1;
-            at.line_start = at.bytes + nl as u64 + 1;
-        }
-        at.bytes += n as u64;
+        at.advance(&buf[..n]);
         self.at.set(at);
         Ok(n)
     }
@@ -532,11 +539,7 @@ impl Shared {
                 }
             }
             let mut read = at.get();
-            for nl in memchr::memchr_iter(b'\n', &buf[..used]) {
-                read.newlines += 1;
-                read.line_start = read.bytes + nl as u64 + 1;
-            }
-            read.bytes += used as u64;
+            read.advance(&buf[..used]);
             at.set(read);
             input.consume(used);
             if found {
