@@ -1,6 +1,7 @@
 //! DataNode messages that start and end SALSA's WriteBlock, WriteBlock_Replicated and ReadBlock
-//! states (SALSA Table 2, Hadoop 0.16–1.x wording), and the DataNode's own address in a line,
-//! which is how merged multi-host files (Loghub's HDFS) tell whose line it is.
+//! states (SALSA Table 2, Hadoop 0.16–1.x wording; 2.x–3.x write `Receiving <pool>:<block> …`
+//! and `Received <pool>:<block> …` without the word `block`), and the DataNode's own address in
+//! a line, which is how merged multi-host files (Loghub's HDFS) tell whose line it is.
 
 use super::ids::{field_after, find_block, host_of_address, split_at_first, split_at_last};
 use super::states::{Detail, Outcome, StateKind, Token};
@@ -19,17 +20,24 @@ fn size_after(msg: &str) -> Option<i64> {
     field_after(msg, "of size ")?.parse().ok()
 }
 
+/// What follows `Receiving` or `Received` (`verb`) and the block: `block blk_…` up to 1.x,
+/// `BP-…:blk_…` (a block pool's) from 2.x.
+fn after_block_verb<'a>(msg: &'a str, verb: &str) -> Option<&'a str> {
+    let rest = msg.strip_prefix(verb)?.strip_prefix(' ')?;
+    rest.strip_prefix("block ").or_else(|| rest.starts_with("BP-").then_some(rest))
+}
+
 pub fn recognize(msg: &str) -> Option<Token> {
     // Loghub and 0.18 prefix some messages with the DataNode's name: `10.0.0.1:50010 Served…`.
     let body = strip_own_address(msg);
-    if let Some(rest) = body.strip_prefix("Receiving block ") {
+    if let Some(rest) = after_block_verb(body, "Receiving") {
         let writer = host_of_address(field_after(rest, "src:")?).to_string();
         let mut detail = block_detail(rest);
         let key = write_key(detail.block_id.as_deref(), &writer);
         detail.peer_host = Some(writer);
         return Some(Token::Start { kind: StateKind::WriteBlock, key, detail });
     }
-    if let Some(rest) = body.strip_prefix("Received block ") {
+    if let Some(rest) = after_block_verb(body, "Received") {
         let mut detail = block_detail(rest);
         // `… src: /a:p dest: /b:p of size N` (a block from another DataNode), `… of size N from
         // /a` (0.18 PacketResponder), `… from /a and mirrored to /m:p` (≤0.17).
@@ -92,7 +100,7 @@ pub fn own_host(msg: &str) -> Option<&str> {
     if let Some(len) = leading_address(msg) {
         return Some(host_of_address(&msg[..len]));
     }
-    if msg.starts_with("Receiving block ") || msg.starts_with("Received block ") {
+    if after_block_verb(msg, "Receiving").or_else(|| after_block_verb(msg, "Received")).is_some() {
         return field_after(msg, "dest:").map(host_of_address);
     }
     if msg.starts_with("src: ") {
@@ -138,6 +146,19 @@ mod tests {
             (detail.peer_host.as_deref(), detail.mirror_host.as_deref()),
             (Some("172.19.145.131"), Some("172.19.145.139"))
         );
+        // 2.x–3.x (`DataXceiver.writeBlock`): the block pool's id before the block, no `block`.
+        let block = "BP-1457921563-10.0.0.1-1553147000000:blk_1073741825_1001";
+        let Some(Token::Start { key, .. }) =
+            recognize(&format!("Receiving {block} src: /10.0.0.2:45678 dest: /10.0.0.3:9866"))
+        else {
+            panic!("a 2.x start")
+        };
+        assert_eq!(key, "write:blk_1073741825:10.0.0.2");
+        let end = recognize(&format!("Received {block} src: /10.0.0.2:45678 dest: /10.0.0.3:9866 of size 134217728"));
+        assert!(
+            matches!(end, Some(Token::End { key: ref k, detail: Detail { bytes: Some(134217728), .. }, .. }) if *k == key)
+        );
+        assert_eq!(recognize("Receiving empty packet for block blk_1"), None);
     }
 
     #[test]
@@ -152,6 +173,11 @@ mod tests {
         assert_eq!(own_host(failed), Some("10.251.30.85"));
         assert_eq!(own_host("Receiving block blk_1 src: /10.0.0.1:3 dest: /10.0.0.9:50010"), Some("10.0.0.9"));
         assert_eq!(own_host("PacketResponder 1 for block blk_1 terminating"), None);
+        assert_eq!(
+            own_host("Receiving BP-9-10.0.0.1-1:blk_1073741825_1001 src: /10.0.0.2:4 dest: /10.0.0.7:9866"),
+            Some("10.0.0.7")
+        );
+        assert_eq!(own_host("Receiving empty packet"), None);
         let served = "src: /10.0.0.4:50010, dest: /10.0.0.7:40112, bytes: 9, op: HDFS_READ, cliID: DFSClient_1";
         assert_eq!(own_host(served), Some("10.0.0.4"));
         let written = "src: /10.0.0.7:40113, dest: /10.0.0.4:50010, bytes: 9, op: HDFS_WRITE, cliID: DFSClient_1";
