@@ -370,8 +370,9 @@ async fn an_application_masters_log_puts_each_attempt_on_its_node() {
 }
 
 /// `data/yarn/worker1`: a Hadoop 3 reduce's container log. Its folder names the container; its
-/// event fetcher's start names the reduce. Two fetches: into memory (45 ms, 1,052 bytes) and
-/// to disk (1.5 s, 5,000,004 bytes), each a ReduceCopy of the reduce on the container's node.
+/// event fetcher's start names the reduce. Two fetches: into memory (45 ms, 1,052 bytes, from
+/// worker1) and to disk (1.5 s, 5,000,004 bytes, from worker3), each a ReduceCopy of the reduce
+/// on the container's node, its map's host the one the scheduler assigned to that fetcher.
 #[tokio::test]
 async fn a_yarn_reduces_fetches_are_its_reduce_copies() {
     let wh = tempfile::tempdir().unwrap();
@@ -380,14 +381,23 @@ async fn a_yarn_reduces_fetches_are_its_reduce_copies() {
     assert_eq!(summary.total(|r| r.unmatched_ends), 0);
     let copies = rows(
         wh.path(),
-        "SELECT host, daemon, task_id, peer_task_id, bytes, duration_ms, outcome FROM states
+        "SELECT host, daemon, task_id, peer_task_id, peer_host, bytes, duration_ms, outcome FROM states
          WHERE state = 'ReduceCopy' ORDER BY start_ts",
     )
     .await;
     let reduce = "attempt_1553147085057_0001_r_000000_0";
     let expected = [
-        ["worker1", "task", reduce, "attempt_1553147085057_0001_m_000000_0", "1052", "45.0", "SUCCEEDED"],
-        ["worker1", "task", reduce, "attempt_1553147085057_0001_m_000002_0", "5000004", "1500.0", "SUCCEEDED"],
+        ["worker1", "task", reduce, "attempt_1553147085057_0001_m_000000_0", "worker1", "1052", "45.0", "SUCCEEDED"],
+        [
+            "worker1",
+            "task",
+            reduce,
+            "attempt_1553147085057_0001_m_000002_0",
+            "worker3",
+            "5000004",
+            "1500.0",
+            "SUCCEEDED",
+        ],
     ];
     assert_eq!(copies, owned(&expected));
     assert_eq!(scalar(wh.path(), "SELECT count(*) FROM states WHERE state <> 'ReduceCopy'").await, "0");

@@ -231,6 +231,7 @@ struct StreamReader<'a> {
     newest_ts: i64,
     /// A job id made from an attempt's, reused row after row.
     job_id: String,
+    fetcher_hosts: tasktracker::FetcherHosts,
 }
 
 /// `job_<number>` in `buffer`, which keeps its allocation from one row to the next.
@@ -260,6 +261,7 @@ pub fn read_stream(ctx: &RunContext, files: &[PlannedFile], emit: &mut dyn FnMut
         last_ts: i64::MIN,
         newest_ts: i64::MIN,
         job_id: String::new(),
+        fetcher_hosts: tasktracker::FetcherHosts::default(),
     };
     for index in 0..files.len() {
         reader.read_file(index, emit);
@@ -505,7 +507,11 @@ impl StreamReader<'_> {
         {
             self.address_book.note_line(host, message, ts);
         }
-        if let Some(token) = recognize(daemon, &event.logger, message, file.attempt.as_deref()) {
+        let mut token = recognize(daemon, &event.logger, message, file.attempt.as_deref());
+        if file.attempt.is_some() {
+            self.fetcher_hosts.observe(message, token.as_mut());
+        }
+        if let Some(token) = token {
             // Only a merged file's lines and the application master's name a host of their own;
             // the rows of any other take the stream's host, so its marks need no copy of it.
             let line_host = match (&file.host, daemon) {

@@ -5,7 +5,7 @@
 //! copier threads name only the map whose output they fetch, so the reduce is the attempt whose
 //! log it is.
 
-use super::ids::{contains, find_attempt, is_map_attempt, split_at_first, split_at_last};
+use super::ids::{contains, find_attempt, host_of_address, is_map_attempt, split_at_first, split_at_last};
 use super::states::{Detail, Outcome, StateKind, Token};
 
 pub(super) fn task(attempt: &str) -> Detail {
@@ -66,8 +66,8 @@ fn recognize_own(msg: &str, own: &str) -> Option<Token> {
     }
     // 2.x–3.x (YARN) fetchers: `fetcher#1 about to shuffle output of map <map> decomp: 1048
     // len: 1052 to MEMORY` (or `DISK`; `localfetcher#1` in local mode) opens the fetch, which
-    // the same `Read … bytes from map-output for <map>` ends. No line of the reduce names the
-    // map's host beside its fetch: it is the map's, which the application master's log gives.
+    // the same `Read … bytes from map-output for <map>` ends. The map's host is the fetcher's
+    // ([`FetcherHosts`]).
     if let Some((_, rest)) = split_at_first(msg, "fetcher#")
         && let Some((_, rest)) = split_at_first(rest, " about to shuffle output of map ")
     {
@@ -108,6 +108,35 @@ fn recognize_own(msg: &str, own: &str) -> Option<Token> {
         return Some(Token::Forget { key: merge_key(own) });
     }
     None
+}
+
+/// The hosts a YARN reduce's fetcher threads were last given (`Assigning <host>:<port> with N to
+/// fetcher#k`, by the shuffle scheduler, in the fetcher's own thread): each of its next fetches
+/// is of a map that ran there.
+#[derive(Default)]
+pub struct FetcherHosts(Vec<(String, String)>);
+
+impl FetcherHosts {
+    /// Notes the host a line assigns to a fetcher; fills in the map's host of a fetch it starts.
+    pub fn observe(&mut self, msg: &str, token: Option<&mut Token>) {
+        if let Some(rest) = msg.strip_prefix("Assigning ")
+            && let Some((address, rest)) = rest.split_once(" with ")
+            && let Some((_, fetcher)) = split_at_first(rest, " to ")
+        {
+            let host = host_of_address(address).to_string();
+            match self.0.iter_mut().find(|(name, _)| name == fetcher) {
+                Some((_, known)) => *known = host,
+                None => self.0.push((fetcher.to_string(), host)),
+            }
+            return;
+        }
+        if let Some(Token::Start { kind: StateKind::ReduceCopy, detail, .. }) = token
+            && detail.peer_host.is_none()
+            && let Some((fetcher, _)) = split_at_first(msg, " about to shuffle output of map ")
+        {
+            detail.peer_host = self.0.iter().find(|(name, _)| name == fetcher).map(|(_, host)| host.clone());
+        }
+    }
 }
 
 /// The reduce a YARN container's log is of, from its event fetcher's start
@@ -226,6 +255,28 @@ mod tests {
         assert_eq!(reduce_of_event_fetcher(&started), Some(reduce));
         assert_eq!(reduce_of_event_fetcher(&started.replace("_r_", "_m_")), None);
         assert_eq!(reduce_of_event_fetcher("Thread started: EventFetcher"), None);
+    }
+
+    #[test]
+    fn a_fetchs_map_host_is_the_one_last_assigned_to_its_fetcher() {
+        let (reduce, map) = ("attempt_1553147085057_0001_r_000000_0", "attempt_1553147085057_0001_m_000002_0");
+        let mut hosts = FetcherHosts::default();
+        let fetch = |hosts: &mut FetcherHosts, fetcher: &str| {
+            let line = format!("{fetcher} about to shuffle output of map {map} decomp: 2 len: 6 to MEMORY");
+            let mut token = recognize(&line, Some(reduce));
+            hosts.observe(&line, token.as_mut());
+            match token {
+                Some(Token::Start { detail, .. }) => detail.peer_host,
+                other => panic!("{other:?}"),
+            }
+        };
+        assert_eq!(fetch(&mut hosts, "fetcher#1"), None);
+        hosts.observe("Assigning worker1:13562 with 1 to fetcher#1", None);
+        hosts.observe("Assigning worker3:13562 with 2 to fetcher#2", None);
+        assert_eq!(fetch(&mut hosts, "fetcher#1").as_deref(), Some("worker1"));
+        hosts.observe("Assigning worker4:13562 with 1 to fetcher#1", None);
+        assert_eq!(fetch(&mut hosts, "fetcher#1").as_deref(), Some("worker4"));
+        assert_eq!(fetch(&mut hosts, "fetcher#2").as_deref(), Some("worker3"));
     }
 
     const R: &str = "attempt_200808231712_0001_r_000002_0";
