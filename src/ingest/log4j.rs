@@ -185,7 +185,7 @@ fn head<'a>(
     }
 }
 
-fn digits(b: &[u8], from: usize, n: usize) -> Option<u32> {
+pub(super) fn digits(b: &[u8], from: usize, n: usize) -> Option<u32> {
     let slice = b.get(from..from + n)?;
     slice.iter().try_fold(0u32, |acc, &c| c.is_ascii_digit().then(|| acc * 10 + u32::from(c - b'0')))
 }

@@ -9,7 +9,7 @@
 
 use std::sync::{Mutex, OnceLock};
 
-use super::log4j::{EventHead, Head, day_ms, days_from_civil, is_level};
+use super::log4j::{EventHead, Head, day_ms, days_from_civil, digits, is_level};
 
 #[derive(Debug, PartialEq, Eq)]
 pub struct Pattern {
@@ -254,9 +254,9 @@ fn read_date<'a>(parts: &[DatePart], text: &'a str) -> Option<(i64, &'a str)> {
     let (mut at, mut year, mut month, mut day) = (0, 0i32, 0u32, 0u32);
     let (mut hour, mut minute, mut second, mut millis) = (0u32, 0u32, 0u32, 0u32);
     let number = |at: &mut usize, width: usize| -> Option<u32> {
-        let digits = b.get(*at..*at + width)?;
+        let value = digits(b, *at, width)?;
         *at += width;
-        digits.iter().try_fold(0u32, |n, d| d.is_ascii_digit().then(|| n * 10 + u32::from(d - b'0')))
+        Some(value)
     };
     for part in parts {
         match part {
