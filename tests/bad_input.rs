@@ -112,6 +112,12 @@ async fn a_growing_file_is_read_from_where_the_last_ingest_stopped() {
     write!(file, "{}{}2008-08-23 17:12:06,000 INFO a.Task", line(4), line(5)).unwrap();
     let second = ingest_into(vec![log.clone()], wh.path(), None).await;
     assert_eq!(second.total(|r| r.lines_read), 2);
+    // `printf '2008-08-23 17:12:06,000 INFO a.Task' | wc -c`
+    assert_eq!(second.total(|r| r.waiting_bytes), 35);
+    assert!(
+        kahuna::ingest::summary::render(&second)
+            .contains("and 1 unfinished last line(s), 35 bytes, still being written")
+    );
     writeln!(file, "Tracker: tick 6").unwrap();
     let third = ingest_into(vec![log.clone()], wh.path(), None).await;
     assert_eq!(third.total(|r| r.lines_read), 1);

@@ -10,7 +10,7 @@ use twox_hash::XxHash3_64;
 
 use super::log4j::{Head, Layout, parse_head};
 use super::pattern::Pattern;
-use super::source::{LineReader, is_gzip, last_line_end};
+use super::source::{LineReader, is_gzip, read_end};
 use super::{datanode, ids, tasktracker};
 
 /// The daemons whose logs we read. Lowercase, as Hadoop names its log files.
@@ -249,10 +249,6 @@ fn is_attempt_log(path: &Path) -> bool {
 
 const PROBE_LINES: usize = 200;
 
-/// A plain file not written for this long has stopped growing: its last line is read even
-/// without a `\n`, which a daemon that died mid-line never writes.
-const SETTLED: std::time::Duration = std::time::Duration::from_secs(15 * 60);
-
 /// Reads a file's first lines and decides how to ingest it.
 pub fn classify(path: &Path, hints: &Hints) -> Result<LogFile, Refusal> {
     let display = path.display().to_string();
@@ -263,12 +259,9 @@ pub fn classify(path: &Path, hints: &Hints) -> Result<LogFile, Refusal> {
         return Err(Refusal { skipped: true, ..refuse(0, "empty file".into()) });
     }
     let gzip = is_gzip(path).map_err(|e| refuse(size, format!("cannot read: {e}")))?;
-    let settled = meta.modified().ok().and_then(|t| t.elapsed().ok()).is_some_and(|age| age >= SETTLED);
-    let end = match (gzip, settled) {
-        (true, _) => None,
-        // A last line without `\n` in a file nobody writes any more is whole.
-        (false, true) => Some(size),
-        (false, false) => Some(last_line_end(path, size).map_err(|e| refuse(size, format!("cannot read: {e}")))?),
+    let end = match gzip {
+        true => None,
+        false => Some(read_end(path, size, meta.modified()).map_err(|e| refuse(size, format!("cannot read: {e}")))?),
     };
     let head = probe(path, gzip).map_err(|e| refuse(size, e))?;
     if let Some(at) = head.binary_at {

@@ -19,7 +19,7 @@ use anyhow::{Context, Result};
 use twox_hash::XxHash3_64;
 
 use super::discover::{Hints, Refusal};
-use super::source::{Checked, LineReader, MAX_LINE, is_gzip, last_line_end};
+use super::source::{Checked, LineReader, MAX_LINE, is_gzip, read_end};
 use super::stream::{Batcher, FileReport, Output, Progress, RunContext, append_reject};
 use super::{held_under_either_key, jobhistory, sadf, slot, unchanged};
 use crate::warehouse::tables::{Rows, Table};
@@ -86,7 +86,8 @@ const KEY_BYTES: usize = 1024;
 /// (a log file, or a file for the log path to refuse).
 pub fn classify(path: &Path) -> Option<Result<RecordFile, Refusal>> {
     let display = path.display().to_string();
-    let size = std::fs::metadata(path).ok()?.len();
+    let meta = std::fs::metadata(path).ok()?;
+    let size = meta.len();
     let refuse = |reason: String| Refusal { display: display.clone(), size, reason, skipped: false };
     let gzip = is_gzip(path).ok()?;
     let mut hasher = XxHash3_64::with_seed(0);
@@ -133,7 +134,7 @@ pub fn classify(path: &Path) -> Option<Result<RecordFile, Refusal>> {
         return None;
     };
     let end = match format {
-        Format::SadfText if !gzip => match last_line_end(path, size) {
+        Format::SadfText if !gzip => match read_end(path, size, meta.modified()) {
             Ok(end) => Some(end),
             Err(e) => return Some(Err(refuse(format!("cannot read: {e}")))),
         },
@@ -385,6 +386,7 @@ pub fn read(ctx: &RunContext, hints: &Hints, planned: &PlannedRecord, emit: &mut
         batcher.flush(emit);
     }
     report.offset_end = source.offset();
+    report.waiting_bytes = file.end.map_or(0, |end| file.size.saturating_sub(end));
     report.hash = Some(format!("{:016x}", source.hash()));
     report.finished_ms = now_ms();
     progress.publish(report.offset_end);

@@ -345,9 +345,19 @@ impl LineReader {
     }
 }
 
-/// Where a plain file's last complete line ends, at or before `size`: the end of a growing
-/// file's ingest, so that a half-written line waits for the next run.
-pub fn last_line_end(path: &Path, size: u64) -> io::Result<u64> {
+/// A plain file not written for this long has stopped growing: its last line is read even
+/// without a `\n`, which a daemon that died mid-line never writes.
+pub const SETTLED: std::time::Duration = std::time::Duration::from_secs(15 * 60);
+
+/// Where this run stops reading a plain file of `size` bytes: its end once it has settled, else
+/// the end of its last complete line, so that a half-written line waits for the next run.
+pub fn read_end(path: &Path, size: u64, modified: io::Result<std::time::SystemTime>) -> io::Result<u64> {
+    let settled = modified.ok().and_then(|t| t.elapsed().ok()).is_some_and(|age| age >= SETTLED);
+    if settled { Ok(size) } else { last_line_end(path, size) }
+}
+
+/// Where a plain file's last complete line ends, at or before `size`.
+fn last_line_end(path: &Path, size: u64) -> io::Result<u64> {
     let mut file = File::open(path)?;
     let mut end = size;
     let mut buf = vec![0u8; 64 * 1024];

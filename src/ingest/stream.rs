@@ -91,6 +91,9 @@ pub struct FileReport {
     pub unterminated: u64,
     pub unmatched_ends: u64,
     pub out_of_order: u64,
+    /// Bytes after the last `\n` of a plain file written to in the last minutes: a line still
+    /// being written, which the next run reads once it is whole.
+    pub waiting_bytes: u64,
     pub rejects_by_reason: BTreeMap<String, u64>,
     pub states_by_kind: BTreeMap<&'static str, u64>,
     pub started_ms: i64,
@@ -421,6 +424,7 @@ impl StreamReader<'_> {
         }
         // (A file cut short among the lines read again ends where the new ones would start.)
         report.offset_end = source.offset().max(report.offset_start);
+        report.waiting_bytes = file.end.map_or(0, |end| file.size.saturating_sub(end));
         report.hash = Some(format!("{:016x}", source.hash()));
         report.finished_ms = now_ms();
         progress.publish(report.offset_end);

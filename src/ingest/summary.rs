@@ -38,6 +38,16 @@ pub fn render(summary: &Summary) -> String {
         summary.total(|r| r.events),
         summary.total(|r| r.out_of_order),
     );
+    let waiting: Vec<_> = summary.reports.iter().filter(|r| r.waiting_bytes > 0).collect();
+    if !waiting.is_empty() {
+        let _ = writeln!(
+            out,
+            "       and {} unfinished last line(s), {} bytes, still being written: read by a later run once whole, rotated or {} min old",
+            waiting.len(),
+            waiting.iter().map(|r| r.waiting_bytes).sum::<u64>(),
+            crate::ingest::source::SETTLED.as_secs() / 60,
+        );
+    }
     let _ = writeln!(
         out,
         "states: {} ({} unterminated, {} ends without a start)",
