@@ -89,7 +89,7 @@ FROM (SELECT DISTINCT cluster, state, host FROM salsa_samples) AS d;
 -- `peer_level` are the tick's series and the median of their levels. (`tick_histograms`,
 -- `kde_smooth` and `peer_scores` give the same numbers in three steps, but hand every series'
 -- histogram at every tick from one GROUP BY to the next.)
-CREATE TABLE salsa_peer AS
+CREATE TABLE salsa_alarms AS
 WITH labelled AS (
     SELECT k.series, k.peers, s.t,
            CAST(least(greatest(floor(ln(greatest(s.ms / greatest(m.median_ms, 0.001), 1e-9) / $lo) / ln($hi / $lo) * 12), 0), 11) AS BIGINT) AS bin
@@ -100,24 +100,25 @@ WITH labelled AS (
 compared AS (
     SELECT unnest(tick_peer_scores(series, bin, 12, t, $step_seconds, $memory_ticks, $lambda, $alpha, $bandwidth, $threshold_p)) AS p
     FROM labelled GROUP BY peers
-),
+)
 -- An alarm: enough hosts at the tick, this one slower than their median, and far from more
--- than half of them (a peer score above 0.5).
-alarms AS (
-    SELECT p['member'] AS series, p['tick'] AS tick,
-           p['hosts'] >= $min_hosts AND p['level'] > p['peer_level'] AND coalesce(p['score'] > 0.5, false) AS alarm
-    FROM compared
-),
--- $alarms consecutive alarms indict: each series' longest run of them, in tick order.
-per_series AS (
+-- than half of them (a peer score above 0.5). A table, which `kahuna report` draws over time.
+SELECT p['member'] AS series, p['tick'] AS tick,
+       p['hosts'] >= $min_hosts AND p['level'] > p['peer_level'] AND coalesce(p['score'] > 0.5, false) AS alarm
+FROM compared;
+
+-- Statement 6: $alarms consecutive alarms indict: each series' longest run of them, in tick
+-- order.
+CREATE TABLE salsa_peer AS
+WITH per_series AS (
     SELECT series, longest_run(alarm, tick) AS longest, count(*) AS ticks,
            sum(CASE WHEN alarm THEN 1 ELSE 0 END) AS alarmed
-    FROM alarms GROUP BY series
+    FROM salsa_alarms GROUP BY series
 )
 SELECT k.cluster, k.state, k.host, p.longest, p.ticks, p.alarmed
 FROM salsa_series k JOIN per_series p ON p.series = k.series;
 
--- Statement 6: the data flow: the outliers, each with the host at its other end. A table,
+-- Statement 7: the data flow: the outliers, each with the host at its other end. A table,
 -- since the counts below read it twice (DataFusion would plan it anew at each mention).
 CREATE TABLE salsa_outliers AS
 WITH outlying AS (
@@ -138,7 +139,7 @@ peer_names AS (
 SELECT o.cluster, o.state, o.host, coalesce(a.host, o.peer_host) AS peer
 FROM outlying o LEFT JOIN peer_names a ON a.cluster = o.cluster AND a.address = o.peer_host;
 
--- Statement 7: each outlier joins the host that logged it and its peer, each once: a block
+-- Statement 8: each outlier joins the host that logged it and its peer, each once: a block
 -- read locally joins its host once, not twice.
 CREATE TABLE salsa_flow AS
 WITH associations AS (
@@ -154,7 +155,7 @@ SELECT a.cluster, a.state, a.host, count(*) AS associated, max(c.total) AS total
 FROM outlier_counts c JOIN associations a ON a.cluster = c.cluster AND a.state = c.state
 GROUP BY a.cluster, a.state, a.host;
 
--- Statement 8: the verdict.
+-- Statement 9: the verdict.
 WITH flow_culprits AS (
     SELECT DISTINCT cluster, state FROM salsa_flow WHERE indicted
 )

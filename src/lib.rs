@@ -3,7 +3,7 @@
 //! The data path follows the folders: [`ingest`] (log files → events → SALSA states) →
 //! [`warehouse`] (Delta tables) → [`catalog`] (tables for SQL, with `kahuna-udfs`) →
 //! [`diagnose`] (query files, runs and their recorded verdicts, evaluation) → [`schedule`]
-//! (nightly runs) → [`shell`], [`serve`] (Arrow Flight SQL) and [`cli`] (the `kahuna`
+//! (nightly runs) → [`shell`], [`serve`] (Arrow Flight SQL), [`report`] (an HTML page of a window) and [`cli`] (the `kahuna`
 //! command). [`simulate`] writes the logs of a simulated cluster with injected faults, for
 //! tests and evaluation.
 
@@ -11,6 +11,7 @@ pub mod catalog;
 pub mod cli;
 pub mod diagnose;
 pub mod ingest;
+pub mod report;
 pub mod schedule;
 pub mod serve;
 pub mod shell;

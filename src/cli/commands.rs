@@ -9,7 +9,8 @@ use anyhow::{Context, Result, anyhow, bail};
 use chrono::{DateTime, Utc};
 
 use super::{
-    BackfillArgs, DiagnoseArgs, EvalArgs, IngestArgs, OptimizeArgs, ScheduleArgs, ServeArgs, SimulateArgs, SqlArgs,
+    BackfillArgs, DiagnoseArgs, EvalArgs, IngestArgs, OptimizeArgs, ReportArgs, ScheduleArgs, ServeArgs, SimulateArgs,
+    SqlArgs,
 };
 use crate::diagnose::queries::{self, Output, Query};
 use crate::diagnose::{self, Record, Request};
@@ -150,6 +151,26 @@ pub async fn diagnose(args: DiagnoseArgs, warehouse: &Path) -> Result<()> {
         Output::Table(table) => table.clone(),
     };
     eprintln!("run {}: {} rows, recorded in {recorded}", outcome.run_id, outcome.rows);
+    Ok(())
+}
+
+pub async fn report(args: ReportArgs, warehouse: &Path) -> Result<()> {
+    let options = crate::report::Options {
+        cluster: args.cluster,
+        from: time("from", args.from)?,
+        to: time("to", args.to)?,
+        run: args.run,
+        queries: args.queries,
+    };
+    let report = crate::report::build(&Warehouse::new(warehouse), &options).await?;
+    if args.sql {
+        print!("{}", report.sql());
+        return Ok(());
+    }
+    let page = report.html();
+    std::fs::write(&args.out, &page).with_context(|| format!("cannot write {}", args.out.display()))?;
+    let indicted = if report.indicted.is_empty() { "nobody indicted".to_string() } else { format!("indicted: {}", report.indicted.join(", ")) };
+    eprintln!("wrote {} ({} KB): cluster {}, {indicted}", args.out.display(), page.len() / 1024, report.cluster);
     Ok(())
 }
 

@@ -47,6 +47,9 @@ pub enum Command {
     Backfill(BackfillArgs),
     /// Serve the warehouse over Arrow Flight SQL (ADBC, JDBC, ODBC clients), read-only.
     Serve(ServeArgs),
+    /// Write one HTML page of a cluster's window: the verdicts, the evidence behind each
+    /// indicted host, swimlanes, control and data flow, peer correlation.
+    Report(ReportArgs),
     /// Print a completion script for a shell (`source <(kahuna completions bash)`).
     Completions(CompletionsArgs),
 }
@@ -65,6 +68,7 @@ pub async fn run(cli: Cli) -> Result<()> {
         Command::Schedule(args) => commands::schedule(args, warehouse).await,
         Command::Backfill(args) => commands::backfill(args, warehouse).await,
         Command::Serve(args) => commands::serve(args, warehouse).await,
+        Command::Report(args) => commands::report(args, warehouse).await,
         Command::Completions(args) => {
             clap_complete::generate(
                 args.shell,
@@ -175,6 +179,32 @@ pub struct SqlArgs {
     /// How results are printed (parquet writes the Parquet bytes to standard output).
     #[arg(long, value_enum, default_value = "table")]
     pub format: Format,
+}
+
+#[derive(clap::Args)]
+pub struct ReportArgs {
+    /// The cluster (default: the warehouse's only one).
+    #[arg(long)]
+    pub cluster: Option<String>,
+    /// Window start (RFC 3339, or `YYYY-MM-DD[ HH:MM[:SS]]` in UTC); by default the window of
+    /// the newest recorded diagnosis.
+    #[arg(long)]
+    pub from: Option<String>,
+    /// Window end (exclusive).
+    #[arg(long)]
+    pub to: Option<String>,
+    /// One recorded run of a diagnosis (a run id of `diagnoses`): its cluster, window and verdicts.
+    #[arg(long)]
+    pub run: Option<String>,
+    /// The page to write.
+    #[arg(long, default_value = "report.html")]
+    pub out: PathBuf,
+    /// Print every figure's SQL, as bound, instead of writing the page.
+    #[arg(long)]
+    pub sql: bool,
+    /// Folder of the query files (`report/<name>.sql` there replaces a figure's query).
+    #[arg(long, env = "KAHUNA_QUERIES", default_value = "queries")]
+    pub queries: PathBuf,
 }
 
 #[derive(clap::Args)]
