@@ -4,6 +4,9 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+use kahuna::schedule::{Config, Runner, WarehouseRunner};
+use kahuna::warehouse::Warehouse;
+
 fn kahuna(warehouse: &Path, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_kahuna")).arg("--warehouse").arg(warehouse).args(args).output().unwrap()
 }
@@ -80,6 +83,19 @@ fn the_demo_clusters_page_names_the_hog_in_its_verdicts_and_graphs() {
     let lanes = section(&dom, "swimlanes");
     assert_eq!(lanes.matches(r#"class="host indicted" data-host="r01n04""#).count(), 1);
     assert_eq!(lanes.matches(r#"class="host""#).count(), 9);
+
+    // The nightly job of the same day: no verdict recorded for that window (the demo's covers
+    // all history), the day's states drawn.
+    let config = "[[jobs]]\nreport = 'reports/{date}.html'\ncron = '0 2 * * *'\ncluster = 'demo-cpuhog'\n";
+    let jobs = toml::from_str::<Config>(config).unwrap().jobs(dir.path()).unwrap();
+    let day = chrono::NaiveDate::from_ymd_opt(2008, 8, 25).unwrap();
+    let runner = WarehouseRunner::new(Warehouse::new(&wh));
+    let indicted = tokio::runtime::Runtime::new().unwrap().block_on(runner.run(&jobs[0], day)).unwrap();
+    assert_eq!(indicted, 0);
+    let nightly = std::fs::read_to_string(dir.path().join("reports/2008-08-25.html")).unwrap();
+    assert!(nightly.contains("2008-08-25 00:00:00 UTC to 2008-08-26 00:00:00 UTC"), "{nightly}");
+    assert!(nightly.contains("No diagnosis is recorded for cluster demo-cpuhog over this window"));
+    assert_eq!(nightly.matches(r#"class="host" data-host="r01n"#).count(), 10);
 
     let listing = String::from_utf8(kahuna(&wh, &["report", "--cluster", "demo-cpuhog", "--sql"]).stdout).unwrap();
     assert!(listing.contains("-- Host r01n04: State durations against the peers' (Kahuna-WB) (durations)"), "{listing}");

@@ -49,6 +49,9 @@ pub struct JobConfig {
     /// Log folders or files to ingest: makes this an ingest job.
     #[serde(default)]
     pub ingest: Vec<PathBuf>,
+    /// The page `kahuna report` writes of the run date's window: makes this a report job, run
+    /// after the jobs due with it. `{date}` in it becomes the run date.
+    pub report: Option<String>,
     /// An ingest's `--tz`: the zone the logs' timestamps were written in (UTC by default), not
     /// the zone of the cron expression.
     pub tz: Option<String>,
@@ -103,6 +106,8 @@ fn default_days_back() -> u32 {
 pub enum Work {
     Query { query: Query, params: Vec<(String, String)> },
     Ingest { paths: Vec<PathBuf>, zone: Option<Tz>, hints: Hints },
+    /// The page to write (`{date}` is the run date) and the folder of the figures' queries.
+    Report { out: String, queries: PathBuf },
 }
 
 #[derive(Clone, Debug)]
@@ -120,16 +125,20 @@ impl Job {
         match &self.work {
             Work::Query { query, .. } => query.hash(),
             Work::Ingest { .. } => "ingest".into(),
+            Work::Report { .. } => "report".into(),
         }
     }
 
     /// Whether this job must run before `later` when both are due at one instant: an ingest
     /// writes what every query reads, and a query writes its output (`diagnoses` for a verdict),
-    /// which a query such as `combined` reads.
+    /// which a query such as `combined` reads; a report draws from all of it.
     pub(super) fn feeds(&self, later: &Job) -> Result<bool> {
-        let Work::Query { query: reader, params } = &later.work else { return Ok(false) };
+        let Work::Query { query: reader, params } = &later.work else {
+            return Ok(matches!(later.work, Work::Report { .. }) && !matches!(self.work, Work::Report { .. }));
+        };
         let output = match &self.work {
             Work::Ingest { .. } => return Ok(true),
+            Work::Report { .. } => return Ok(false),
             Work::Query { query, .. } => match &query.output {
                 Output::Verdict => results::DIAGNOSES,
                 Output::Table(table) => table.as_str(),
@@ -196,10 +205,15 @@ impl Config {
             if job.ingest.is_empty()
                 && let Some((flag, _)) = ingest_flags.iter().find(|(_, value)| value.is_some())
             {
-                bail!("{}: `{flag}` is for ingest jobs; a query job has none", at());
+                bail!("{}: `{flag}` is for ingest jobs; a query or report job has none", at());
             }
-            let (name, work) = match (&job.query, job.ingest.is_empty()) {
-                (Some(spec), true) => {
+            let (name, work) = match (&job.query, job.ingest.is_empty(), &job.report) {
+                (None, true, Some(out)) => {
+                    let out = base.join(out).to_string_lossy().into_owned();
+                    let work = Work::Report { out, queries: base.join(&self.queries) };
+                    (job.name.clone().unwrap_or_else(|| "report".into()), work)
+                }
+                (Some(spec), true, None) => {
                     let query = Query::resolve(spec, &base.join(&self.queries)).with_context(at)?;
                     let params: Vec<(String, String)> =
                         job.params.iter().map(|(k, v)| (k.clone(), toml_text(v))).collect();
@@ -207,7 +221,7 @@ impl Config {
                     query.bind(&params).with_context(at)?;
                     (job.name.clone().unwrap_or_else(|| query.name.clone()), Work::Query { query, params })
                 }
-                (None, false) => {
+                (None, false, None) => {
                     let paths = job.ingest.iter().map(|p| base.join(p)).collect();
                     let zone = match job.tz.as_deref() {
                         None | Some("UTC") => None,
@@ -224,7 +238,7 @@ impl Config {
                     let hints = Hints { host: job.host.clone(), daemon, iface: job.iface.clone(), layout };
                     (job.name.clone().unwrap_or_else(|| "ingest".into()), Work::Ingest { paths, zone, hints })
                 }
-                _ => bail!("{}: a job has either `query` or `ingest`", at()),
+                _ => bail!("{}: a job has one of `query`, `ingest` and `report`", at()),
             };
             if jobs.iter().any(|j| j.name == name) {
                 bail!("{}: two jobs are named {name}; give one a `name`", at());
@@ -272,7 +286,8 @@ mod tests {
                 "[[jobs]]\nname = 'x'\nquery = 'kahuna_wb'\ncron = '0 2 * * *'\nparams = { treshold = 1 }\n",
                 "jobs[0] (x)",
             ),
-            ("[[jobs]]\ncron = '0 2 * * *'\n", "a job has either `query` or `ingest`"),
+            ("[[jobs]]\ncron = '0 2 * * *'\n", "a job has one of `query`, `ingest` and `report`"),
+            ("[[jobs]]\nquery = 'kahuna_wb'\nreport = 'r.html'\ncron = '0 2 * * *'\n", "a job has one of `query`, `ingest` and `report`"),
             (
                 "[[jobs]]\nquery = 'kahuna_wb'\ncron = '0 2 * * *'\ntz = 'Asia/Tokyo'\n",
                 "jobs[0]: `tz` is for ingest jobs",

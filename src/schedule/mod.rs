@@ -338,16 +338,18 @@ mod tests {
         assert_eq!(broken.calls.lock().unwrap().len(), 3, "a dry run runs nothing");
     }
 
-    /// `combined` reads the verdicts the others write, and every query reads what the ingest
-    /// writes: at 02:00 they run in that order, however the configuration lists them.
+    /// `combined` reads the verdicts the others write, every query reads what the ingest
+    /// writes, and the report draws from all of them: at 02:00 they run in that order, however
+    /// the configuration lists them.
     #[tokio::test]
     async fn jobs_due_together_run_after_those_that_write_what_they_read() {
-        let config = "[[jobs]]\nquery = 'combined'\ncron = '0 2 * * *'\n\
+        let config = "[[jobs]]\nreport = 'reports/{date}.html'\ncron = '0 2 * * *'\n\
+                      [[jobs]]\nquery = 'combined'\ncron = '0 2 * * *'\n\
                       [[jobs]]\nquery = 'controlflow'\ncron = '0 2 * * *'\n\
                       [[jobs]]\nquery = 'kahuna_wb'\ncron = '0 2 * * *'\n\
                       [[jobs]]\ningest = ['logs']\ncron = '0 2 * * *'\n";
         let jobs = toml::from_str::<Config>(config).unwrap().jobs(Path::new(".")).unwrap();
-        assert_eq!(Order::of(&jobs).unwrap().stages, vec![2, 1, 1, 0]);
+        assert_eq!(Order::of(&jobs).unwrap().stages, vec![3, 2, 1, 1, 0]);
         let dir = tempfile::tempdir().unwrap();
         let ledger = Ledger::new(Warehouse::new(dir.path()));
         let clock = FakeClock::new(utc("2024-01-01T12:00:00Z"));
@@ -357,7 +359,7 @@ mod tests {
             .await
             .unwrap();
         let calls: Vec<String> = script.calls.lock().unwrap().iter().map(|c| c.0.clone()).collect();
-        assert_eq!(calls, ["ingest", "controlflow", "kahuna_wb", "combined"]);
+        assert_eq!(calls, ["ingest", "controlflow", "kahuna_wb", "combined", "report"]);
     }
 
     /// Notes when each run starts and ends, and lets the others run in between.

@@ -1,8 +1,9 @@
 //! What runs a job: [`WarehouseRunner`] for the real work, a scripted runner in the tests.
 
 use std::cell::RefCell;
+use std::path::PathBuf;
 
-use anyhow::{Result, anyhow};
+use anyhow::{Context, Result, anyhow};
 use async_trait::async_trait;
 use chrono::NaiveDate;
 
@@ -11,6 +12,7 @@ use super::plan;
 use crate::catalog::Snapshot;
 use crate::diagnose::{self, Record, Request};
 use crate::ingest::{IngestOptions, ingest};
+use crate::report;
 use crate::warehouse::Warehouse;
 
 /// Does one run's work; returns the rows it wrote. Not `Send`: an ingest's future holds
@@ -94,6 +96,23 @@ impl Runner for WarehouseRunner {
                 // A night's files, and the nights before, leave small files: compacted here.
                 options.warehouse.compact_small_files(&options.cluster).await?;
                 Ok(summary.total(|r| r.events) as usize)
+            }
+            Work::Report { out, queries } => {
+                let (from, to) = plan::day_window(run_date, job.schedule.zone)?;
+                let options = report::Options {
+                    cluster: job.cluster.clone(),
+                    from: Some(from),
+                    to: Some(to),
+                    run: None,
+                    queries: queries.clone(),
+                };
+                let report = report::build(&self.warehouse, &options).await?;
+                let path = PathBuf::from(out.replace("{date}", &run_date.to_string()));
+                if let Some(folder) = path.parent() {
+                    std::fs::create_dir_all(folder).with_context(|| format!("cannot make {}", folder.display()))?;
+                }
+                std::fs::write(&path, report.html()).with_context(|| format!("cannot write {}", path.display()))?;
+                Ok(report.indicted.len())
             }
         }
     }
