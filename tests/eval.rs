@@ -8,7 +8,7 @@ mod common;
 use std::path::Path;
 use std::process::{Command, Output};
 
-use common::scalar;
+use common::{artifacts, render, scalar, section};
 
 fn kahuna(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_kahuna")).args(args).output().unwrap()
@@ -63,6 +63,27 @@ async fn a_cpu_hog_on_six_nodes_is_found_without_false_positives() {
         expected.push((query.to_string(), "none".to_string(), String::new(), String::new(), "0.0000".to_string()));
     }
     assert_eq!(scores(&csv), expected, "{}", text(&out.stdout));
+
+    // The scores as charts: each diagnosis' TP and FP beside each other, the hog found by all
+    // but the failed fetches.
+    let page = dir.path().join("eval.html");
+    let out = kahuna(&[
+        "--warehouse",
+        wh.to_str().unwrap(),
+        "report",
+        "--eval",
+        csv.to_str().unwrap(),
+        "--out",
+        page.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let dom = render(&page, &artifacts().join("eval.png"));
+    let charts = section(&dom, "eval");
+    for query in ["kahuna_wb", "salsa_fingerpoint", "ganesha_bb", "fetch_failures", "combined"] {
+        assert!(charts.contains(&format!("<h3>{query}: true and false positives</h3>")), "{charts}");
+    }
+    assert_eq!(charts.matches(r#"<rect class="tp""#).count(), 10, "two settings for each of five");
+    assert_eq!(charts.matches("<title>CPUHog sort ×6: 1.000</title>").count(), 4, "{charts}");
 
     // Again with the warehouse kept: the four runs are there already and are not read again.
     let files = scalar(&wh, "SELECT count(*) FROM ingests").await;

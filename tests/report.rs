@@ -1,9 +1,12 @@
 //! `kahuna report`: pages of real warehouses, opened in headless Chromium (Debian's `chromium`,
 //! which `.ci/run` installs), which must show the indicted node and raise no script error.
 
-use std::path::{Path, PathBuf};
+mod common;
+
+use std::path::Path;
 use std::process::{Command, Output};
 
+use common::{artifacts, render, section};
 use kahuna::schedule::{Config, Runner, WarehouseRunner};
 use kahuna::warehouse::Warehouse;
 
@@ -15,45 +18,6 @@ fn ok(out: Output) -> String {
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     assert!(out.status.success(), "{stderr}");
     stderr
-}
-
-/// Where a test keeps what it leaves for a person to look at (screenshots).
-fn artifacts() -> PathBuf {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("report");
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
-/// The page as Chromium leaves it once its scripts ran, and a screenshot of it at `png`. Fails
-/// on any console message or script error (the page keeps those on its root element too).
-fn render(page: &Path, png: &Path) -> String {
-    let profile = tempfile::tempdir().unwrap();
-    let chromium = |args: &[&str]| {
-        let out = Command::new("chromium")
-            .args(["--headless", "--no-sandbox", "--disable-gpu", "--enable-logging=stderr", "--v=0"])
-            .arg(format!("--user-data-dir={}", profile.path().display()))
-            .args(args)
-            .arg(format!("file://{}", page.display()))
-            .output()
-            .expect("chromium (Debian's package; .ci/run installs it)");
-        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-        assert!(out.status.success(), "{stderr}");
-        let console: Vec<&str> = stderr.lines().filter(|l| l.contains(":CONSOLE")).collect();
-        assert!(console.is_empty(), "the page wrote to the console: {console:#?}");
-        out.stdout
-    };
-    let dom = String::from_utf8(chromium(&["--dump-dom"])).unwrap();
-    let root = dom.split_once("<head").map_or("", |(root, _)| root);
-    assert!(!root.contains("data-errors"), "script errors: {root}");
-    chromium(&["--window-size=1280,4000", &format!("--screenshot={}", png.display())]);
-    assert!(std::fs::metadata(png).unwrap().len() > 20_000, "{} is all but empty", png.display());
-    dom
-}
-
-fn section<'a>(dom: &'a str, id: &str) -> &'a str {
-    let start = dom.find(&format!(r#"<section id="{id}">"#)).unwrap_or_else(|| panic!("no section {id}"));
-    let end = dom[start..].find("</section>").unwrap();
-    &dom[start..start + end]
 }
 
 #[test]
@@ -98,7 +62,10 @@ fn the_demo_clusters_page_names_the_hog_in_its_verdicts_and_graphs() {
     assert_eq!(nightly.matches(r#"class="host" data-host="r01n"#).count(), 10);
 
     let listing = String::from_utf8(kahuna(&wh, &["report", "--cluster", "demo-cpuhog", "--sql"]).stdout).unwrap();
-    assert!(listing.contains("-- Host r01n04: State durations against the peers' (Kahuna-WB) (durations)"), "{listing}");
+    assert!(
+        listing.contains("-- Host r01n04: State durations against the peers' (Kahuna-WB) (durations)"),
+        "{listing}"
+    );
     assert!(listing.contains("WHERE cluster = 'demo-cpuhog'"), "{listing}");
 }
 
@@ -110,7 +77,10 @@ fn a_50_node_hour_with_a_cpu_hog_gives_a_page_of_a_few_megabytes() {
     let dir = tempfile::tempdir().unwrap();
     let run = dir.path().join("run");
     let wh = dir.path().join("warehouse");
-    ok(kahuna(&wh, &["simulate", "--nodes", "50", "--fault", "CPUHog@r01n08", "--duration", "1h", "--out", run.to_str().unwrap()]));
+    ok(kahuna(
+        &wh,
+        &["simulate", "--nodes", "50", "--fault", "CPUHog@r01n08", "--duration", "1h", "--out", run.to_str().unwrap()],
+    ));
     ok(kahuna(&wh, &["ingest", "--cluster", "hog50", run.to_str().unwrap()]));
     let train = ["--from", "2008-08-25T00:00:00Z", "--to", "2008-08-25T00:10:00Z"];
     ok(kahuna(&wh, &[&["diagnose", "ganesha_train", "--cluster", "hog50"][..], &train].concat()));
@@ -127,7 +97,10 @@ fn a_50_node_hour_with_a_cpu_hog_gives_a_page_of_a_few_megabytes() {
     let summary = section(&dom, "summary");
     // The combined verdict comes first, and names the hog alone.
     let first_row = summary.split("<tbody><tr>").nth(1).unwrap();
-    assert!(first_row.starts_with(r##"<td>combined</td><td><a class="indicted" href="#host-r01n08">r01n08</a></td>"##), "{first_row}");
+    assert!(
+        first_row.starts_with(r##"<td>combined</td><td><a class="indicted" href="#host-r01n08">r01n08</a></td>"##),
+        "{first_row}"
+    );
     let host = section(&dom, "host-r01n08");
     assert!(!host.contains("Not drawn"), "{host}");
     assert_eq!(host.matches(r#"<polyline class="host""#).count(), host.matches(r#"<polyline class="peers""#).count());

@@ -161,6 +161,7 @@ pub async fn report(args: ReportArgs, warehouse: &Path) -> Result<()> {
         to: time("to", args.to)?,
         run: args.run,
         queries: args.queries,
+        eval: args.eval,
     };
     let report = crate::report::build(&Warehouse::new(warehouse), &options).await?;
     if args.sql {
@@ -169,8 +170,15 @@ pub async fn report(args: ReportArgs, warehouse: &Path) -> Result<()> {
     }
     let page = report.html();
     std::fs::write(&args.out, &page).with_context(|| format!("cannot write {}", args.out.display()))?;
-    let indicted = if report.indicted.is_empty() { "nobody indicted".to_string() } else { format!("indicted: {}", report.indicted.join(", ")) };
-    eprintln!("wrote {} ({} KB): cluster {}, {indicted}", args.out.display(), page.len() / 1024, report.cluster);
+    let indicted = if report.indicted.is_empty() {
+        "nobody indicted".to_string()
+    } else {
+        format!("indicted: {}", report.indicted.join(", "))
+    };
+    match report.cluster.as_str() {
+        "" => eprintln!("wrote {} ({} KB): kahuna eval's scores", args.out.display(), page.len() / 1024),
+        cluster => eprintln!("wrote {} ({} KB): cluster {cluster}, {indicted}", args.out.display(), page.len() / 1024),
+    }
     Ok(())
 }
 

@@ -199,6 +199,10 @@ pub struct ReportArgs {
     /// The page to write.
     #[arg(long, default_value = "report.html")]
     pub out: PathBuf,
+    /// `kahuna eval`'s CSV file: its TP/FP tables drawn too (alone, without --cluster or
+    /// --run, the page is only that).
+    #[arg(long)]
+    pub eval: Option<PathBuf>,
     /// Print every figure's SQL, as bound, instead of writing the page.
     #[arg(long)]
     pub sql: bool,

@@ -28,13 +28,14 @@ use crate::warehouse::Warehouse;
 use svg::{Edge, Span, escape};
 
 /// The report's figure queries, built in; `<queries>/report/<name>.sql` replaces one.
-const FIGURES: [(&str, &str); 6] = [
+const FIGURES: [(&str, &str); 7] = [
     ("verdicts", include_str!("../../queries/report/verdicts.sql")),
     ("span", include_str!("../../queries/report/span.sql")),
     ("durations", include_str!("../../queries/report/durations.sql")),
     ("salsa_alarms", include_str!("../../queries/report/salsa_alarms.sql")),
     ("ganesha_labels", include_str!("../../queries/report/ganesha_labels.sql")),
     ("swimlanes", include_str!("../../queries/report/swimlanes.sql")),
+    ("eval", include_str!("../../queries/report/eval.sql")),
 ];
 
 const STYLE: &str = include_str!("page.css");
@@ -52,6 +53,9 @@ pub struct Options {
     /// The queries folder, where `report/<name>.sql` and the diagnoses' files may replace the
     /// built-in ones.
     pub queries: PathBuf,
+    /// `kahuna eval`'s CSV file, whose TP/FP tables the page draws; alone (no cluster or run
+    /// given), the page is only that.
+    pub eval: Option<PathBuf>,
 }
 
 pub struct Report {
@@ -145,7 +149,11 @@ impl Session<'_> {
 
     /// Runs a query with the window's parameters it declares and `params`; its last statement's
     /// rows, and its SQL as bound (for the page).
-    async fn run(&self, name: &str, params: &[(&str, String)]) -> Result<(Rows, (String, String), Vec<Vec<RecordBatch>>)> {
+    async fn run(
+        &self,
+        name: &str,
+        params: &[(&str, String)],
+    ) -> Result<(Rows, (String, String), Vec<Vec<RecordBatch>>)> {
         let query = self.query(name)?;
         let given: Vec<(String, String)> = self
             .window
@@ -188,6 +196,15 @@ pub async fn build(warehouse: &Warehouse, options: &Options) -> Result<Report> {
         sections: Vec::new(),
     };
     let mut cx = Session { ctx, warehouse, options, window: Vec::new() };
+    let evaluation = match &options.eval {
+        Some(path) => Some(evaluation(&cx, path).await?),
+        None => None,
+    };
+    if evaluation.is_some() && options.cluster.is_none() && options.run.is_none() {
+        // No cluster: the page is the scores alone.
+        report.sections.extend(evaluation);
+        return Ok(report);
+    }
     let has_diagnoses = warehouse.has_table("diagnoses");
     if let Some(run) = &options.run {
         let found = if has_diagnoses {
@@ -232,7 +249,8 @@ pub async fn build(warehouse: &Warehouse, options: &Options) -> Result<Report> {
             }
         }
     }
-    let stamp = |t: Option<DateTime<Utc>>| t.map_or("null".to_string(), |t| t.to_rfc3339_opts(SecondsFormat::Micros, true));
+    let stamp =
+        |t: Option<DateTime<Utc>>| t.map_or("null".to_string(), |t| t.to_rfc3339_opts(SecondsFormat::Micros, true));
     cx.window = vec![
         ("cluster".into(), report.cluster.clone()),
         ("from".into(), stamp(report.from)),
@@ -253,11 +271,17 @@ pub async fn build(warehouse: &Warehouse, options: &Options) -> Result<Report> {
     let body = format!("<p>{}</p>", escape(&report.stats));
     report.sections[0].figures.push(Figure { sql: vec![span_sql], body, ..window });
     let (Some(t0), Some(t1)) = (t0, t1) else {
-        report.notes.push(format!("Cluster {} has no states in this window: nothing to draw but the recorded verdicts.", report.cluster));
+        report.notes.push(format!(
+            "Cluster {} has no states in this window: nothing to draw but the recorded verdicts.",
+            report.cluster
+        ));
         return Ok(report);
     };
     if states == 0.0 {
-        report.notes.push(format!("Cluster {} has no states in this window: nothing to draw but the recorded verdicts.", report.cluster));
+        report.notes.push(format!(
+            "Cluster {} has no states in this window: nothing to draw but the recorded verdicts.",
+            report.cluster
+        ));
         return Ok(report);
     }
     for host in report.indicted.clone() {
@@ -273,6 +297,7 @@ pub async fn build(warehouse: &Warehouse, options: &Options) -> Result<Report> {
     let mut study = Section { id: "peers".into(), title: "Are a job's nodes alike?".into(), figures: Vec::new() };
     study.figures.push(peer_correlation(&cx).await);
     report.sections.push(study);
+    report.sections.extend(evaluation);
     Ok(report)
 }
 
@@ -311,13 +336,15 @@ async fn summary(cx: &Session<'_>, has_diagnoses: bool) -> Result<(Section, Vec<
         section.figures.push(figure.not_drawn(&advice));
         return Ok((section, Vec::new()));
     }
-    let (rows, sql, _) = cx.run("verdicts", &[("run", cx.options.run.clone().unwrap_or_else(|| "null".into()))]).await?;
+    let (rows, sql, _) =
+        cx.run("verdicts", &[("run", cx.options.run.clone().unwrap_or_else(|| "null".into()))]).await?;
     figure.sql.push(sql);
     if rows.len() == 0 {
         section.figures.push(figure.not_drawn(&advice));
         return Ok((section, Vec::new()));
     }
-    let (query, run, ran_at, subjects) = (rows.text("query")?, rows.text("run_id")?, rows.text("ran_at")?, rows.num("subjects")?);
+    let (query, run, ran_at, subjects) =
+        (rows.text("query")?, rows.text("run_id")?, rows.text("ran_at")?, rows.num("subjects")?);
     let (host, job, subject, score, detail) =
         (rows.text("host")?, rows.text("job_id")?, rows.text("subject")?, rows.num("score")?, rows.text("detail")?);
     let mut indicted: Vec<String> = Vec::new();
@@ -382,7 +409,11 @@ async fn summary(cx: &Session<'_>, has_diagnoses: bool) -> Result<(Section, Vec<
         table + "</tbody></table>"
     };
     if !indicted.is_empty() {
-        let _ = write!(body, "<h4>Evidence</h4>{}", evidence(&mut (0..rows.len()).filter(|&i| host[i].is_some() && job[i].is_none())));
+        let _ = write!(
+            body,
+            "<h4>Evidence</h4>{}",
+            evidence(&mut (0..rows.len()).filter(|&i| host[i].is_some() && job[i].is_none()))
+        );
     }
     let per_job = (0..rows.len()).filter(|&i| host[i].is_some() && job[i].is_some()).count();
     if per_job > 0 {
@@ -409,7 +440,9 @@ async fn host_section(cx: &Session<'_>, host: &str, indicted: &[String], t0: f64
         "SALSA alarms over time",
         "salsa_fingerpoint's peer comparison, run again for this window: the share of the host's ticks in alarm (red) and the mean over its peers (grey), per state.",
     );
-    section.figures.push(salsa(cx, host, indicted, t0, t1, figure).await.unwrap_or_else(|(f, e)| f.not_drawn(&format!("{e:#}"))));
+    section
+        .figures
+        .push(salsa(cx, host, indicted, t0, t1, figure).await.unwrap_or_else(|(f, e)| f.not_drawn(&format!("{e:#}"))));
     let figure = Figure::new(
         "Black-box profiles (Ganesha)",
         "ganesha_bb's classification of each second of sadc metrics into the trained model's profiles (the last is unknown), run again for this window: the host's share of seconds in each (red) beside its peers' median (grey).",
@@ -444,8 +477,10 @@ fn median(mut values: Vec<f64>, peers: usize) -> f64 {
 async fn durations(cx: &Session<'_>, host: &str, mut figure: Figure) -> Drawn {
     let (rows, sql, _) = attempt!(figure, cx.run("durations", &[]).await);
     figure.sql.push(sql);
-    let (state, hosts, bin, share) =
-        attempt!(figure, (|| Ok::<_, anyhow::Error>((rows.text("state")?, rows.text("host")?, rows.num("bin")?, rows.num("share")?)))());
+    let (state, hosts, bin, share) = attempt!(
+        figure,
+        (|| Ok::<_, anyhow::Error>((rows.text("state")?, rows.text("host")?, rows.num("bin")?, rows.num("share")?)))()
+    );
     // state → bin → (this host's share, the peers' shares); state → peers.
     let mut bins: BTreeMap<&str, BTreeMap<i64, (f64, Vec<f64>)>> = BTreeMap::new();
     let mut peers: BTreeMap<&str, std::collections::BTreeSet<&str>> = BTreeMap::new();
@@ -482,7 +517,8 @@ async fn durations(cx: &Session<'_>, host: &str, mut figure: Figure) -> Drawn {
 
 async fn salsa(cx: &Session<'_>, host: &str, indicted: &[String], t0: f64, t1: f64, mut figure: Figure) -> Drawn {
     let fingerpoint = attempt!(figure, cx.query("salsa_fingerpoint"));
-    let step = attempt!(figure, fingerpoint.bind(&[])).values.get("step_seconds").cloned().unwrap_or_else(|| "5".into());
+    let step =
+        attempt!(figure, fingerpoint.bind(&[])).values.get("step_seconds").cloned().unwrap_or_else(|| "5".into());
     // salsa_fingerpoint's tables are made once a report, for every indicted host.
     if !attempt!(figure, cx.ctx.table_exist("salsa_alarms")) {
         let (_, sql, _) = attempt!(figure, cx.run("salsa_fingerpoint", &[]).await);
@@ -494,7 +530,12 @@ async fn salsa(cx: &Session<'_>, host: &str, indicted: &[String], t0: f64, t1: f
     figure.sql.push(sql);
     let (state, hosts, at, share) = attempt!(
         figure,
-        (|| Ok::<_, anyhow::Error>((rows.text("state")?, rows.text("host")?, rows.num("bucket_s")?, rows.num("alarm_share")?)))()
+        (|| Ok::<_, anyhow::Error>((
+            rows.text("state")?,
+            rows.text("host")?,
+            rows.num("bucket_s")?,
+            rows.num("alarm_share")?
+        )))()
     );
     let mut lines: BTreeMap<&str, (Vec<(f64, f64)>, Vec<(f64, f64)>)> = BTreeMap::new();
     for i in 0..rows.len() {
@@ -535,7 +576,8 @@ async fn ganesha(cx: &Session<'_>, host: &str, mut figure: Figure) -> Drawn {
     let (hosts, label, share) =
         attempt!(figure, (|| Ok::<_, anyhow::Error>((rows.text("host")?, rows.num("label")?, rows.num("share")?)))());
     let labels = label.iter().flatten().fold(0.0_f64, |a, &b| a.max(b)) as usize + 1;
-    let peers: std::collections::BTreeSet<&str> = hosts.iter().flatten().map(String::as_str).filter(|h| *h != host).collect();
+    let peers: std::collections::BTreeSet<&str> =
+        hosts.iter().flatten().map(String::as_str).filter(|h| *h != host).collect();
     let (mut mine, mut theirs) = (vec![0.0; labels], vec![Vec::new(); labels]);
     for i in 0..rows.len() {
         let (Some(h), Some(l), Some(v)) = (&hosts[i], label[i], share[i]) else { continue };
@@ -660,7 +702,9 @@ async fn peer_correlation(cx: &Session<'_>) -> Figure {
     }
     .await;
     match drawn {
-        Ok((histogram, _)) if histogram.is_empty() => figure.not_drawn("no job ran Maps on two hosts or more in this window"),
+        Ok((histogram, _)) if histogram.is_empty() => {
+            figure.not_drawn("no job ran Maps on two hosts or more in this window")
+        }
         Ok((histogram, split)) => {
             let categories: Vec<String> = (0..10).map(|b| format!("{}–{}%", b * 10, b * 10 + 10)).collect();
             let none = vec![0.0; 10];
@@ -669,9 +713,12 @@ async fn peer_correlation(cx: &Session<'_>) -> Figure {
             figure.body = svg::paired_bars(&categories, ("peers", ok), ("host", failed), "jobs");
             figure.body.push_str(r#"<p class="legend"><span><i class="peers"></i>succeeded</span><span><i class="host"></i>failed or unknown</span></p>"#);
             if let Some(split) = split
-                && let (Ok(outcome), Ok(jobs), Ok(share)) = (split.text("outcome"), split.num("jobs"), split.num("share_similar"))
+                && let (Ok(outcome), Ok(jobs), Ok(share)) =
+                    (split.text("outcome"), split.num("jobs"), split.num("share_similar"))
             {
-                figure.body.push_str(r#"<table class="split"><tr><th>outcome</th><th>jobs</th><th>hosts alike</th></tr>"#);
+                figure
+                    .body
+                    .push_str(r#"<table class="split"><tr><th>outcome</th><th>jobs</th><th>hosts alike</th></tr>"#);
                 for i in 0..split.len() {
                     let _ = write!(
                         figure.body,
@@ -689,19 +736,60 @@ async fn peer_correlation(cx: &Session<'_>) -> Figure {
     }
 }
 
+/// `kahuna eval`'s TP/FP tables as charts, one per diagnosis.
+async fn evaluation(cx: &Session<'_>, path: &std::path::Path) -> Result<Section> {
+    let csv = path.to_str().with_context(|| format!("{}: not a UTF-8 path", path.display()))?;
+    cx.ctx
+        .register_csv("eval", csv, datafusion::prelude::CsvReadOptions::new())
+        .await
+        .with_context(|| format!("cannot read {} as kahuna eval's CSV", path.display()))?;
+    let (rows, sql, _) =
+        cx.run("eval", &[]).await.with_context(|| format!("{}: not kahuna eval's CSV", path.display()))?;
+    let (query, setting, fault) = (rows.text("query")?, rows.text("setting")?, rows.text("fault")?);
+    let (tp, fp, alarm) = (rows.num("tp")?, rows.num("fp")?, rows.num("false_alarm")?);
+    let mut by_query: BTreeMap<&str, (Vec<String>, Vec<f64>, Vec<f64>)> = BTreeMap::new();
+    for i in 0..rows.len() {
+        let (Some(q), Some(s), Some(f)) = (&query[i], &setting[i], &fault[i]) else { continue };
+        let (categories, found, wrong) = by_query.entry(q).or_default();
+        categories.push(s.clone());
+        // A fault-free run has no culprit: its bar is the false-alarm rate.
+        found.push(if f == "none" { 0.0 } else { tp[i].unwrap_or(0.0) });
+        wrong.push(if f == "none" { alarm[i].unwrap_or(0.0) } else { fp[i].unwrap_or(0.0) });
+    }
+    let mut section = Section { id: "eval".into(), title: "Evaluation".into(), figures: Vec::new() };
+    for (query, (categories, found, wrong)) in by_query {
+        let mut figure = Figure::new(
+            &format!("{query}: true and false positives"),
+            "Per fault, workload and cluster size: the share of faulty runs whose culprit it indicted (TP, green) and of healthy hosts it indicted (FP, red); for fault-free runs (none), the false-alarm rate.",
+        );
+        figure.body = svg::paired_bars(&categories, ("tp", &found), ("fp", &wrong), "rate");
+        figure.sql.push(sql.clone());
+        section.figures.push(figure);
+    }
+    if section.figures.is_empty() {
+        bail!("{} holds no scores", path.display());
+    }
+    Ok(section)
+}
+
 impl Report {
     fn window(&self) -> String {
         let at = |t: Option<DateTime<Utc>>| t.map(|t| t.format("%Y-%m-%d %H:%M:%S UTC").to_string());
         match (at(self.from), at(self.to)) {
             (None, None) => "all history".into(),
-            (from, to) => format!("{} to {}", from.unwrap_or_else(|| "the start".into()), to.unwrap_or_else(|| "the end".into())),
+            (from, to) => {
+                format!("{} to {}", from.unwrap_or_else(|| "the start".into()), to.unwrap_or_else(|| "the end".into()))
+            }
         }
     }
 
     /// The page: self-contained, no request to anywhere when it opens.
     pub fn html(&self) -> String {
         let mut page = String::with_capacity(256 << 10);
-        let title = format!("Kahuna report: cluster {}, {}", self.cluster, self.window());
+        let title = match self.cluster.as_str() {
+            "" => "Kahuna report: kahuna eval's scores".to_string(),
+            cluster => format!("Kahuna report: cluster {cluster}, {}", self.window()),
+        };
         let _ = write!(
             page,
             r#"<!doctype html><html lang="en"><head><meta charset="utf-8"><title>{0}</title><script>{ERRORS}</script><style>{STYLE}</style></head><body><header><h1>{0}</h1><p>{1}</p>"#,
@@ -727,7 +815,12 @@ impl Report {
                     figure.body
                 );
                 for (name, sql) in &figure.sql {
-                    let _ = write!(page, "<details><summary>SQL: {}</summary><pre>{}</pre></details>", escape(name), escape(sql));
+                    let _ = write!(
+                        page,
+                        "<details><summary>SQL: {}</summary><pre>{}</pre></details>",
+                        escape(name),
+                        escape(sql)
+                    );
                 }
                 page.push_str("</figure>");
             }
@@ -743,7 +836,13 @@ impl Report {
         for section in &self.sections {
             for figure in &section.figures {
                 for (name, sql) in &figure.sql {
-                    let _ = writeln!(out, "-- {}: {} ({name})\n{};\n", section.title, figure.title, sql.trim_end().trim_end_matches(';'));
+                    let _ = writeln!(
+                        out,
+                        "-- {}: {} ({name})\n{};\n",
+                        section.title,
+                        figure.title,
+                        sql.trim_end().trim_end_matches(';')
+                    );
                 }
             }
         }

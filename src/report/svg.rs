@@ -22,7 +22,8 @@ pub fn escape(text: &str) -> String {
 
 /// A time of the window, as an axis label.
 pub fn clock(epoch_s: f64) -> String {
-    chrono::DateTime::from_timestamp(epoch_s as i64, 0).map_or_else(String::new, |t| t.format("%m-%d %H:%M").to_string())
+    chrono::DateTime::from_timestamp(epoch_s as i64, 0)
+        .map_or_else(String::new, |t| t.format("%m-%d %H:%M").to_string())
 }
 
 /// Two bars per category: `a` then `b`, each (CSS class, values).
@@ -87,7 +88,12 @@ pub fn series(t0: f64, t1: f64, lines: &[(&str, String, Vec<(f64, f64)>)], y_max
         for (t, v) in points {
             let _ = write!(d, "{:.1},{:.1} ", x_of(*t), top + plot_h * (1.0 - (v / y_max).clamp(0.0, 1.0)));
         }
-        let _ = write!(svg, r#"<polyline class="{class}" points="{}"><title>{}</title></polyline>"#, d.trim_end(), escape(label));
+        let _ = write!(
+            svg,
+            r#"<polyline class="{class}" points="{}"><title>{}</title></polyline>"#,
+            d.trim_end(),
+            escape(label)
+        );
     }
     svg.push_str("</svg>");
     svg
@@ -218,8 +224,15 @@ pub fn graph(edges: &[Edge], marked: &[String]) -> String {
     for (i, name) in nodes.iter().enumerate() {
         let (x, y) = at(i);
         let class = if marked.iter().any(|m| m == name) { "node indicted" } else { "node" };
-        let (lx, ly) = (centre + (radius + 16.0) * (x - centre) / radius, centre + (radius + 16.0) * (y - centre) / radius);
-        let anchor = if lx < centre - 1.0 { "end" } else if lx > centre + 1.0 { "start" } else { "middle" };
+        let (lx, ly) =
+            (centre + (radius + 16.0) * (x - centre) / radius, centre + (radius + 16.0) * (y - centre) / radius);
+        let anchor = if lx < centre - 1.0 {
+            "end"
+        } else if lx > centre + 1.0 {
+            "start"
+        } else {
+            "middle"
+        };
         let _ = write!(
             svg,
             r#"<g class="{class}" data-host="{0}"><circle cx="{x:.1}" cy="{y:.1}" r="6"/><text x="{lx:.1}" y="{1:.1}" text-anchor="{anchor}">{0}</text></g>"#,
@@ -248,7 +261,13 @@ fn axis_y(svg: &mut String, left: f64, top: f64, plot_h: f64, y_max: f64, label:
 }
 
 fn format_value(v: f64) -> String {
-    if v >= 100.0 { format!("{v:.0}") } else if v >= 1.0 { format!("{v:.1}") } else { format!("{v:.2}") }
+    if v >= 100.0 {
+        format!("{v:.0}")
+    } else if v >= 1.0 {
+        format!("{v:.1}")
+    } else {
+        format!("{v:.2}")
+    }
 }
 
 #[cfg(test)]
@@ -264,7 +283,8 @@ mod tests {
 
     #[test]
     fn a_graph_marks_the_indicted_node_and_its_edges() {
-        let edge = |src: &str, dst: &str, weight| Edge { src: src.into(), dst: dst.into(), weight, label: String::new() };
+        let edge =
+            |src: &str, dst: &str, weight| Edge { src: src.into(), dst: dst.into(), weight, label: String::new() };
         let svg = graph(&[edge("a", "b", 2.0), edge("b", "c", 1.0), edge("c", "c", 1.0)], &["b".into()]);
         assert_eq!(svg.matches(r#"class="node indicted" data-host="b""#).count(), 1);
         assert_eq!(svg.matches(r#"class="node""#).count(), 2);

@@ -104,10 +104,20 @@ fn default_days_back() -> u32 {
 /// What a job does.
 #[derive(Clone, Debug)]
 pub enum Work {
-    Query { query: Query, params: Vec<(String, String)> },
-    Ingest { paths: Vec<PathBuf>, zone: Option<Tz>, hints: Hints },
+    Query {
+        query: Query,
+        params: Vec<(String, String)>,
+    },
+    Ingest {
+        paths: Vec<PathBuf>,
+        zone: Option<Tz>,
+        hints: Hints,
+    },
     /// The page to write (`{date}` is the run date) and the folder of the figures' queries.
-    Report { out: String, queries: PathBuf },
+    Report {
+        out: String,
+        queries: PathBuf,
+    },
 }
 
 #[derive(Clone, Debug)]
@@ -287,7 +297,10 @@ mod tests {
                 "jobs[0] (x)",
             ),
             ("[[jobs]]\ncron = '0 2 * * *'\n", "a job has one of `query`, `ingest` and `report`"),
-            ("[[jobs]]\nquery = 'kahuna_wb'\nreport = 'r.html'\ncron = '0 2 * * *'\n", "a job has one of `query`, `ingest` and `report`"),
+            (
+                "[[jobs]]\nquery = 'kahuna_wb'\nreport = 'r.html'\ncron = '0 2 * * *'\n",
+                "a job has one of `query`, `ingest` and `report`",
+            ),
             (
                 "[[jobs]]\nquery = 'kahuna_wb'\ncron = '0 2 * * *'\ntz = 'Asia/Tokyo'\n",
                 "jobs[0]: `tz` is for ingest jobs",

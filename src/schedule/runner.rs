@@ -105,6 +105,7 @@ impl Runner for WarehouseRunner {
                     to: Some(to),
                     run: None,
                     queries: queries.clone(),
+                    eval: None,
                 };
                 let report = report::build(&self.warehouse, &options).await?;
                 let path = PathBuf::from(out.replace("{date}", &run_date.to_string()));

@@ -103,3 +103,42 @@ pub fn write_jobs(dir: &Path, hosts: &[&str], slow: &[&[&str]]) {
         std::fs::write(dir.join(format!("hadoop-hadoop-tasktracker-{host}.log")), log).unwrap();
     }
 }
+
+/// Where a test keeps what it leaves for a person to look at (screenshots).
+pub fn artifacts() -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("report");
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// The page as Chromium leaves it once its scripts ran, and a screenshot of it at `png`. Fails
+/// on any console message or script error (the page keeps those on its root element too).
+pub fn render(page: &Path, png: &Path) -> String {
+    let profile = tempfile::tempdir().unwrap();
+    let chromium = |args: &[&str]| {
+        let out = std::process::Command::new("chromium")
+            .args(["--headless", "--no-sandbox", "--disable-gpu", "--enable-logging=stderr", "--v=0"])
+            .arg(format!("--user-data-dir={}", profile.path().display()))
+            .args(args)
+            .arg(format!("file://{}", page.display()))
+            .output()
+            .expect("chromium (Debian's package; .ci/run installs it)");
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(out.status.success(), "{stderr}");
+        let console: Vec<&str> = stderr.lines().filter(|l| l.contains(":CONSOLE")).collect();
+        assert!(console.is_empty(), "the page wrote to the console: {console:#?}");
+        out.stdout
+    };
+    let dom = String::from_utf8(chromium(&["--dump-dom"])).unwrap();
+    let root = dom.split_once("<head").map_or("", |(root, _)| root);
+    assert!(!root.contains("data-errors"), "script errors: {root}");
+    chromium(&["--window-size=1280,4000", &format!("--screenshot={}", png.display())]);
+    assert!(std::fs::metadata(png).unwrap().len() > 20_000, "{} is all but empty", png.display());
+    dom
+}
+
+pub fn section<'a>(dom: &'a str, id: &str) -> &'a str {
+    let start = dom.find(&format!(r#"<section id="{id}">"#)).unwrap_or_else(|| panic!("no section {id}"));
+    let end = dom[start..].find("</section>").unwrap();
+    &dom[start..start + end]
+}
