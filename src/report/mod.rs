@@ -38,6 +38,9 @@ const FIGURES: [(&str, &str); 7] = [
     ("eval", include_str!("../../queries/report/eval.sql")),
 ];
 
+/// Edges a flow graph draws at most.
+const MAX_EDGES: usize = 1500;
+
 const STYLE: &str = include_str!("page.css");
 /// Runs first: any script error or `console.error` is kept on the page's root element, where a
 /// headless browser (and a reader of the source) sees it.
@@ -284,8 +287,9 @@ pub async fn build(warehouse: &Warehouse, options: &Options) -> Result<Report> {
         ));
         return Ok(report);
     }
-    for host in report.indicted.clone() {
-        report.sections.push(host_section(&cx, &host, &report.indicted, t0, t1).await);
+    if !report.indicted.is_empty() {
+        let evidence = Evidence::gather(&cx, &report.indicted, t0, t1).await;
+        report.sections.extend(report.indicted.iter().map(|host| evidence.section(host)));
     }
     let mut timeline = Section { id: "swimlanes".into(), title: "States over time".into(), figures: Vec::new() };
     timeline.figures.push(swimlanes(&cx, t0, t1, &report.indicted).await);
@@ -427,40 +431,94 @@ async fn summary(cx: &Session<'_>, has_diagnoses: bool) -> Result<(Section, Vec<
     Ok((section, indicted))
 }
 
-/// An indicted host's evidence: its durations, its SALSA alarms and its Ganesha profiles, each
-/// beside its peers'.
-async fn host_section(cx: &Session<'_>, host: &str, indicted: &[String], t0: f64, t1: f64) -> Section {
-    let mut section = Section { id: format!("host-{host}"), title: format!("Host {host}"), figures: Vec::new() };
-    let figure = Figure::new(
-        "State durations against the peers' (Kahuna-WB)",
-        "Each state's durations over the cluster's median for that state, in half-octaves: the host's share of its states in each (red) beside the median share of its peers (grey).",
-    );
-    section.figures.push(durations(cx, host, figure).await.unwrap_or_else(|(f, e)| f.not_drawn(&format!("{e:#}"))));
-    let figure = Figure::new(
-        "SALSA alarms over time",
-        "salsa_fingerpoint's peer comparison, run again for this window: the share of the host's ticks in alarm (red) and the mean over its peers (grey), per state.",
-    );
-    section
-        .figures
-        .push(salsa(cx, host, indicted, t0, t1, figure).await.unwrap_or_else(|(f, e)| f.not_drawn(&format!("{e:#}"))));
-    let figure = Figure::new(
-        "Black-box profiles (Ganesha)",
-        "ganesha_bb's classification of each second of sadc metrics into the trained model's profiles (the last is unknown), run again for this window: the host's share of seconds in each (red) beside its peers' median (grey).",
-    );
-    section.figures.push(ganesha(cx, host, figure).await.unwrap_or_else(|(f, e)| f.not_drawn(&format!("{e:#}"))));
-    section
+/// A query's rows and the SQL that made them, or why there are none (with the SQL run so far).
+struct Ran {
+    rows: std::result::Result<Rows, String>,
+    sql: Vec<(String, String)>,
 }
 
-type Drawn = std::result::Result<Figure, (Figure, anyhow::Error)>;
-
-/// Runs `fallible`, keeping the figure (with what it ran so far) on error.
-macro_rules! attempt {
-    ($figure:ident, $e:expr) => {
-        match $e {
-            Ok(v) => v,
-            Err(e) => return Err(($figure, anyhow::Error::from(e))),
+impl Ran {
+    /// Runs `names` in order, the last one's rows kept.
+    async fn queries(cx: &Session<'_>, names: &[&str], params: &[(&str, String)]) -> Ran {
+        let mut ran = Ran { rows: Err("nothing ran".into()), sql: Vec::new() };
+        for name in names {
+            match cx.run(name, params).await {
+                Ok((rows, sql, _)) => {
+                    ran.sql.push(sql);
+                    ran.rows = Ok(rows);
+                }
+                Err(e) => {
+                    ran.rows = Err(format!("{e:#}"));
+                    break;
+                }
+            }
         }
-    };
+        ran
+    }
+
+    /// The figure drawn by `draw` from the rows, or saying why it is not.
+    fn figure(&self, title: &str, caption: &str, draw: impl FnOnce(&Rows) -> Result<String>) -> Figure {
+        let figure = Figure { sql: self.sql.clone(), ..Figure::new(title, caption) };
+        match self.rows.as_ref().map_err(|e| anyhow::anyhow!("{e}")).and_then(draw) {
+            Ok(body) => Figure { body, ..figure },
+            Err(e) => figure.not_drawn(&format!("{e:#}")),
+        }
+    }
+}
+
+/// What the evidence of every indicted host is drawn from, each query run once a report.
+struct Evidence {
+    durations: Ran,
+    salsa: Ran,
+    ganesha: Ran,
+    t0: f64,
+    t1: f64,
+}
+
+impl Evidence {
+    async fn gather(cx: &Session<'_>, indicted: &[String], t0: f64, t1: f64) -> Evidence {
+        let durations = Ran::queries(cx, &["durations"], &[]).await;
+        let step = cx
+            .query("salsa_fingerpoint")
+            .and_then(|q| q.bind(&[]))
+            .ok()
+            .and_then(|bound| bound.values.get("step_seconds").and_then(|v| v.parse::<f64>().ok()))
+            .unwrap_or(5.0);
+        let bucket = ((t1 - t0) / 120.0).max(step).ceil();
+        let params =
+            [("hosts", indicted.join(",")), ("step_seconds", step.to_string()), ("bucket_seconds", bucket.to_string())];
+        let salsa = Ran::queries(cx, &["salsa_fingerpoint", "salsa_alarms"], &params).await;
+        let ganesha = if cx.warehouse.has_table("ganesha_models") && cx.warehouse.has_table("sadc") {
+            Ran::queries(cx, &["ganesha_bb", "ganesha_labels"], &[]).await
+        } else {
+            let why = "no Ganesha model or no sadc data: `kahuna diagnose ganesha_train` on a fault-free window first";
+            Ran { rows: Err(why.into()), sql: Vec::new() }
+        };
+        Evidence { durations, salsa, ganesha, t0, t1 }
+    }
+
+    /// An indicted host's evidence: its durations, its SALSA alarms and its Ganesha profiles,
+    /// each beside its peers'.
+    fn section(&self, host: &str) -> Section {
+        let figures = vec![
+            self.durations.figure(
+                "State durations against the peers' (Kahuna-WB)",
+                "Each state's durations over the cluster's median for that state, in half-octaves: the host's share of its states in each (red) beside the median share of its peers (grey).",
+                |rows| durations(rows, host),
+            ),
+            self.salsa.figure(
+                "SALSA alarms over time",
+                "salsa_fingerpoint's peer comparison, run again for this window: the share of the host's ticks in alarm (red) and the mean over its peers (grey), per state.",
+                |rows| alarms(rows, host, self.t0, self.t1),
+            ),
+            self.ganesha.figure(
+                "Black-box profiles (Ganesha)",
+                "ganesha_bb's classification of each second of sadc metrics into the trained model's profiles (the last is unknown), run again for this window: the host's share of seconds in each (red) beside its peers' median (grey).",
+                |rows| profiles(rows, host),
+            ),
+        ];
+        Section { id: format!("host-{host}"), title: format!("Host {host}"), figures }
+    }
 }
 
 /// The median of `values`, zeros for the peers that have none.
@@ -474,13 +532,8 @@ fn median(mut values: Vec<f64>, peers: usize) -> f64 {
     }
 }
 
-async fn durations(cx: &Session<'_>, host: &str, mut figure: Figure) -> Drawn {
-    let (rows, sql, _) = attempt!(figure, cx.run("durations", &[]).await);
-    figure.sql.push(sql);
-    let (state, hosts, bin, share) = attempt!(
-        figure,
-        (|| Ok::<_, anyhow::Error>((rows.text("state")?, rows.text("host")?, rows.num("bin")?, rows.num("share")?)))()
-    );
+fn durations(rows: &Rows, host: &str) -> Result<String> {
+    let (state, hosts, bin, share) = (rows.text("state")?, rows.text("host")?, rows.num("bin")?, rows.num("share")?);
     // state → bin → (this host's share, the peers' shares); state → peers.
     let mut bins: BTreeMap<&str, BTreeMap<i64, (f64, Vec<f64>)>> = BTreeMap::new();
     let mut peers: BTreeMap<&str, std::collections::BTreeSet<&str>> = BTreeMap::new();
@@ -495,48 +548,27 @@ async fn durations(cx: &Session<'_>, host: &str, mut figure: Figure) -> Drawn {
         }
     }
     let categories: Vec<String> = (-8..=8).map(|b: i32| format!("{:.2}×", 2f64.powf(f64::from(b) / 2.0))).collect();
-    for (state, cells) in &bins {
-        if cells.values().all(|(mine, _)| *mine == 0.0) {
-            continue;
-        }
+    let mut body = String::new();
+    for (state, cells) in bins.iter().filter(|(_, cells)| cells.values().any(|(mine, _)| *mine > 0.0)) {
         let n = peers.get(state).map_or(0, |p| p.len());
         let mine: Vec<f64> = (-8..=8).map(|b| cells.get(&b).map_or(0.0, |c| c.0)).collect();
         let theirs: Vec<f64> = (-8..=8).map(|b| cells.get(&b).map_or(0.0, |c| median(c.1.clone(), n))).collect();
         let _ = write!(
-            figure.body,
+            body,
             r#"<div class="small"><h4>{} <small>({n} peers)</small></h4>{}</div>"#,
             escape(state),
             svg::paired_bars(&categories, ("host", &mine), ("peers", &theirs), "share")
         );
     }
-    if figure.body.is_empty() {
-        return Err((figure, anyhow::anyhow!("{host} has no finished states in this window")));
+    if body.is_empty() {
+        bail!("{host} has no finished states in this window");
     }
-    Ok(figure)
+    Ok(body)
 }
 
-async fn salsa(cx: &Session<'_>, host: &str, indicted: &[String], t0: f64, t1: f64, mut figure: Figure) -> Drawn {
-    let fingerpoint = attempt!(figure, cx.query("salsa_fingerpoint"));
-    let step =
-        attempt!(figure, fingerpoint.bind(&[])).values.get("step_seconds").cloned().unwrap_or_else(|| "5".into());
-    // salsa_fingerpoint's tables are made once a report, for every indicted host.
-    if !attempt!(figure, cx.ctx.table_exist("salsa_alarms")) {
-        let (_, sql, _) = attempt!(figure, cx.run("salsa_fingerpoint", &[]).await);
-        figure.sql.push(sql);
-    }
-    let bucket = ((t1 - t0) / 120.0).max(step.parse::<f64>().unwrap_or(5.0)).ceil();
-    let params = [("hosts", indicted.join(",")), ("step_seconds", step), ("bucket_seconds", bucket.to_string())];
-    let (rows, sql, _) = attempt!(figure, cx.run("salsa_alarms", &params).await);
-    figure.sql.push(sql);
-    let (state, hosts, at, share) = attempt!(
-        figure,
-        (|| Ok::<_, anyhow::Error>((
-            rows.text("state")?,
-            rows.text("host")?,
-            rows.num("bucket_s")?,
-            rows.num("alarm_share")?
-        )))()
-    );
+fn alarms(rows: &Rows, host: &str, t0: f64, t1: f64) -> Result<String> {
+    let (state, hosts, at, share) =
+        (rows.text("state")?, rows.text("host")?, rows.num("bucket_s")?, rows.num("alarm_share")?);
     let mut lines: BTreeMap<&str, (Vec<(f64, f64)>, Vec<(f64, f64)>)> = BTreeMap::new();
     for i in 0..rows.len() {
         let (Some(s), Some(h), Some(t), Some(v)) = (&state[i], &hosts[i], at[i], share[i]) else { continue };
@@ -547,37 +579,26 @@ async fn salsa(cx: &Session<'_>, host: &str, indicted: &[String], t0: f64, t1: f
             entry.1.push((t, v));
         }
     }
+    let mut body = String::new();
     for (state, (mine, theirs)) in lines.into_iter().filter(|(_, (mine, _))| !mine.is_empty()) {
         let drawn = [("peers", format!("{state}: peers"), theirs), ("host", format!("{state}: {host}"), mine)];
         let _ = write!(
-            figure.body,
+            body,
             r#"<div class="small"><h4>{}</h4>{}</div>"#,
             escape(state),
             svg::series(t0, t1, &drawn, 1.0, "alarm share")
         );
     }
-    if figure.body.is_empty() {
-        return Err((figure, anyhow::anyhow!("salsa_fingerpoint compared no state of {host} with its peers")));
+    if body.is_empty() {
+        bail!("salsa_fingerpoint compared no state of {host} with its peers");
     }
-    Ok(figure)
+    Ok(body)
 }
 
-async fn ganesha(cx: &Session<'_>, host: &str, mut figure: Figure) -> Drawn {
-    if !cx.warehouse.has_table("ganesha_models") || !cx.warehouse.has_table("sadc") {
-        let why = "no Ganesha model or no sadc data: `kahuna diagnose ganesha_train` on a fault-free window first";
-        return Err((figure, anyhow::anyhow!(why)));
-    }
-    if !attempt!(figure, cx.ctx.table_exist("ganesha_labels")) {
-        let (_, sql, _) = attempt!(figure, cx.run("ganesha_bb", &[]).await);
-        figure.sql.push(sql);
-    }
-    let (rows, sql, _) = attempt!(figure, cx.run("ganesha_labels", &[]).await);
-    figure.sql.push(sql);
-    let (hosts, label, share) =
-        attempt!(figure, (|| Ok::<_, anyhow::Error>((rows.text("host")?, rows.num("label")?, rows.num("share")?)))());
+fn profiles(rows: &Rows, host: &str) -> Result<String> {
+    let (hosts, label, share) = (rows.text("host")?, rows.num("label")?, rows.num("share")?);
     let labels = label.iter().flatten().fold(0.0_f64, |a, &b| a.max(b)) as usize + 1;
-    let peers: std::collections::BTreeSet<&str> =
-        hosts.iter().flatten().map(String::as_str).filter(|h| *h != host).collect();
+    let peers = hosts.iter().flatten().filter(|h| *h != host).collect::<std::collections::BTreeSet<_>>().len();
     let (mut mine, mut theirs) = (vec![0.0; labels], vec![Vec::new(); labels]);
     for i in 0..rows.len() {
         let (Some(h), Some(l), Some(v)) = (&hosts[i], label[i], share[i]) else { continue };
@@ -588,13 +609,12 @@ async fn ganesha(cx: &Session<'_>, host: &str, mut figure: Figure) -> Drawn {
         }
     }
     if mine.iter().all(|v| *v == 0.0) {
-        return Err((figure, anyhow::anyhow!("{host} has no sadc samples in this window")));
+        bail!("{host} has no sadc samples in this window");
     }
-    let theirs: Vec<f64> = theirs.into_iter().map(|v| median(v, peers.len())).collect();
+    let theirs: Vec<f64> = theirs.into_iter().map(|v| median(v, peers)).collect();
     let categories: Vec<String> =
         (0..labels).map(|l| if l + 1 == labels { "unknown".to_string() } else { format!("profile {l}") }).collect();
-    figure.body = svg::paired_bars(&categories, ("host", &mine), ("peers", &theirs), "share of seconds");
-    Ok(figure)
+    Ok(svg::paired_bars(&categories, ("host", &mine), ("peers", &theirs), "share of seconds"))
 }
 
 async fn swimlanes(cx: &Session<'_>, t0: f64, t1: f64, indicted: &[String]) -> Figure {
@@ -671,7 +691,14 @@ async fn flow(cx: &Session<'_>, query: &str, indicted: &[String]) -> Figure {
     .await;
     match drawn {
         Ok(edges) if edges.is_empty() => figure.not_drawn(&format!("no {weight} between nodes in this window")),
-        Ok(edges) => {
+        Ok(mut edges) => {
+            // A few hundred nodes have tens of thousands of edges: the heaviest tell the story
+            // and keep the page light.
+            if edges.len() > MAX_EDGES {
+                let _ = write!(figure.caption, " The {MAX_EDGES} heaviest of {} edges are drawn.", edges.len());
+                edges.sort_by(|a, b| b.weight.total_cmp(&a.weight));
+                edges.truncate(MAX_EDGES);
+            }
             figure.body = svg::graph(&edges, indicted);
             figure
         }
