@@ -9,7 +9,8 @@
 //! the query costs without its commit), their sum (the target is 0.5 s
 //! after ingest) and the peak resident memory; and, to compare, the sum with each query opening
 //! the warehouse itself, as `kahuna diagnose` does, and the batch as `kahuna schedule` runs it:
-//! two at a time, each as soon as those whose output it reads have run.
+//! two at a time, each as soon as those whose output it reads have run; then `kahuna report`'s
+//! page of the day over the verdicts the batch recorded (the target is 2 s).
 //! `KAHUNA_BENCH_WAREHOUSE=DIR` measures an existing warehouse instead of simulating and
 //! ingesting one; `KAHUNA_QUERIES=DIR` takes the queries from DIR (as `kahuna diagnose` does),
 //! e.g. an older version's, to compare.
@@ -24,6 +25,7 @@ use common::{median, peak_rss_mb};
 use kahuna::catalog::Snapshot;
 use kahuna::diagnose::queries::Query;
 use kahuna::diagnose::{self, Record, Request};
+use kahuna::report;
 use kahuna::schedule::plan::{CatchUp, Schedule};
 use kahuna::schedule::{Job, Order, Policy, Work};
 use kahuna::simulate::Version;
@@ -105,6 +107,9 @@ async fn main() {
     let parallel = Policy::default().parallel;
     let (mut opening, mut seconds, mut unrecorded, mut alone, mut side_by_side) =
         (Vec::new(), vec![Vec::new(); queries.len()], vec![Vec::new(); queries.len()], Vec::new(), Vec::new());
+    let (mut reporting, mut page_bytes) = (Vec::new(), 0);
+    let page_of_the_day =
+        report::Options { cluster: None, from: None, to: None, run: None, queries: dir.clone(), eval: None };
     for _ in 0..rounds {
         let started = Instant::now();
         let snapshot = Snapshot::take(&warehouse).await.expect("open the warehouse");
@@ -130,6 +135,9 @@ async fn main() {
         };
         order.run(&due, parallel, |_| false, start, |_, outcome| drop(outcome.expect("task").expect("query"))).await;
         side_by_side.push(started.elapsed().as_secs_f64());
+        let started = Instant::now();
+        page_bytes = report::build(&warehouse, &page_of_the_day).await.expect("report").html().len();
+        reporting.push(started.elapsed().as_secs_f64());
     }
     println!("{:<20} {:>10} {:>14}", "query", "median s", "not recorded");
     let mut total = median(opening);
@@ -148,5 +156,6 @@ async fn main() {
         "all, side by side",
         median(side_by_side)
     );
+    println!("{:<20} {:>10.3}   (target 2; a page of {} KB)", "report", median(reporting), page_bytes / 1024);
     println!("peak RSS {:.0} MB", peak_rss_mb());
 }

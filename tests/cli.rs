@@ -136,7 +136,9 @@ fn completions_and_help_cover_every_command() {
     assert!(bash.status.success(), "{}", text(&bash.stderr));
     let script = text(&bash.stdout);
     assert!(script.contains("complete -F _kahuna"), "{script}");
-    for command in ["simulate", "ingest", "sql", "optimize", "demo", "diagnose", "eval", "schedule", "backfill"] {
+    for command in
+        ["simulate", "ingest", "sql", "optimize", "demo", "diagnose", "eval", "schedule", "backfill", "report"]
+    {
         assert!(script.contains(&format!("kahuna,{command})")), "no completion for {command}");
     }
     let help = text(&kahuna(wh.path(), &["simulate", "--help"]).stdout);

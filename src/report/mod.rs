@@ -40,6 +40,8 @@ const FIGURES: [(&str, &str); 7] = [
 
 /// Edges a flow graph draws at most.
 const MAX_EDGES: usize = 1500;
+/// Indicted hosts whose evidence the page draws at most.
+const MAX_HOSTS: usize = 20;
 
 const STYLE: &str = include_str!("page.css");
 /// Runs first: any script error or `console.error` is kept on the page's root element, where a
@@ -273,23 +275,25 @@ pub async fn build(warehouse: &Warehouse, options: &Options) -> Result<Report> {
     let window = Figure::new("The window", "The first and last instant of its states, its hosts and states.");
     let body = format!("<p>{}</p>", escape(&report.stats));
     report.sections[0].figures.push(Figure { sql: vec![span_sql], body, ..window });
-    let (Some(t0), Some(t1)) = (t0, t1) else {
+    let (Some(t0), Some(t1), true) = (t0, t1, states > 0.0) else {
         report.notes.push(format!(
             "Cluster {} has no states in this window: nothing to draw but the recorded verdicts.",
             report.cluster
         ));
         return Ok(report);
     };
-    if states == 0.0 {
+    // A day of a big cluster can indict a hundred hosts: the evidence of the first ones (the
+    // combined verdict's, then by score) keeps the page readable and light.
+    let shown = &report.indicted[..report.indicted.len().min(MAX_HOSTS)];
+    if shown.len() < report.indicted.len() {
         report.notes.push(format!(
-            "Cluster {} has no states in this window: nothing to draw but the recorded verdicts.",
-            report.cluster
+            "{} hosts are indicted; the evidence of the first {MAX_HOSTS} is drawn (--run shows one diagnosis' alone).",
+            report.indicted.len()
         ));
-        return Ok(report);
     }
-    if !report.indicted.is_empty() {
-        let evidence = Evidence::gather(&cx, &report.indicted, t0, t1).await;
-        report.sections.extend(report.indicted.iter().map(|host| evidence.section(host)));
+    if !shown.is_empty() {
+        let evidence = Evidence::gather(&cx, shown, t0, t1).await;
+        report.sections.extend(shown.iter().map(|host| evidence.section(host)));
     }
     let mut timeline = Section { id: "swimlanes".into(), title: "States over time".into(), figures: Vec::new() };
     timeline.figures.push(swimlanes(&cx, t0, t1, &report.indicted).await);
