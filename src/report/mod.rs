@@ -25,7 +25,7 @@ use crate::catalog::{self, Snapshot};
 use crate::diagnose::queries::Query;
 use crate::diagnose::{self, Request};
 use crate::warehouse::Warehouse;
-use svg::{Edge, Span, escape};
+use svg::{Edge, Line, Points, Span, escape};
 
 /// The report's figure queries, built in; `<queries>/report/<name>.sql` replaces one.
 const FIGURES: [(&str, &str); 7] = [
@@ -573,7 +573,7 @@ fn durations(rows: &Rows, host: &str) -> Result<String> {
 fn alarms(rows: &Rows, host: &str, t0: f64, t1: f64) -> Result<String> {
     let (state, hosts, at, share) =
         (rows.text("state")?, rows.text("host")?, rows.num("bucket_s")?, rows.num("alarm_share")?);
-    let mut lines: BTreeMap<&str, (Vec<(f64, f64)>, Vec<(f64, f64)>)> = BTreeMap::new();
+    let mut lines: BTreeMap<&str, (Points, Points)> = BTreeMap::new();
     for i in 0..rows.len() {
         let (Some(s), Some(h), Some(t), Some(v)) = (&state[i], &hosts[i], at[i], share[i]) else { continue };
         let entry = lines.entry(s).or_default();
@@ -585,7 +585,10 @@ fn alarms(rows: &Rows, host: &str, t0: f64, t1: f64) -> Result<String> {
     }
     let mut body = String::new();
     for (state, (mine, theirs)) in lines.into_iter().filter(|(_, (mine, _))| !mine.is_empty()) {
-        let drawn = [("peers", format!("{state}: peers"), theirs), ("host", format!("{state}: {host}"), mine)];
+        let drawn = [
+            Line { class: "peers", label: format!("{state}: peers"), points: theirs },
+            Line { class: "host", label: format!("{state}: {host}"), points: mine },
+        ];
         let _ = write!(
             body,
             r#"<div class="small"><h4>{}</h4>{}</div>"#,
@@ -778,22 +781,29 @@ async fn evaluation(cx: &Session<'_>, path: &std::path::Path) -> Result<Section>
         cx.run("eval", &[]).await.with_context(|| format!("{}: not kahuna eval's CSV", path.display()))?;
     let (query, setting, fault) = (rows.text("query")?, rows.text("setting")?, rows.text("fault")?);
     let (tp, fp, alarm) = (rows.num("tp")?, rows.num("fp")?, rows.num("false_alarm")?);
-    let mut by_query: BTreeMap<&str, (Vec<String>, Vec<f64>, Vec<f64>)> = BTreeMap::new();
+    /// One diagnosis' bars: per setting, the culprits found and the healthy hosts indicted.
+    #[derive(Default)]
+    struct Scores {
+        settings: Vec<String>,
+        found: Vec<f64>,
+        wrong: Vec<f64>,
+    }
+    let mut by_query: BTreeMap<&str, Scores> = BTreeMap::new();
     for i in 0..rows.len() {
         let (Some(q), Some(s), Some(f)) = (&query[i], &setting[i], &fault[i]) else { continue };
-        let (categories, found, wrong) = by_query.entry(q).or_default();
-        categories.push(s.clone());
+        let scores = by_query.entry(q).or_default();
+        scores.settings.push(s.clone());
         // A fault-free run has no culprit: its bar is the false-alarm rate.
-        found.push(if f == "none" { 0.0 } else { tp[i].unwrap_or(0.0) });
-        wrong.push(if f == "none" { alarm[i].unwrap_or(0.0) } else { fp[i].unwrap_or(0.0) });
+        scores.found.push(if f == "none" { 0.0 } else { tp[i].unwrap_or(0.0) });
+        scores.wrong.push(if f == "none" { alarm[i].unwrap_or(0.0) } else { fp[i].unwrap_or(0.0) });
     }
     let mut section = Section { id: "eval".into(), title: "Evaluation".into(), figures: Vec::new() };
-    for (query, (categories, found, wrong)) in by_query {
+    for (query, Scores { settings, found, wrong }) in by_query {
         let mut figure = Figure::new(
             &format!("{query}: true and false positives"),
             "Per fault, workload and cluster size: the share of faulty runs whose culprit it indicted (TP, green) and of healthy hosts it indicted (FP, red); for fault-free runs (none), the false-alarm rate.",
         );
-        figure.body = svg::paired_bars(&categories, ("tp", &found), ("fp", &wrong), "rate");
+        figure.body = svg::paired_bars(&settings, ("tp", &found), ("fp", &wrong), "rate");
         figure.sql.push(sql.clone());
         section.figures.push(figure);
     }

@@ -64,8 +64,18 @@ pub fn paired_bars(categories: &[String], a: (&str, &[f64]), b: (&str, &[f64]), 
     svg
 }
 
-/// Time series on one time axis, each a polyline of (epoch seconds, value) of its class.
-pub fn series(t0: f64, t1: f64, lines: &[(&str, String, Vec<(f64, f64)>)], y_max: f64, y_label: &str) -> String {
+/// (epoch seconds, value) pairs of a time series.
+pub type Points = Vec<(f64, f64)>;
+
+/// One series of a chart: its CSS class, its tooltip and its points.
+pub struct Line {
+    pub class: &'static str,
+    pub label: String,
+    pub points: Points,
+}
+
+/// Time series on one time axis, each a polyline.
+pub fn series(t0: f64, t1: f64, lines: &[Line], y_max: f64, y_label: &str) -> String {
     let (width, height, left, bottom, top) = (520.0, 150.0, 44.0, 30.0, 10.0);
     let plot_h = height - top - bottom;
     let span = (t1 - t0).max(1.0);
@@ -83,7 +93,7 @@ pub fn series(t0: f64, t1: f64, lines: &[(&str, String, Vec<(f64, f64)>)], y_max
             clock(t)
         );
     }
-    for (class, label, points) in lines {
+    for Line { class, label, points } in lines {
         let mut d = String::new();
         for (t, v) in points {
             let _ = write!(d, "{:.1},{:.1} ", x_of(*t), top + plot_h * (1.0 - (v / y_max).clamp(0.0, 1.0)));
