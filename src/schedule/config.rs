@@ -218,6 +218,9 @@ impl Config {
                 bail!("{}: `{flag}` is for ingest jobs; a query or report job has none", at());
             }
             let (name, work) = match (&job.query, job.ingest.is_empty(), &job.report) {
+                (None, true, Some(_)) if !job.params.is_empty() => {
+                    bail!("{}: `params` are a query's; a report job has none", at())
+                }
                 (None, true, Some(out)) => {
                     let out = base.join(out).to_string_lossy().into_owned();
                     let work = Work::Report { out, queries: base.join(&self.queries) };
@@ -300,6 +303,10 @@ mod tests {
             (
                 "[[jobs]]\nquery = 'kahuna_wb'\nreport = 'r.html'\ncron = '0 2 * * *'\n",
                 "a job has one of `query`, `ingest` and `report`",
+            ),
+            (
+                "[[jobs]]\nreport = 'r.html'\ncron = '0 2 * * *'\nparams = { x = 1 }\n",
+                "jobs[0]: `params` are a query's",
             ),
             (
                 "[[jobs]]\nquery = 'kahuna_wb'\ncron = '0 2 * * *'\ntz = 'Asia/Tokyo'\n",
