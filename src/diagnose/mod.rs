@@ -124,6 +124,8 @@ pub struct Executed {
     pub last_schema: Option<SchemaRef>,
     /// Every parameter's value as text, in declaration order.
     pub values: IndexMap<String, String>,
+    /// The statements as bound.
+    pub sql: String,
 }
 
 /// Binds the request's parameters and runs its statements in `ctx`, one after another.
@@ -132,7 +134,8 @@ pub async fn execute(ctx: &SessionContext, request: &Request) -> Result<Executed
     let bound = query.bind(&request.values())?;
     let statements = catalog::parse(&bound.sql).with_context(|| format!("{}: cannot parse", query.origin))?;
     let count = statements.len();
-    let mut executed = Executed { results: Vec::new(), last: Vec::new(), last_schema: None, values: bound.values };
+    let mut executed =
+        Executed { results: Vec::new(), last: Vec::new(), last_schema: None, values: bound.values, sql: bound.sql };
     for (index, statement) in statements.into_iter().enumerate() {
         let at = || format!("{}: statement {} of {count}", query.origin, index + 1);
         let plan = catalog::plan(ctx, statement).await.with_context(at)?;
@@ -152,7 +155,7 @@ pub async fn execute(ctx: &SessionContext, request: &Request) -> Result<Executed
 
 pub async fn run_in(ctx: &SessionContext, warehouse: &Warehouse, request: &Request, record: Record) -> Result<Outcome> {
     let query = &request.query;
-    let Executed { results, last, last_schema, values } = execute(ctx, request).await?;
+    let Executed { results, last, last_schema, values, .. } = execute(ctx, request).await?;
     let rows = last.iter().map(RecordBatch::num_rows).sum();
     let run_id = run_id(&query.name);
     // Keys sorted, whatever serde_json's features: a scheduled run replaces the rows of the runs

@@ -167,11 +167,10 @@ impl Session<'_> {
             .chain(params.iter().map(|(n, v)| (n.to_string(), v.clone())))
             .filter(|(n, _)| query.param(n).is_some())
             .collect();
-        let bound = query.bind(&given)?;
         let mut request = Request::new(query);
         request.params = given;
         let executed = diagnose::execute(&self.ctx, &request).await?;
-        Ok((Rows(executed.last), (name.to_string(), bound.sql), executed.results))
+        Ok((Rows(executed.last), (name.to_string(), executed.sql), executed.results))
     }
 
     async fn scalar_rows(&self, sql: &str) -> Result<Rows> {
@@ -438,18 +437,21 @@ async fn summary(cx: &Session<'_>, has_diagnoses: bool) -> Result<(Section, Vec<
 /// A query's rows and the SQL that made them, or why there are none (with the SQL run so far).
 struct Ran {
     rows: std::result::Result<Rows, String>,
+    /// The last query's statements that returned rows, in order (its last one is `rows`).
+    earlier: Vec<Vec<RecordBatch>>,
     sql: Vec<(String, String)>,
 }
 
 impl Ran {
     /// Runs `names` in order, the last one's rows kept.
     async fn queries(cx: &Session<'_>, names: &[&str], params: &[(&str, String)]) -> Ran {
-        let mut ran = Ran { rows: Err("nothing ran".into()), sql: Vec::new() };
+        let mut ran = Ran { rows: Err("nothing ran".into()), earlier: Vec::new(), sql: Vec::new() };
         for name in names {
             match cx.run(name, params).await {
-                Ok((rows, sql, _)) => {
+                Ok((rows, sql, earlier)) => {
                     ran.sql.push(sql);
                     ran.rows = Ok(rows);
+                    ran.earlier = earlier;
                 }
                 Err(e) => {
                     ran.rows = Err(format!("{e:#}"));
@@ -496,7 +498,7 @@ impl Evidence {
             Ran::queries(cx, &["ganesha_bb", "ganesha_labels"], &[]).await
         } else {
             let why = "no Ganesha model or no sadc data: `kahuna diagnose ganesha_train` on a fault-free window first";
-            Ran { rows: Err(why.into()), sql: Vec::new() }
+            Ran { rows: Err(why.into()), earlier: Vec::new(), sql: Vec::new() }
         };
         Evidence { durations, salsa, ganesha, t0, t1 }
     }
@@ -625,35 +627,27 @@ fn profiles(rows: &Rows, host: &str) -> Result<String> {
 }
 
 async fn swimlanes(cx: &Session<'_>, t0: f64, t1: f64, indicted: &[String]) -> Figure {
-    let mut figure = Figure::new(
+    let gap = ((t1 - t0) / 1000.0).max(0.001).to_string();
+    Ran::queries(cx, &["swimlanes"], &[("gap_seconds", gap)]).await.figure(
         "Swimlanes",
         "When each node was in each state (SALSA's view of a run); states of a kind that overlap or nearly touch are one span. Scroll over the lanes to zoom, drag to pan, double-click to see the whole window again. Indicted hosts are red.",
-    );
-    let gap = ((t1 - t0) / 1000.0).max(0.001).to_string();
-    let ran = cx.run("swimlanes", &[("gap_seconds", gap)]).await;
-    let spans = ran.and_then(|(rows, sql, _)| {
-        figure.sql.push(sql);
-        let (host, state, start, end, n) =
-            (rows.text("host")?, rows.text("state")?, rows.num("start_s")?, rows.num("end_s")?, rows.num("states")?);
-        Ok((0..rows.len())
-            .filter_map(|i| {
-                Some(Span {
-                    host: host[i].clone()?,
-                    state: state[i].clone()?,
-                    start: start[i]?.max(t0),
-                    end: end[i]?.min(t1),
-                    states: n[i]? as i64,
+        |rows| {
+            let (host, state, start, end, n) =
+                (rows.text("host")?, rows.text("state")?, rows.num("start_s")?, rows.num("end_s")?, rows.num("states")?);
+            let spans: Vec<Span> = (0..rows.len())
+                .filter_map(|i| {
+                    Some(Span {
+                        host: host[i].clone()?,
+                        state: state[i].clone()?,
+                        start: start[i]?.max(t0),
+                        end: end[i]?.min(t1),
+                        states: n[i]? as i64,
+                    })
                 })
-            })
-            .collect::<Vec<_>>())
-    });
-    match spans {
-        Ok(spans) => {
-            figure.body = svg::swimlanes(t0, t1, &spans, indicted);
-            figure
-        }
-        Err(e) => figure.not_drawn(&format!("{e:#}")),
-    }
+                .collect();
+            Ok(svg::swimlanes(t0, t1, &spans, indicted))
+        },
+    )
 }
 
 /// SALSA's control flow (ReduceCopy between TaskTrackers) or data flow (blocks between
@@ -671,10 +665,7 @@ async fn flow(cx: &Session<'_>, query: &str, indicted: &[String]) -> Figure {
             "blocks",
         ),
     };
-    let mut figure = Figure::new(title, caption);
-    let drawn = async {
-        let (rows, sql, _) = cx.run(query, &[]).await?;
-        figure.sql.push(sql);
+    Ran::queries(cx, &[query], &[]).await.figure(title, caption, |rows| {
         let (src, dst, n, mean) = (rows.text("src")?, rows.text("dst")?, rows.num(weight)?, rows.num("mean_ms")?);
         let mut edges: BTreeMap<(String, String), (f64, f64)> = BTreeMap::new();
         for i in 0..rows.len() {
@@ -683,91 +674,75 @@ async fn flow(cx: &Session<'_>, query: &str, indicted: &[String]) -> Figure {
             edge.0 += n;
             edge.1 += n * mean[i].unwrap_or(0.0);
         }
-        Ok::<_, anyhow::Error>(
-            edges
-                .into_iter()
-                .map(|((src, dst), (n, total_ms))| Edge {
-                    label: format!("{src} → {dst}: {n} {weight}, mean {:.0} ms", total_ms / n.max(1.0)),
-                    src,
-                    dst,
-                    weight: n,
-                })
-                .collect::<Vec<_>>(),
-        )
-    }
-    .await;
-    match drawn {
-        Ok(edges) if edges.is_empty() => figure.not_drawn(&format!("no {weight} between nodes in this window")),
-        Ok(mut edges) => {
-            // A few hundred nodes have tens of thousands of edges: the heaviest tell the story
-            // and keep the page light.
-            if edges.len() > MAX_EDGES {
-                let _ = write!(figure.caption, " The {MAX_EDGES} heaviest of {} edges are drawn.", edges.len());
-                edges.sort_by(|a, b| b.weight.total_cmp(&a.weight));
-                edges.truncate(MAX_EDGES);
-            }
-            figure.body = svg::graph(&edges, indicted);
-            figure
+        let mut edges: Vec<Edge> = edges
+            .into_iter()
+            .map(|((src, dst), (n, total_ms))| Edge {
+                label: format!("{src} → {dst}: {n} {weight}, mean {:.0} ms", total_ms / n.max(1.0)),
+                src,
+                dst,
+                weight: n,
+            })
+            .collect();
+        if edges.is_empty() {
+            bail!("no {weight} between nodes in this window");
         }
-        Err(e) => figure.not_drawn(&format!("{e:#}")),
-    }
+        // A few hundred nodes have tens of thousands of edges: the heaviest tell the story and
+        // keep the page light.
+        let mut body = String::new();
+        if edges.len() > MAX_EDGES {
+            let _ =
+                write!(body, r#"<p class="caption">The {MAX_EDGES} heaviest of {} edges are drawn.</p>"#, edges.len());
+            edges.sort_by(|a, b| b.weight.total_cmp(&a.weight));
+            edges.truncate(MAX_EDGES);
+        }
+        Ok(body + &svg::graph(&edges, indicted))
+    })
 }
 
 /// The Kahuna M45 study for the window: how many of a job's nodes are alike, successful jobs
 /// against failed ones.
 async fn peer_correlation(cx: &Session<'_>) -> Figure {
-    let mut figure = Figure::new(
+    let ran = Ran::queries(cx, &["peer_correlation"], &[]).await;
+    ran.figure(
         "Peer correlation of Maps executing (Kahuna §IV)",
         "Per job, the share of its hosts whose Maps-executing series has |r| ≥ 0.6 with every peer: how many jobs show each share, for successful and for failed jobs. The paper found 89% of nodes alike in successful jobs, 43% in failed ones.",
-    );
-    let drawn = async {
-        let (jobs, sql, results) = cx.run("peer_correlation", &[]).await?;
-        figure.sql.push(sql);
-        let (outcome, share) = (jobs.text("outcome")?, jobs.num("share_similar")?);
-        let mut histogram: BTreeMap<bool, Vec<f64>> = BTreeMap::new();
-        for (outcome, share) in outcome.iter().zip(&share) {
-            let (Some(outcome), Some(share)) = (outcome, share) else { continue };
-            let bins = histogram.entry(outcome == "SUCCEEDED").or_insert_with(|| vec![0.0; 10]);
-            bins[((share * 10.0) as usize).min(9)] += 1.0;
-        }
-        // Statement 4: the split by outcome, printed beside the chart.
-        let split = results.len().checked_sub(2).map(|i| Rows(results[i].clone()));
-        Ok::<_, anyhow::Error>((histogram, split))
-    }
-    .await;
-    match drawn {
-        Ok((histogram, _)) if histogram.is_empty() => {
-            figure.not_drawn("no job ran Maps on two hosts or more in this window")
-        }
-        Ok((histogram, split)) => {
+        |jobs| {
+            let (outcome, share) = (jobs.text("outcome")?, jobs.num("share_similar")?);
+            let mut histogram: BTreeMap<bool, Vec<f64>> = BTreeMap::new();
+            for (outcome, share) in outcome.iter().zip(&share) {
+                let (Some(outcome), Some(share)) = (outcome, share) else { continue };
+                let bins = histogram.entry(outcome == "SUCCEEDED").or_insert_with(|| vec![0.0; 10]);
+                bins[((share * 10.0) as usize).min(9)] += 1.0;
+            }
+            if histogram.is_empty() {
+                bail!("no job ran Maps on two hosts or more in this window");
+            }
             let categories: Vec<String> = (0..10).map(|b| format!("{}–{}%", b * 10, b * 10 + 10)).collect();
             let none = vec![0.0; 10];
             let ok = histogram.get(&true).unwrap_or(&none);
             let failed = histogram.get(&false).unwrap_or(&none);
-            figure.body = svg::paired_bars(&categories, ("peers", ok), ("host", failed), "jobs");
-            figure.body.push_str(r#"<p class="legend"><span><i class="peers"></i>succeeded</span><span><i class="host"></i>failed or unknown</span></p>"#);
-            if let Some(split) = split
+            let mut body = svg::paired_bars(&categories, ("peers", ok), ("host", failed), "jobs");
+            body.push_str(r#"<p class="legend"><span><i class="peers"></i>succeeded</span><span><i class="host"></i>failed or unknown</span></p>"#);
+            // Statement 4: the split by outcome, printed beside the chart.
+            if let Some(split) = ran.earlier.len().checked_sub(2).map(|i| Rows(ran.earlier[i].clone()))
                 && let (Ok(outcome), Ok(jobs), Ok(share)) =
                     (split.text("outcome"), split.num("jobs"), split.num("share_similar"))
             {
-                figure
-                    .body
-                    .push_str(r#"<table class="split"><tr><th>outcome</th><th>jobs</th><th>hosts alike</th></tr>"#);
+                body.push_str(r#"<table class="split"><tr><th>outcome</th><th>jobs</th><th>hosts alike</th></tr>"#);
                 for i in 0..split.len() {
                     let _ = write!(
-                        figure.body,
+                        body,
                         "<tr><td>{}</td><td>{}</td><td>{:.0}%</td></tr>",
                         escape(outcome[i].as_deref().unwrap_or("")),
                         jobs[i].unwrap_or(0.0),
                         100.0 * share[i].unwrap_or(0.0)
                     );
                 }
-                figure.body.push_str("</table>");
+                body.push_str("</table>");
             }
-            figure
-        }
-        Err(e) => figure.not_drawn(&format!("{e:#}")),
-    }
+            Ok(body)
+        },
+    )
 }
 
 /// `kahuna eval`'s TP/FP tables as charts, one per diagnosis.
