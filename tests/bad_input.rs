@@ -5,7 +5,7 @@ mod common;
 
 use std::io::Write;
 
-use common::{ingest_into, owned, rows, scalar};
+use common::{ingest_into, owned, rows, scalar, written_an_hour_ago};
 
 const M: &str = "attempt_200808231712_0001_m_000001_0";
 
@@ -278,8 +278,7 @@ async fn a_last_line_without_a_newline_is_read_once_the_file_is_done() {
     // A log nobody has written for an hour: its last line is whole too.
     let quiet = input.path().join("hadoop-u-tasktracker-h2.log");
     std::fs::write(&quiet, format!("{}\n{}", line(5), line(6))).unwrap();
-    let an_hour_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
-    std::fs::File::options().write(true).open(&quiet).unwrap().set_modified(an_hour_ago).unwrap();
+    written_an_hour_ago(&quiet);
     let third = ingest_into(vec![quiet], wh.path(), None).await;
     assert_eq!(third.total(|r| r.lines_read), 2);
     let again = ingest_into(vec![input.path().to_path_buf()], wh.path(), None).await;

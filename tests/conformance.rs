@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{ingest_into, owned, rows, sample, scalar};
+use common::{ingest_into, owned, rows, sample, scalar, written_an_hour_ago};
 
 #[tokio::test]
 async fn loghub_hdfs_write_and_read_blocks() {
@@ -105,8 +105,7 @@ async fn an_application_masters_log_gives_its_attempts_map_states_on_their_nodes
     let input = tempfile::tempdir().unwrap();
     let path = input.path().join("Hadoop_2k.log");
     std::fs::copy(&sample, &path).unwrap();
-    let an_hour_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
-    std::fs::File::options().write(true).open(&path).unwrap().set_modified(an_hour_ago).unwrap();
+    written_an_hour_ago(&path);
     let wh = tempfile::tempdir().unwrap();
     let summary = ingest_into(vec![path], wh.path(), None).await;
     assert_eq!(summary.total(|r| r.lines_read), 2000);
