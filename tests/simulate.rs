@@ -42,7 +42,7 @@ fn tree(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
 
 #[test]
 fn the_same_seed_writes_the_same_bytes() {
-    for (version, gzip) in [(Version::V018, false), (Version::V020, true)] {
+    for (version, gzip) in [(Version::V018, false), (Version::V020, true), (Version::V2, false)] {
         let (a, b, c) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
         let mut cfg = config(a.path(), 5, Workload::Gridmix, Some("PacketLoss50@r01n02:1m"), 6.0, version);
         cfg.gzip = gzip;
@@ -65,9 +65,12 @@ fn the_same_seed_writes_the_same_bytes() {
 
 #[tokio::test]
 async fn every_file_ingests_without_a_reject() {
-    for (version, fault) in
-        [(Version::V018, "HANG-1036@r01n01"), (Version::V020, "HANG-1152@r01n02"), (Version::V018, "DiskFull@r01n03")]
-    {
+    for (version, fault) in [
+        (Version::V018, "HANG-1036@r01n01"),
+        (Version::V020, "HANG-1152@r01n02"),
+        (Version::V018, "DiskFull@r01n03"),
+        (Version::V2, "HANG-1036@r01n04"),
+    ] {
         let out = tempfile::tempdir().unwrap();
         let wh = tempfile::tempdir().unwrap();
         let outcome = run(&config(out.path(), 4, Workload::Sort, Some(fault), 15.0, version)).unwrap();
@@ -81,6 +84,77 @@ async fn every_file_ingests_without_a_reject() {
         let lines: u64 = summary.reports.iter().filter(|r| r.display.contains("/logs/")).map(|r| r.lines_read).sum();
         assert_eq!(lines, outcome.lines.total(), "{fault}");
     }
+}
+
+/// The Map, Reduce and ReduceCopy states of a simulated run's logs, job ids as 0.x stamps them.
+async fn attempt_states(version: Version, fault: &str) -> Vec<Vec<String>> {
+    let out = tempfile::tempdir().unwrap();
+    let wh = tempfile::tempdir().unwrap();
+    let mut cfg = config(out.path(), 6, Workload::Sort, Some(fault), 10.0, version);
+    cfg.sadc = false;
+    run(&cfg).unwrap();
+    ingest_into(vec![out.path().join("logs")], wh.path(), None).await;
+    let sql = "SELECT state, host, task_id, peer_task_id, start_ts, duration_ms, outcome FROM states \
+               WHERE state IN ('Map', 'Reduce', 'ReduceCopy') ORDER BY task_id, peer_task_id, state, start_ts";
+    let rm_stamp = (DEFAULT_EPOCH_MS - 60_000).to_string();
+    let mut states = rows(wh.path(), sql).await;
+    for cell in states.iter_mut().flatten() {
+        *cell = cell.replace(&rm_stamp, "200808250000");
+    }
+    if version == Version::V2 {
+        // A container runs each attempt, on the attempt's node, from its launch.
+        let sql = "SELECT count(*) FROM states c JOIN states a ON c.task_id = \
+                   concat('container_', split_part(a.task_id, '_', 2), '_', split_part(a.task_id, '_', 3), '_01_', \
+                   lpad(CAST(2 + 2 * (CAST(split_part(a.task_id, '_', 5) AS INT) * 8 + CAST(split_part(a.task_id, '_', 6) AS INT)) \
+                   + CASE split_part(a.task_id, '_', 4) WHEN 'r' THEN 1 ELSE 0 END AS VARCHAR), 6, '0')) \
+                   AND c.host = a.host AND c.start_ts = a.start_ts \
+                   WHERE c.state = 'ContainerRunning' AND a.state IN ('Map', 'Reduce')";
+        let attempts = states.iter().filter(|r| r[0] != "ReduceCopy").count();
+        assert_eq!(scalar(wh.path(), sql).await, attempts.to_string());
+        let containers = "SELECT count(*) FROM states WHERE state = 'ContainerRunning'";
+        assert_eq!(scalar(wh.path(), containers).await, attempts.to_string());
+    }
+    states
+}
+
+/// Hadoop 2's logs (application masters' attempt transitions, NodeManagers' containers, reduces'
+/// fetcher threads) give, through their own parsers, the very states of the 0.20 run of the
+/// same seed (TaskTracker and copier threads): the two releases schedule alike. With a lossy
+/// link some fetches fail, and fail alike.
+#[tokio::test]
+async fn a_hadoop_2_run_gives_the_states_of_the_0_20_run_of_its_seed() {
+    let fault = "PacketLoss50@r01n02";
+    let (yarn, classic) = (attempt_states(Version::V2, fault).await, attempt_states(Version::V020, fault).await);
+    let count = |state: &str, outcome: &str| classic.iter().filter(|r| r[0] == state && r[6] == outcome).count();
+    assert!(count("Map", "SUCCEEDED") > 100 && count("Reduce", "SUCCEEDED") > 10, "{}", classic.len());
+    assert!(count("ReduceCopy", "FAILED") > 10, "{}", count("ReduceCopy", "FAILED"));
+    assert_eq!(yarn.len(), classic.len());
+    for (y, c) in yarn.iter().zip(&classic) {
+        assert_eq!(y, c);
+    }
+}
+
+/// A CPU hog on a Hadoop 2 cluster: Kahuna-WB, unchanged, indicts its node, and no other, in
+/// the window and in every job it indicts anyone.
+#[tokio::test]
+async fn kahuna_wb_indicts_the_cpu_hog_of_a_hadoop_2_cluster_and_no_other_node() {
+    let out = tempfile::tempdir().unwrap();
+    let wh = tempfile::tempdir().unwrap();
+    let mut cfg = config(out.path(), 10, Workload::Sort, Some("CPUHog@r01n03"), 10.0, Version::V2);
+    cfg.sadc = false;
+    run(&cfg).unwrap();
+    ingest_into(vec![out.path().join("logs")], wh.path(), None).await;
+    let diagnose = std::process::Command::new(env!("CARGO_BIN_EXE_kahuna"))
+        .args(["diagnose", "kahuna_wb", "--warehouse"])
+        .arg(wh.path())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&diagnose.stdout);
+    assert!(diagnose.status.success(), "{}", String::from_utf8_lossy(&diagnose.stderr));
+    assert!(stdout.contains("kahuna_wb: 1 of 10 hosts indicted."), "{stdout}");
+    let indicted = rows(wh.path(), "SELECT host, count(*) FROM diagnoses WHERE indicted GROUP BY host").await;
+    // The window's verdict and the hog's Maps in each of the 5 jobs that ran them to the end.
+    assert_eq!(indicted, vec![vec!["r01n03".to_string(), "6".to_string()]]);
 }
 
 /// Mean Map duration (ms) per host.

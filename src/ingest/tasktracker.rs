@@ -90,6 +90,18 @@ fn recognize_own(msg: &str, own: &str) -> Option<Token> {
             detail: detail(map, None, None),
         });
     }
+    // 2.x–3.x: a fetch that breaks off (`Failed to shuffle output of <map> from <host>`, WARN,
+    // with the exception below it).
+    if let Some(rest) = msg.strip_prefix("Failed to shuffle output of ") {
+        let (map, rest) = find_attempt(rest)?;
+        let host = rest.strip_prefix(" from ").map(|h| h.trim().to_string()).filter(|h| !h.is_empty());
+        return Some(Token::End {
+            kind: StateKind::ReduceCopy,
+            key: copy_key(own, map),
+            outcome: Outcome::Failed,
+            detail: detail(map, host, None),
+        });
+    }
     if let Some(rest) = msg.strip_prefix("Rec #1 from ") {
         let (map, _) = find_attempt(rest)?;
         return Some(Token::Amend { key: copy_key(own, map), detail: detail(map, host_after_from(rest), None) });
@@ -251,6 +263,20 @@ mod tests {
             };
             assert_eq!(recognize(&line, Some(reduce)), Some(expected), "{line}");
         }
+        let failed = Token::End {
+            kind: StateKind::ReduceCopy,
+            key: format!("copy:{reduce}:{map}"),
+            outcome: Outcome::Failed,
+            detail: Detail {
+                task_id: Some(reduce.into()),
+                peer_task_id: Some(map.into()),
+                peer_host: Some("worker3".into()),
+                ..Detail::default()
+            },
+        };
+        assert_eq!(recognize(&format!("Failed to shuffle output of {map} from worker3"), Some(reduce)), Some(failed));
+        assert_eq!(recognize(&format!("Failed to shuffle output of {map} from worker3"), None), None);
+        assert_eq!(recognize("Failed to shuffle output of null from worker3", Some(reduce)), None);
         let started = format!("{reduce} Thread started: EventFetcher for fetching Map Completion Events");
         assert_eq!(reduce_of_event_fetcher(&started), Some(reduce));
         assert_eq!(reduce_of_event_fetcher(&started.replace("_r_", "_m_")), None);

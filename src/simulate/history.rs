@@ -25,7 +25,7 @@ use super::jobhistory::Status;
 use super::rng::{Rng, Stream};
 use super::scheduler::{JobSource, RunSpec};
 use super::workload::{JobSpec, research_job};
-use super::{Layout, Outcome, Version, execute, fault_json, iso, job_json, jt_stamp, progress_bar, write_truth};
+use super::{Layout, Outcome, Version, execute, fault_json, iso, job_json, progress_bar, write_truth};
 
 pub const EXPERIMENTS_PER_5_MONTHS: f64 = 12854.0;
 pub const USERS: usize = 26;
@@ -296,7 +296,7 @@ pub(crate) fn run_one(e: &Experiment, cfg: &HistoryConfig) -> Result<Ran> {
         cluster: &cluster,
         fault,
         end_ms,
-        jt_stamp: jt_stamp(e.start_ms),
+        jt_stamp: cfg.version.cluster_stamp(e.start_ms),
         usage: false,
     };
     let outcome = execute(spec, ExperimentJobs::new(e, cfg.seed), &layout, &ProgressBar::hidden())

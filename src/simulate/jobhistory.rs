@@ -114,7 +114,7 @@ fn push_host(v: &mut Vec<u8>, names: &Names, node: u16) {
 }
 
 /// `task_<jt>_<job>_m_000003`.
-fn push_task_id(v: &mut Vec<u8>, names: &Names, job: u32, idx: u32, reduce: bool) {
+pub(super) fn push_task_id(v: &mut Vec<u8>, names: &Names, job: u32, idx: u32, reduce: bool) {
     v.extend_from_slice(b"task_");
     v.extend_from_slice(names.jobs[job as usize].id.as_bytes());
     v.extend_from_slice(if reduce { b"_r_" } else { b"_m_" });
@@ -196,7 +196,7 @@ pub fn write(path: &Path, job: u32, spec: &JobSpec, recs: &[HistRec], names: &Na
                 r.time("START_TIME", rec.ts_ms);
                 match names.version {
                     Version::V018 => r.host("HOSTNAME", node),
-                    Version::V020 => {
+                    Version::V020 | Version::V2 => {
                         let (host, ip) = &names.hosts[usize::from(node)];
                         r.kv("TRACKER_NAME", &format!("tracker_{host}:localhost/{ip}:50050"));
                         r.kv("HTTP_PORT", "50060");

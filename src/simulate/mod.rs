@@ -1,10 +1,13 @@
 //! `kahuna simulate`: a deterministic, fault-injecting discrete-event model of a Hadoop 0.18/0.20
 //! cluster that writes what a real one would — TaskTracker, DataNode and attempt logs, job
 //! history, a one-second sadc capture as `sadf -d` text — and `truth.json`, what really happened.
+//! The same model writes a Hadoop 2 (YARN) cluster's logs: NodeManagers', application masters'
+//! and containers'.
 //!
 //! The data path, one file per concern: [`workload`] submits jobs; [`scheduler`] runs the
 //! JobTracker and the tasks on the [`cluster`], through [`hdfs`], under [`faults`], and lays down
-//! records; [`writers`], [`sadc`] and [`jobhistory`] turn them into files; [`history`] plans the
+//! records; [`writers`], [`sadc`] and [`jobhistory`] (or, for YARN, [`appmaster`]) turn them
+//! into files; [`history`] plans the
 //! M45-scale history of many experiments. [`rng`] makes it all repeat for a seed.
 //!
 //! The simulation is single-threaded (events must be ordered); writing is parallel across nodes:
@@ -12,6 +15,7 @@
 //! so memory holds only the lines of tasks in flight. Same seed, same bytes: nothing depends on
 //! the thread that writes a node or on the wall clock.
 
+pub mod appmaster;
 pub mod cluster;
 pub mod faults;
 pub mod hdfs;
@@ -46,6 +50,10 @@ pub enum Version {
     V018,
     /// 0.20: clienttrace lines for HDFS reads, writes and shuffles; escaped history.
     V020,
+    /// 2.8 (YARN): NodeManagers' container transitions, each job's MRAppMaster log in its
+    /// container's `syslog`, reduces' fetcher threads, block pools in the DataNode's lines; no
+    /// JobTracker history (YARN's `.jhist` is not read by Kahuna, so it is not written).
+    V2,
 }
 
 impl Version {
@@ -53,6 +61,7 @@ impl Version {
         match s {
             "0.18" | "18" => Some(Version::V018),
             "0.20" | "20" => Some(Version::V020),
+            "2" | "2.x" | "2.8" => Some(Version::V2),
             _ => None,
         }
     }
@@ -61,6 +70,18 @@ impl Version {
         match self {
             Version::V018 => "0.18",
             Version::V020 => "0.20",
+            Version::V2 => "2.8",
+        }
+    }
+
+    /// How job ids are stamped: a JobTracker's start as `yyyyMMddHHmm`, a ResourceManager's
+    /// as milliseconds since 1970.
+    fn cluster_stamp(self, epoch_ms: i64) -> String {
+        match self {
+            Version::V018 | Version::V020 => {
+                chrono::DateTime::from_timestamp_millis(epoch_ms).unwrap_or_default().format("%Y%m%d%H%M").to_string()
+            }
+            Version::V2 => (epoch_ms - 60_000).to_string(),
         }
     }
 }
@@ -138,11 +159,6 @@ fn iso(ms: i64) -> String {
     chrono::DateTime::from_timestamp_millis(ms).unwrap_or_default().format("%Y-%m-%dT%H:%M:%S%.3fZ").to_string()
 }
 
-/// `yyyyMMddHHmm`, how a JobTracker's start stamps its job ids.
-fn jt_stamp(ms: i64) -> String {
-    chrono::DateTime::from_timestamp_millis(ms).unwrap_or_default().format("%Y%m%d%H%M").to_string()
-}
-
 /// Writing rounds: at most this much simulated time, at least this much, and fewer lines
 /// than this held between them where the shorter rounds can help.
 const MAX_STEP_MS: i64 = 120_000;
@@ -177,6 +193,7 @@ fn execute<S: JobSource>(spec: RunSpec, source: S, layout: &Layout, bar: &Progre
     // Simulated time per writing round: short enough that buffered lines stay few, shorter
     // while a large cluster shuffles (millions of copy lines a simulated minute).
     let mut step = MAX_STEP_MS;
+    let mut appmaster_lines = 0;
     loop {
         let until = (sim.now + step).min(end_ms);
         let more = sim.run_until(until);
@@ -196,7 +213,7 @@ fn execute<S: JobSource>(spec: RunSpec, source: S, layout: &Layout, bar: &Progre
         } else {
             sim.bufs.iter_mut().for_each(Vec::clear);
         }
-        write_histories(&mut sim, layout, &hosts, version, &cluster.master)?;
+        appmaster_lines += write_histories(&mut sim, layout, &hosts, version, &cluster.master)?;
         bar.set_position((until / 1000) as u64);
         if !more {
             break;
@@ -207,11 +224,11 @@ fn execute<S: JobSource>(spec: RunSpec, source: S, layout: &Layout, bar: &Progre
         .filter(|&j| sim.jobs[j as usize].state != JobState::Waiting && sim.jobs[j as usize].finish_ms.is_none())
         .collect();
     sim.closed.extend(still);
-    write_histories(&mut sim, layout, &hosts, version, &cluster.master)?;
+    appmaster_lines += write_histories(&mut sim, layout, &hosts, version, &cluster.master)?;
     for buf in &mut sim.bufs {
         buf.clear();
     }
-    let mut lines = LineCounts::default();
+    let mut lines = LineCounts { appmaster: appmaster_lines, ..LineCounts::default() };
     for w in logs {
         lines.add(&w.finish()?);
     }
@@ -316,25 +333,39 @@ fn write_due(
     Ok(())
 }
 
+/// Writes the job history of every job closed since the last call: the JobTracker's, or from
+/// Hadoop 2 the application master's log (on node `job mod nodes`). Returns the log lines written.
 fn write_histories<S: JobSource>(
     sim: &mut Sim<S>,
     layout: &Layout,
     hosts: &[(String, String)],
     version: Version,
     master: &str,
-) -> Result<()> {
+) -> Result<u64> {
     let closed = std::mem::take(&mut sim.closed);
     let names = Names { version, epoch_ms: layout.epoch_ms, hosts, jobs: &sim.names };
+    let mut lines = 0;
     for job in closed {
         let j = &mut sim.jobs[job as usize];
         j.history.sort_by_key(|h| h.ts_ms);
-        let id = &sim.names[job as usize].id;
-        let path = jobhistory::path(&layout.history, master, layout.epoch_ms, id, &j.spec, layout.gzip);
-        jobhistory::write(&path, job, &j.spec, &j.history, &names, layout.gzip)
-            .with_context(|| format!("cannot write {}", path.display()))?;
+        match (version, &layout.logs) {
+            (Version::V018 | Version::V020, _) => {
+                let id = &sim.names[job as usize].id;
+                let path = jobhistory::path(&layout.history, master, layout.epoch_ms, id, &j.spec, layout.gzip);
+                jobhistory::write(&path, job, &j.spec, &j.history, &names, layout.gzip)
+                    .with_context(|| format!("cannot write {}", path.display()))?;
+            }
+            (Version::V2, Some(logs)) => {
+                let node = (job as usize % hosts.len()) as u16;
+                let path = appmaster::path(logs, job, node, &names, layout.gzip);
+                lines += appmaster::write(&path, job, &j.history, &names, layout.gzip)
+                    .with_context(|| format!("cannot write {}", path.display()))?;
+            }
+            (Version::V2, None) => {}
+        }
         j.history = Vec::new();
     }
-    Ok(())
+    Ok(lines)
 }
 
 fn progress_bar(enabled: bool, total: u64, unit: &str) -> ProgressBar {
@@ -400,7 +431,7 @@ pub fn run(cfg: &Config) -> Result<Outcome> {
         cluster: &cluster,
         fault,
         end_ms,
-        jt_stamp: jt_stamp(cfg.epoch_ms),
+        jt_stamp: cfg.version.cluster_stamp(cfg.epoch_ms),
         usage: cfg.sadc,
     };
     let source = WorkloadSource { driver: Driver::new(cfg.workload, cfg.seed, cfg.nodes), end_ms };
@@ -421,8 +452,10 @@ pub fn run(cfg: &Config) -> Result<Outcome> {
         "jobs": outcome.jobs.iter().map(|j| job_json(j, cfg.epoch_ms, end_ms)).collect::<Vec<_>>(),
         "lines": {
             "tasktracker": outcome.lines.tasktracker,
+            "nodemanager": outcome.lines.nodemanager,
             "datanode": outcome.lines.datanode,
             "syslog": outcome.lines.syslog,
+            "appmaster": outcome.lines.appmaster,
         },
     });
     write_truth(&cfg.out.join("truth.json"), &truth)?;
@@ -521,7 +554,7 @@ impl Suite {
             None => 1800.0,
         };
         let version = match v.get("hadoop").and_then(Value::as_str) {
-            Some(h) => Version::parse(h).with_context(|| format!("suite: hadoop {h} is not 0.18 or 0.20"))?,
+            Some(h) => Version::parse(h).with_context(|| format!("suite: hadoop {h} is not 0.18, 0.20 or 2"))?,
             None => Version::V018,
         };
         Ok(Suite {

@@ -54,8 +54,8 @@ impl<S: JobSource> Sim<'_, S> {
     }
 
     fn slowstart(&self, j: &Job) -> bool {
-        // 0.20 holds reduces back until 5% of the maps are done; 0.18 starts them at once.
-        self.spec.version == Version::V020 && j.maps_done * 20 < j.spec.maps
+        // 0.20 and YARN hold reduces back until 5% of the maps are done; 0.18 starts them at once.
+        self.spec.version != Version::V018 && j.maps_done * 20 < j.spec.maps
     }
 
     fn pick_reduce(&mut self, node: u16) -> Option<(u32, u32)> {
