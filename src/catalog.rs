@@ -16,7 +16,7 @@ use datafusion::common::DataFusionError;
 use datafusion::common::config::Dialect;
 use datafusion::datasource::{ViewTable, source_as_provider};
 use datafusion::execution::SessionStateBuilder;
-use datafusion::execution::memory_pool::{FairSpillPool, TrackConsumersPool};
+use datafusion::execution::memory_pool::{FairSpillPool, MemoryLimit, TrackConsumersPool};
 use datafusion::execution::runtime_env::{RuntimeEnv, RuntimeEnvBuilder};
 use datafusion::logical_expr::LogicalPlan;
 use datafusion::prelude::{SessionConfig, SessionContext};
@@ -104,15 +104,23 @@ pub fn session_over(snapshot: &Snapshot) -> Result<SessionContext> {
     session_in(snapshot, SessionConfig::new(), snapshot.tables.runtime.clone())
 }
 
-/// [`session_over`] for a server's client: [`ReadOnly`], and each query's operators share at
-/// most `memory` bytes, spilling to disk where they can.
+/// [`session_over`] whose operators share at most `memory` bytes, spilling to disk where they
+/// can (`kahuna diagnose --memory-limit`).
+pub fn session_limited(snapshot: &Snapshot, memory: usize) -> Result<SessionContext> {
+    session_in(snapshot, SessionConfig::new(), limited_runtime(snapshot, memory)?)
+}
+
+/// [`session_limited`] for a server's client: [`ReadOnly`] too.
 pub fn session_bounded(snapshot: &Snapshot, memory: usize) -> Result<SessionContext> {
+    session_in(snapshot, SessionConfig::new().with_extension(Arc::new(ReadOnly)), limited_runtime(snapshot, memory)?)
+}
+
+fn limited_runtime(snapshot: &Snapshot, memory: usize) -> Result<Arc<RuntimeEnv>> {
     let pool = TrackConsumersPool::new(FairSpillPool::new(memory), NonZeroUsize::new(3).expect("3 > 0"));
-    let runtime = RuntimeEnvBuilder::new()
+    Ok(RuntimeEnvBuilder::new()
         .with_memory_pool(Arc::new(pool))
         .with_object_store_registry(snapshot.tables.runtime.object_store_registry.clone())
-        .build_arc()?;
-    session_in(snapshot, SessionConfig::new().with_extension(Arc::new(ReadOnly)), runtime)
+        .build_arc()?)
 }
 
 fn session_in(snapshot: &Snapshot, config: SessionConfig, runtime: Arc<RuntimeEnv>) -> Result<SessionContext> {
@@ -124,9 +132,17 @@ fn session_in(snapshot: &Snapshot, config: SessionConfig, runtime: Arc<RuntimeEn
     // A sort's input up to this size (per partition of the plan) is concatenated and sorted in
     // one piece rather than batch by batch and then merged: one sort of the whole partition
     // avoids merging many small sorted runs (SALSA's peer statement sorts its 12-bin lists
-    // this way). DataFusion's 1 MB default guards memory-limited runs that spill; ours are not
-    // limited, and this holds at most one more copy of 128 MB per partition being sorted.
-    config.options_mut().execution.sort_in_place_threshold_bytes = SORT_IN_PLACE_BYTES;
+    // this way). It holds one more copy of up to 128 MB per partition being sorted: a session
+    // with a memory limit keeps DataFusion's 1 MB, with which sorts spill.
+    match runtime.memory_pool.memory_limit() {
+        MemoryLimit::Finite(limit) => {
+            // Each sort sets this much aside to merge what it spilled: 10 MB by default, more
+            // than a small limit shares out to the sorts of a plan.
+            let execution = &mut config.options_mut().execution;
+            execution.sort_spill_reservation_bytes = execution.sort_spill_reservation_bytes.min(limit / 16);
+        }
+        _ => config.options_mut().execution.sort_in_place_threshold_bytes = SORT_IN_PLACE_BYTES,
+    }
     // The snapshot's object stores: its Delta tables registered theirs there.
     let state =
         SessionStateBuilder::new().with_config(config).with_runtime_env(runtime).with_default_features().build();

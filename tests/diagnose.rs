@@ -27,6 +27,33 @@ fn write_logs(dir: &Path) {
     write_jobs(dir, &HOSTS, &[&[SLOW]]);
 }
 
+/// Under `--memory-limit` a diagnosis gives the verdict it gives without one; under a limit too
+/// small for an operator that cannot spill it fails and says which ran out, recording nothing.
+#[tokio::test]
+async fn a_memory_limit_keeps_the_verdict_or_fails_saying_what_ran_out() {
+    let logs = tempfile::tempdir().unwrap();
+    let wh = tempfile::tempdir().unwrap();
+    write_logs(logs.path());
+    let out = kahuna(wh.path(), &["ingest", logs.path().to_str().unwrap(), "--cluster", "c1"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let verdict = |limit: &[&str]| {
+        let out =
+            kahuna(wh.path(), &[&["diagnose", "kahuna_wb", "--dry-run", "--param", "states=Map"], limit].concat());
+        (out.status.success(), text(&out.stdout), text(&out.stderr))
+    };
+    let (ok, unbounded, stderr) = verdict(&[]);
+    assert!(ok && unbounded.contains("kahuna_wb: 1 of 5 hosts indicted."), "{unbounded}{stderr}");
+    let (ok, bounded, stderr) = verdict(&["--memory-limit", "8M"]);
+    assert!(ok, "{stderr}");
+    assert_eq!(bounded, unbounded);
+    let (ok, _, stderr) = verdict(&["--memory-limit", "1K"]);
+    assert!(!ok);
+    assert!(stderr.contains("Resources exhausted") && stderr.contains("pool_size: 1024.0 B"), "{stderr}");
+    let (ok, _, stderr) = verdict(&["--memory-limit", "lots"]);
+    assert!(!ok && stderr.contains("lots: not a size such as 2G, 512M or 1048576"), "{stderr}");
+    assert!(!wh.path().join("diagnoses").exists());
+}
+
 /// Kahuna-WB's per-host verdict shares each job's blame among the hosts it indicts: node1,
 /// alone in the first job, holds half of the window's blame; the three slow hosts of the second
 /// job a sixth each (indicted in as many jobs as node1, they were not what stood out).

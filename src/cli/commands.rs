@@ -134,6 +134,7 @@ pub async fn diagnose(args: DiagnoseArgs, warehouse: &Path) -> Result<()> {
     request.to = time("to", args.to)?;
     request.cluster = args.cluster;
     request.params = assignments(&args.params)?;
+    request.memory_limit = args.memory_limit;
     if let Some(from) = request.from {
         request.run_date = from.date_naive();
     }
@@ -238,11 +239,14 @@ pub async fn backfill(args: BackfillArgs, warehouse: &Path) -> Result<()> {
 
 /// `kahuna simulate`: one run, a suite of runs, or the M45 history.
 pub fn simulate(args: SimulateArgs) -> Result<()> {
-    let version = Version::parse(&args.hadoop).with_context(|| format!("--hadoop {}: 0.18 or 0.20", args.hadoop))?;
+    let version = Version::parse(&args.hadoop).with_context(|| format!("--hadoop {}: 0.18, 0.20 or 2", args.hadoop))?;
     let threads = args.threads.unwrap_or_else(cores).max(1);
     if let Some(kind) = &args.history {
         if kind != "m45" {
             bail!("--history {kind}: the one history is m45");
+        }
+        if version == Version::V2 {
+            bail!("--history is a JobTracker's job history: --hadoop 0.18 or 0.20");
         }
         if !(args.scale > 0.0 && args.months > 0.0) {
             bail!("--scale and --months must be above 0");

@@ -103,7 +103,7 @@ pub struct SimulateArgs {
     /// The folder written: logs/<host>/…, history/, sadc/, truth.json.
     #[arg(long)]
     pub out: PathBuf,
-    /// The Hadoop release whose log wording to write: 0.18 or 0.20.
+    /// The Hadoop release whose logs to write: 0.18, 0.20 or 2 (YARN, as 2.8 words them).
     #[arg(long, default_value = "0.18")]
     pub hadoop: String,
     /// Gzip every file written.
@@ -276,6 +276,10 @@ pub struct DiagnoseArgs {
     /// Rows of each result printed (all of them are recorded).
     #[arg(long, default_value_t = 40)]
     pub rows: usize,
+    /// Memory the query's operators may hold at once (`2G`, `512M`), spilling sorts, joins and
+    /// aggregates to disk beyond it; a query that cannot spill fails naming what ran out.
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    pub memory_limit: Option<usize>,
     /// List the built-in queries and their parameters.
     #[arg(long)]
     pub list: bool,
@@ -342,6 +346,25 @@ pub struct BackfillArgs {
     pub dry_run: bool,
 }
 
+/// `2G`, `512M`, `64K` (powers of 1024) or a number of bytes.
+fn parse_size(text: &str) -> Result<usize, String> {
+    let upper = text.trim().to_ascii_uppercase();
+    let number = upper.trim_end_matches("IB").trim_end_matches('B');
+    let (digits, shift) = match number.char_indices().last() {
+        Some((at, 'K')) => (&number[..at], 10),
+        Some((at, 'M')) => (&number[..at], 20),
+        Some((at, 'G')) => (&number[..at], 30),
+        Some((at, 'T')) => (&number[..at], 40),
+        _ => (number, 0),
+    };
+    let value: f64 = digits.trim().parse().map_err(|_| format!("{text}: not a size such as 2G, 512M or 1048576"))?;
+    let bytes = value * (1u64 << shift) as f64;
+    if !(bytes >= 1.0 && bytes < usize::MAX as f64) {
+        return Err(format!("{text}: a size above 0"));
+    }
+    Ok(bytes as usize)
+}
+
 #[derive(clap::Args)]
 pub struct CompletionsArgs {
     /// The shell the script is for.
@@ -353,7 +376,20 @@ pub struct CompletionsArgs {
 mod tests {
     use clap::CommandFactory as _;
 
-    use super::Cli;
+    use super::{Cli, parse_size};
+
+    #[test]
+    fn sizes_read_in_powers_of_1024() {
+        assert_eq!(parse_size("2G"), Ok(2 << 30));
+        assert_eq!(parse_size("512m"), Ok(512 << 20));
+        assert_eq!(parse_size("1.5GiB"), Ok(3 << 29));
+        assert_eq!(parse_size("64KB"), Ok(64 << 10));
+        assert_eq!(parse_size("1T"), Ok(1 << 40));
+        assert_eq!(parse_size("1048576"), Ok(1 << 20));
+        for bad in ["", "G", "-1G", "0", "two", "1X"] {
+            assert!(parse_size(bad).is_err(), "{bad}");
+        }
+    }
 
     /// `--help` explains every flag and argument of every command.
     #[test]

@@ -40,6 +40,8 @@ pub struct Request {
     pub params: Vec<(String, String)>,
     /// The `date` partition the results go to.
     pub run_date: NaiveDate,
+    /// Bytes the statements' operators may hold at once, spilling to disk beyond (None: no bound).
+    pub memory_limit: Option<usize>,
 }
 
 /// How verdict rows are recorded.
@@ -65,7 +67,15 @@ pub struct Outcome {
 
 impl Request {
     pub fn new(query: Query) -> Request {
-        Request { query, from: None, to: None, cluster: None, params: Vec::new(), run_date: Utc::now().date_naive() }
+        Request {
+            query,
+            from: None,
+            to: None,
+            cluster: None,
+            params: Vec::new(),
+            run_date: Utc::now().date_naive(),
+            memory_limit: None,
+        }
     }
 
     /// The values of every parameter, the window and cluster given as `from`, `to`, `cluster`.
@@ -103,7 +113,10 @@ pub async fn run(warehouse: &Warehouse, request: &Request, record: Record) -> Re
 /// a backfill) open `states` once, not once a query. The table the run writes is forgotten by
 /// the snapshot, so the next run over it (`combined` after the verdicts) reads what this wrote.
 pub async fn run_on(snapshot: &Snapshot, request: &Request, record: Record) -> Result<Outcome> {
-    let ctx = catalog::session_over(snapshot)?;
+    let ctx = match request.memory_limit {
+        Some(memory) => catalog::session_limited(snapshot, memory)?,
+        None => catalog::session_over(snapshot)?,
+    };
     let outcome = run_in(&ctx, snapshot.warehouse(), request, record).await;
     if record != Record::Nothing {
         snapshot.forget(match &request.query.output {
