@@ -56,13 +56,14 @@ pub async fn timed_ingest(
     warehouse: &std::path::Path,
     threads: usize,
     dry_run: bool,
+    hints: kahuna::ingest::discover::Hints,
 ) -> (f64, kahuna::ingest::Summary) {
     let options = kahuna::ingest::IngestOptions {
         paths: vec![input.to_path_buf()],
         cluster: "bench".into(),
         warehouse: kahuna::warehouse::Warehouse::new(warehouse),
         zone: None,
-        hints: kahuna::ingest::discover::Hints::default(),
+        hints,
         progress: false,
         threads,
         dry_run,
@@ -72,12 +73,13 @@ pub async fn timed_ingest(
     (started.elapsed().as_secs_f64(), summary)
 }
 
-/// What one `kahuna ingest` process cost: wall seconds, CPU seconds (user + system) and peak
-/// resident MB, from the kernel's account of the child.
+/// What one process cost: wall seconds, CPU seconds (user + system) and peak resident MB, from
+/// the kernel's account of the child; and what it printed.
 pub struct ProcessCost {
     pub secs: f64,
     pub cpu_secs: f64,
     pub peak_mb: f64,
+    pub output: String,
 }
 
 /// Runs the release `kahuna ingest` over `input` into a fresh warehouse, in its own process, as
@@ -94,8 +96,10 @@ pub fn cli_ingest(input: &std::path::Path, threads: usize, dry_run: bool) -> Pro
 
 /// Runs `command` to its end, which must be a success, and what it cost.
 pub fn process_cost(command: &mut std::process::Command) -> ProcessCost {
+    // Into a file: a pipe left unread would stall a child that prints more than it holds.
+    let mut printed = tempfile::tempfile().expect("temp file");
     let started = std::time::Instant::now();
-    let child = command.stdout(std::process::Stdio::null()).spawn().expect("start the command");
+    let child = command.stdout(printed.try_clone().expect("temp file")).spawn().expect("start the command");
     let pid = child.id() as libc::pid_t;
     let mut status = 0;
     // SAFETY: an all-zero rusage is a valid value for wait4 to fill.
@@ -107,9 +111,13 @@ pub fn process_cost(command: &mut std::process::Command) -> ProcessCost {
     assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0, "{command:?} failed: {status}");
     drop(child);
     let seconds = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 * 1e-6;
+    let mut output = String::new();
+    use std::io::{Read, Seek};
+    printed.rewind().and_then(|_| printed.read_to_string(&mut output)).expect("read what the command printed");
     ProcessCost {
         secs,
         cpu_secs: seconds(usage.ru_utime) + seconds(usage.ru_stime),
         peak_mb: usage.ru_maxrss as f64 / 1024.0,
+        output,
     }
 }

@@ -9,6 +9,7 @@
 
 use std::sync::{Mutex, OnceLock};
 
+use super::ids;
 use super::log4j::{EventHead, Head, day_ms, days_from_civil, digits, is_level};
 
 #[derive(Debug, PartialEq, Eq)]
@@ -172,7 +173,8 @@ impl Pattern {
                         Some(Part::Text(next)) => {
                             let next = next.trim_start_matches(' ');
                             let next = if next.is_empty() { " " } else { next };
-                            match rest.find(next) {
+                            // A field's end is a separator of a byte or a few.
+                            match ids::find(rest.as_bytes(), next.as_bytes()) {
                                 Some(at) => (rest[..at].trim_end_matches(' '), &rest[at..]),
                                 None => return broken("a field is not followed by the text --layout puts after it"),
                             }
