@@ -22,8 +22,8 @@
 -- Output (statement 5): cluster, job_id, outcome, hosts, similar_hosts, share_similar,
 -- mean_abs_r, least_similar_host, its lowest |r|.
 
--- Statement 1: each Map's start and end, in seconds (a table of this run's session: both the
--- jobs' spans and the series read it, and a CTE would be computed for each).
+-- Statement 1: each Map's start and end, in seconds (a table of this run's session: its hosts
+-- and its Maps are both read below, and a CTE would be computed for each).
 CREATE TABLE peer_maps AS
 WITH map_states AS (
     SELECT cluster, job_id, host, task_id, daemon, start_ts, end_ts
@@ -45,31 +45,29 @@ FROM map_states m LEFT JOIN logged l ON l.cluster = m.cluster AND l.job_id = m.j
 WHERE m.daemon <> 'history' OR l.job_id IS NULL
 GROUP BY m.cluster, m.job_id, m.host, m.task_id;
 
--- Statement 2: each host's Maps-executing series per job, on a grid of $points over the job's span.
-CREATE TABLE peer_series AS
-WITH span AS (
-    SELECT cluster, job_id, min(s) AS t0, greatest(max(coalesce(e, s)) - min(s), 0.001) AS length
-    FROM peer_maps GROUP BY cluster, job_id
-)
-SELECT m.cluster, m.job_id, m.host,
-       concurrency_series((m.s - j.t0) / j.length * $points, (m.e - j.t0) / j.length * $points,
-                          0, $points, 1) AS running
-FROM peer_maps m JOIN span j ON m.cluster = j.cluster AND m.job_id = j.job_id
-GROUP BY m.cluster, m.job_id, m.host;
-
--- Statement 3: every host pair of a job (`peer_pearson` computes each pair once, within the
--- job's rows), and each job's similarity.
-CREATE TABLE job_similarity AS
-WITH hosts AS (
-    SELECT cluster, job_id, host, peer_pearson(running) OVER (PARTITION BY cluster, job_id) AS r
-    FROM peer_series
+-- Statement 2: each host's Maps-executing series per job, on a grid of $points over the job's
+-- span, and every host pair of the job compared (`concurrency_peer_pearson`: the series are
+-- made one job at a time, each pair compared once). Hosts go in as integer keys. A table, so
+-- that the unnested rows are ranked by their own values below.
+CREATE TABLE peer_hosts AS
+WITH ids AS (
+    SELECT host, CAST(row_number() OVER (ORDER BY host) AS BIGINT) AS id FROM (SELECT DISTINCT host FROM peer_maps) AS h
 ),
-ranked AS (
+compared AS (
+    SELECT m.cluster, m.job_id, unnest(concurrency_peer_pearson(i.id, m.s, m.e, $points)) AS r
+    FROM peer_maps m JOIN ids i ON i.host = m.host
+    GROUP BY m.cluster, m.job_id
+)
+SELECT c.cluster, c.job_id, i.host, c.r['lowest_abs_r'] AS lowest_r, c.r['mean_abs_r'] AS mean_r
+FROM compared c JOIN ids i ON i.id = c.r['member'];
+
+-- Statement 3: each job's similarity.
+CREATE TABLE job_similarity AS
+WITH ranked AS (
     -- A constant series (r undefined) is not similar to anything: it counts 0.
-    SELECT cluster, job_id, host, r['lowest_abs_r'] AS lowest_r, r['mean_abs_r'] AS mean_r,
-           r['lowest_abs_r'] >= $min_r AS similar,
-           row_number() OVER (PARTITION BY cluster, job_id ORDER BY r['lowest_abs_r'], host) AS rank
-    FROM hosts WHERE r IS NOT NULL
+    SELECT cluster, job_id, host, lowest_r, mean_r, lowest_r >= $min_r AS similar,
+           row_number() OVER (PARTITION BY cluster, job_id ORDER BY lowest_r, host) AS rank
+    FROM peer_hosts
 )
 SELECT r.cluster, r.job_id, coalesce(j.outcome, 'UNKNOWN') AS outcome,
        count(*) AS hosts, sum(CASE WHEN r.similar THEN 1 ELSE 0 END) AS similar_hosts,

@@ -19,6 +19,7 @@ struct ReadmeExamples;
 mod alarm;
 mod args;
 mod cells;
+mod concurrency_peers;
 mod distance;
 mod gmm;
 mod histogram;
@@ -92,6 +93,13 @@ accessor!(
     series::ConcurrencySeries::default(),
     "concurrency_series"
 );
+accessor!(
+    concurrency_peer_pearson_udaf,
+    AggregateUDF,
+    new_from_impl,
+    concurrency_peers::ConcurrencyPeerPearson::default(),
+    "concurrency_peer_pearson"
+);
 accessor!(gmm_fit_udaf, AggregateUDF, new_from_impl, gmm::GmmFit::default(), "gmm_fit");
 accessor!(peer_scores_udaf, AggregateUDF, new_from_impl, peer::PeerScores::default(), "peer_scores");
 accessor!(longest_run_udaf, AggregateUDF, new_from_impl, alarm::LongestRun::default(), "longest_run");
@@ -133,6 +141,7 @@ pub mod expr_fn {
     expr_fn!(tick_histograms, tick_histograms_udaf, args);
     expr_fn!(tick_peer_scores, tick_peer_scores_udaf, args);
     expr_fn!(concurrency_series, concurrency_series_udaf, [start, end, from, to, step]);
+    expr_fn!(concurrency_peer_pearson, concurrency_peer_pearson_udaf, [member, start, end, points]);
     expr_fn!(gmm_fit, gmm_fit_udaf, args);
     expr_fn!(peer_scores, peer_scores_udaf, [member, hist, threshold]);
     expr_fn!(longest_run, longest_run_udaf, [flag, ord]);
@@ -149,8 +158,8 @@ pub fn scalar_functions() -> Vec<Arc<ScalarUDF>> {
 }
 
 /// The aggregate functions: `state_histogram`, `label_histogram`, `decayed_histogram`,
-/// `tick_histograms`, `tick_peer_scores`, `concurrency_series`, `gmm_fit`, `peer_scores`,
-/// `longest_run`.
+/// `tick_histograms`, `tick_peer_scores`, `concurrency_series`, `concurrency_peer_pearson`,
+/// `gmm_fit`, `peer_scores`, `longest_run`.
 pub fn aggregate_functions() -> Vec<Arc<AggregateUDF>> {
     vec![
         state_histogram_udaf(),
@@ -159,6 +168,7 @@ pub fn aggregate_functions() -> Vec<Arc<AggregateUDF>> {
         tick_histograms_udaf(),
         tick_peer_scores_udaf(),
         concurrency_series_udaf(),
+        concurrency_peer_pearson_udaf(),
         gmm_fit_udaf(),
         peer_scores_udaf(),
         longest_run_udaf(),
@@ -325,7 +335,7 @@ mod tests {
         names.sort();
         names.dedup();
         assert_eq!(names.len(), count, "duplicate function names: {names:?}");
-        assert_eq!(count, 18);
+        assert_eq!(count, 19);
     }
 
     #[tokio::test]

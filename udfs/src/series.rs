@@ -30,14 +30,14 @@ use crate::args::{
 use crate::cells::{for_each_cells, merge_into, passes, take_groups};
 
 /// Ten million steps (four months of seconds) is far beyond any single series a query needs.
-const MAX_STEPS: usize = 10_000_000;
+pub(crate) const MAX_STEPS: usize = 10_000_000;
 
 /// The step grid `from + i·step`, `i` in `0..steps`, with `steps = ceil((to − from) / step)`.
 #[derive(Debug, Clone, Copy)]
-struct Grid {
-    from: f64,
-    step: f64,
-    steps: usize,
+pub(crate) struct Grid {
+    pub(crate) from: f64,
+    pub(crate) step: f64,
+    pub(crate) steps: usize,
 }
 
 impl Grid {
@@ -60,7 +60,7 @@ impl Grid {
 
     /// The first step index whose time is at or after `t`, clamped to `0..=steps`.
     #[inline]
-    fn first_at_or_after(&self, t: f64) -> usize {
+    pub(crate) fn first_at_or_after(&self, t: f64) -> usize {
         // `as usize` saturates: -inf and negatives give 0, +inf gives usize::MAX.
         (((t - self.from) / self.step).ceil() as usize).min(self.steps)
     }
@@ -97,7 +97,7 @@ fn for_each_interval(grid: &Grid, values: &[ArrayRef], mut f: impl FnMut(usize, 
 
 /// The series of each group's difference array (`steps + 1` cells a group): its running sum
 /// over the first `steps` cells.
-fn running_sums(delta: &[f64], steps: usize, groups: usize) -> ListArray {
+pub(crate) fn running_sums(delta: &[f64], steps: usize, groups: usize) -> ListArray {
     let mut series = Vec::with_capacity(groups * steps);
     for cells in delta.chunks_exact(steps + 1).take(groups) {
         let mut active = 0.0;
