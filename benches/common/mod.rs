@@ -96,6 +96,13 @@ pub fn cli_ingest(input: &std::path::Path, threads: usize, dry_run: bool) -> Pro
 
 /// Runs `command` to its end, which must be a success, and what it cost.
 pub fn process_cost(command: &mut std::process::Command) -> ProcessCost {
+    let (cost, succeeded) = process_outcome(command);
+    assert!(succeeded, "{command:?} failed");
+    cost
+}
+
+/// Runs `command` to its end: what it cost, and whether it succeeded.
+pub fn process_outcome(command: &mut std::process::Command) -> (ProcessCost, bool) {
     // Into a file: a pipe left unread would stall a child that prints more than it holds.
     let mut printed = tempfile::tempfile().expect("temp file");
     let started = std::time::Instant::now();
@@ -108,16 +115,17 @@ pub fn process_cost(command: &mut std::process::Command) -> ProcessCost {
     let waited = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
     let secs = started.elapsed().as_secs_f64();
     assert_eq!(waited, pid, "wait4 failed");
-    assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0, "{command:?} failed: {status}");
+    let succeeded = libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0;
     drop(child);
     let seconds = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 * 1e-6;
     let mut output = String::new();
     use std::io::{Read, Seek};
     printed.rewind().and_then(|_| printed.read_to_string(&mut output)).expect("read what the command printed");
-    ProcessCost {
+    let cost = ProcessCost {
         secs,
         cpu_secs: seconds(usage.ru_utime) + seconds(usage.ru_stime),
         peak_mb: usage.ru_maxrss as f64 / 1024.0,
         output,
-    }
+    };
+    (cost, succeeded)
 }

@@ -133,6 +133,9 @@ struct Similarity {
     lowest: Vec<f64>,
     mean: Float64Builder,
     per_group: Vec<usize>,
+    /// The difference arrays of a group's members, kept from group to group: a zeroed
+    /// allocation of each group's would be zeroed by the kernel, page by page.
+    delta: Vec<f64>,
 }
 
 impl Similarity {
@@ -148,7 +151,9 @@ impl Similarity {
         let scaled = |t: f64| if t.is_nan() { f64::INFINITY } else { (t - t0) / length * points as f64 };
         let grid = Grid { from: 0.0, step: 1.0, steps: points };
         let members: Vec<&[Interval]> = intervals.chunk_by(|a, b| a.0 == b.0).collect();
-        let mut delta = vec![0.0; members.len() * (points + 1)];
+        let delta = &mut self.delta;
+        delta.clear();
+        delta.resize(members.len() * (points + 1), 0.0);
         for (cells, member) in delta.chunks_exact_mut(points + 1).zip(&members) {
             for &(_, start, end) in *member {
                 let (start, end) = (scaled(start), scaled(end));
@@ -162,7 +167,7 @@ impl Similarity {
                 }
             }
         }
-        let series: ArrayRef = Arc::new(running_sums(&delta, points, members.len()));
+        let series: ArrayRef = Arc::new(running_sums(delta, points, members.len()));
         for (member, found) in members.iter().zip(peer_correlations(FUNC, &series)?) {
             // A member without peers (alone in its group) is left out, as peer_pearson's NULL.
             let Some((lowest, mean)) = found else { continue };
