@@ -900,10 +900,7 @@ impl NodeWriter {
                     self.s("' done.\n");
                     self.emit(Dest::Syslog(task))?;
                 }
-                match self.syslogs.iter().position(|s| s.task == task) {
-                    Some(at) => self.syslogs.swap_remove(at).out.finish(),
-                    None => Ok(()),
-                }
+                self.close_syslog(task)
             }
             Line::Receiving { block, src, port } => {
                 self.connection(ms, 1, names)?;
@@ -1008,6 +1005,14 @@ impl NodeWriter {
                 self.s("org.apache.hadoop.util.DiskChecker$DiskOutOfSpaceException: Insufficient space for an additional block\n");
                 self.emit(Dest::DataNode)
             }
+        }
+    }
+
+    /// Closes an attempt's syslog (one killed before it opened has none).
+    fn close_syslog(&mut self, task: TaskRef) -> io::Result<()> {
+        match self.syslogs.iter().position(|s| s.task == task) {
+            Some(at) => self.syslogs.swap_remove(at).out.finish(),
+            None => Ok(()),
         }
     }
 

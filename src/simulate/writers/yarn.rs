@@ -258,10 +258,7 @@ impl NodeWriter {
                     self.s("' done.\n");
                     self.emit(Dest::Syslog(task))?;
                 }
-                match self.syslogs.iter().position(|s| s.task == task) {
-                    Some(at) => self.syslogs.swap_remove(at).out.finish(),
-                    None => Ok(()),
-                }
+                self.close_syslog(task)
             }
             // The DataNode's, block pools aside, are worded as 0.20 words them.
             Line::Receiving { .. }
