@@ -141,7 +141,8 @@ fn session_in(snapshot: &Snapshot, config: SessionConfig, runtime: Arc<RuntimeEn
             let execution = &mut config.options_mut().execution;
             execution.sort_spill_reservation_bytes = execution.sort_spill_reservation_bytes.min(limit / 16);
         }
-        _ => config.options_mut().execution.sort_in_place_threshold_bytes = SORT_IN_PLACE_BYTES,
+        MemoryLimit::Infinite => config.options_mut().execution.sort_in_place_threshold_bytes = SORT_IN_PLACE_BYTES,
+        MemoryLimit::Unknown => {}
     }
     // The snapshot's object stores: its Delta tables registered theirs there.
     let state =

@@ -1,7 +1,7 @@
 //! A Hadoop 2 (YARN) node's task side, worded as 2.8 words it: the NodeManager's container
 //! transitions in its own log, and each reduce container's `syslog` with its fetcher threads
 //! (`fetcher#k`, of `mapreduce.reduce.shuffle.parallelcopies`) in place of 0.x's copier threads.
-//! The attempts' own states are in each job's application master log (`super::super::appmaster`).
+//! The attempts' own states are in each job's application master log ([`crate::simulate::appmaster`]).
 
 use std::io;
 
