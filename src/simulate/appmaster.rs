@@ -7,7 +7,7 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
 use super::jobhistory::{Hist, HistRec, Status, push_task_id};
-use super::writers::{Clock, Names, Out, TaskRef, file_name, push_application, push_attempt, push_container};
+use super::writers::{Clock, Names, Out, TaskRef, container_log, push_attempt, push_container};
 
 const IMPL: &str = "org.apache.hadoop.mapreduce.v2.app.job.impl";
 const DISPATCHER: &str = "AsyncDispatcher event handler";
@@ -17,14 +17,7 @@ const NM_PORT: u16 = 45454;
 /// `<logs>/<host>/userlogs/application_…/container_…_01_000001/syslog`, the master's container
 /// on `node`.
 pub fn path(logs: &Path, job: u32, node: u16, names: &Names, gzip: bool) -> PathBuf {
-    let (mut application, mut container) = (Vec::new(), Vec::new());
-    push_application(&mut application, job, names);
-    push_container(&mut container, job, None, names);
-    logs.join(&names.hosts[usize::from(node)].0)
-        .join("userlogs")
-        .join(String::from_utf8_lossy(&application).as_ref())
-        .join(String::from_utf8_lossy(&container).as_ref())
-        .join(file_name("syslog", gzip))
+    container_log(&logs.join(&names.hosts[usize::from(node)].0), job, None, names, gzip)
 }
 
 struct Log<'a> {

@@ -18,7 +18,7 @@ use super::Version;
 
 mod yarn;
 
-pub use yarn::{push_application, push_container};
+pub use yarn::{container_log, push_application, push_container};
 
 /// A task attempt, by number.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -606,7 +606,9 @@ impl NodeWriter {
         }
     }
 
-    /// A line as Hadoop 0.18 or 0.20 words it; the DataNode's of every release.
+    /// A line as Hadoop 0.18 or 0.20 words it; the DataNode's of every release. YARN's come here
+    /// for the DataNode's only: the task-side arms name `V2` beside `V020` because a match on the
+    /// version must be whole, not because YARN writes a TaskTracker's lines.
     fn classic_line(&mut self, ms: i64, line: Line, names: &Names) -> io::Result<()> {
         let v = names.version;
         match line {

@@ -156,12 +156,7 @@ impl Similarity {
         delta.resize(members.len() * (points + 1), 0.0);
         for (cells, member) in delta.chunks_exact_mut(points + 1).zip(&members) {
             for &(_, start, end) in *member {
-                let (start, end) = (scaled(start), scaled(end));
-                if start.is_nan() || end < start {
-                    continue;
-                }
-                let (first, stop) = (grid.first_at_or_after(start), grid.first_at_or_after(end));
-                if first < stop {
+                if let Some((first, stop)) = grid.covered(scaled(start), scaled(end)) {
                     cells[first] += 1.0;
                     cells[stop] -= 1.0;
                 }

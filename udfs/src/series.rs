@@ -60,9 +60,20 @@ impl Grid {
 
     /// The first step index whose time is at or after `t`, clamped to `0..=steps`.
     #[inline]
-    pub(crate) fn first_at_or_after(&self, t: f64) -> usize {
+    fn first_at_or_after(&self, t: f64) -> usize {
         // `as usize` saturates: -inf and negatives give 0, +inf gives usize::MAX.
         (((t - self.from) / self.step).ceil() as usize).min(self.steps)
+    }
+
+    /// The steps `first..stop` (at least one) an interval from `start` to `end` is active at;
+    /// None for one that covers no step, ends before it starts or is NaN at either end.
+    #[inline]
+    pub(crate) fn covered(&self, start: f64, end: f64) -> Option<(usize, usize)> {
+        if start.is_nan() || end.is_nan() || end < start {
+            return None;
+        }
+        let (first, stop) = (self.first_at_or_after(start), self.first_at_or_after(end));
+        (first < stop).then_some((first, stop))
     }
 }
 
@@ -84,11 +95,10 @@ fn for_each_interval(grid: &Grid, values: &[ArrayRef], mut f: impl FnMut(usize, 
         // still running (active to its end). Both NULL says nothing, so it is skipped.
         let start = if starts.is_valid(row) { starts.value(row) } else { f64::NEG_INFINITY };
         let end = if ends.is_valid(row) { ends.value(row) } else { f64::INFINITY };
-        if starts.is_null(row) && ends.is_null(row) || start.is_nan() || end.is_nan() || end < start {
+        if starts.is_null(row) && ends.is_null(row) {
             continue;
         }
-        let (first, stop) = (grid.first_at_or_after(start), grid.first_at_or_after(end));
-        if first < stop {
+        if let Some((first, stop)) = grid.covered(start, end) {
             f(row, first, stop);
         }
     }

@@ -4,6 +4,7 @@
 //! The attempts' own states are in each job's application master log ([`crate::simulate::appmaster`]).
 
 use std::io;
+use std::path::{Path, PathBuf};
 
 use super::{
     CopyFault, Dest, Line, MAX_SINGLE_SHUFFLE, Names, NodeWriter, Out, Syslog, TaskRef, file_name, push_padded,
@@ -25,6 +26,19 @@ const SHUFFLE_PORT: &str = ":13562";
 pub fn push_application(buf: &mut Vec<u8>, job: u32, names: &Names) {
     buf.extend_from_slice(b"application_");
     buf.extend_from_slice(names.jobs[job as usize].id.as_bytes());
+}
+
+/// `<host_dir>/userlogs/application_…/container_…/syslog`: the log of an attempt's container,
+/// or of the job's application master (`task` None).
+pub fn container_log(host_dir: &Path, job: u32, task: Option<TaskRef>, names: &Names, gzip: bool) -> PathBuf {
+    let (mut application, mut container) = (Vec::new(), Vec::new());
+    push_application(&mut application, job, names);
+    push_container(&mut container, job, task, names);
+    host_dir
+        .join("userlogs")
+        .join(String::from_utf8_lossy(&application).as_ref())
+        .join(String::from_utf8_lossy(&container).as_ref())
+        .join(file_name("syslog", gzip))
 }
 
 /// The container an attempt ran in: `container_<stamp>_<job>_01_<n>`, the application master's
@@ -145,17 +159,7 @@ impl NodeWriter {
             // The ShuffleHandler logs a served map output only at DEBUG.
             Line::ShuffleServed { .. } => Ok(()),
             Line::SyslogOpen { task, .. } => {
-                let mut dir = Vec::new();
-                push_application(&mut dir, task.job, names);
-                let mut container = Vec::new();
-                push_container(&mut container, task.job, Some(task), names);
-                let path = self
-                    .dir
-                    .join("userlogs")
-                    .join(String::from_utf8_lossy(&dir).as_ref())
-                    .join(String::from_utf8_lossy(&container).as_ref())
-                    .join(file_name("syslog", self.gzip));
-                let out = Out::create(&path, self.gzip)?;
+                let out = Out::create(&container_log(&self.dir, task.job, Some(task), names, self.gzip), self.gzip)?;
                 self.syslogs.push(Syslog { task, out, fetchers: Vec::new() });
                 self.head_thread(ms, "INFO", "main", &[REDUCE, ".MergeManagerImpl"].concat());
                 self.s("MergerManager: memoryLimit=141937872, maxSingleShuffleLimit=");
