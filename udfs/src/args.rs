@@ -7,14 +7,16 @@
 
 use std::sync::Arc;
 
-use datafusion::arrow::array::{Array, ArrayRef, AsArray, Float64Array, GenericListArray, ListArray, OffsetSizeTrait};
+use datafusion::arrow::array::{
+    Array, ArrayRef, AsArray, Float64Array, GenericListArray, ListArray, OffsetSizeTrait, RecordBatch,
+};
 use datafusion::arrow::buffer::OffsetBuffer;
 use datafusion::arrow::compute::cast;
-use datafusion::arrow::datatypes::{DataType, Field, FieldRef, TimeUnit};
+use datafusion::arrow::datatypes::{DataType, Field, FieldRef, Schema, TimeUnit};
 use datafusion::common::{DataFusionError, Result, ScalarValue};
 use datafusion::logical_expr::{Cast, ColumnarValue, Expr, TryCast};
 use datafusion::physical_expr::PhysicalExpr;
-use datafusion::physical_expr::expressions::{CastExpr, Literal};
+use datafusion::physical_expr::expressions::{CastExpr, Column, Literal};
 
 /// A planning error that names the function and the (0-based here, 1-based in the message)
 /// argument.
@@ -229,8 +231,20 @@ pub(crate) fn physical_literal(expr: &Arc<dyn PhysicalExpr>) -> Option<ScalarVal
     if let Some(lit) = expr.downcast_ref::<Literal>() {
         return Some(lit.value().clone());
     }
-    let cast_expr = expr.downcast_ref::<CastExpr>()?;
-    physical_literal(cast_expr.expr())?.cast_to(cast_expr.cast_type()).ok()
+    if let Some(cast_expr) = expr.downcast_ref::<CastExpr>() {
+        return physical_literal(cast_expr.expr())?.cast_to(cast_expr.cast_type()).ok();
+    }
+    if expr.downcast_ref::<Column>().is_some() {
+        return None;
+    }
+    // A host that loads these functions through DataFusion's FFI (PyPI's `datafusion`) hands
+    // over its own expressions, not our `Literal`: one that gives a scalar from a batch
+    // without columns reads none, so it is a constant.
+    let no_columns = RecordBatch::new_empty(Arc::new(Schema::empty()));
+    match expr.evaluate(&no_columns) {
+        Ok(ColumnarValue::Scalar(value)) => Some(value),
+        _ => None,
+    }
 }
 
 pub(crate) fn physical_literals(args: &[Arc<dyn PhysicalExpr>]) -> Vec<Option<ScalarValue>> {

@@ -217,25 +217,31 @@ fn state_fields(name: &str) -> Vec<FieldRef> {
 static CONCURRENCY_PEER_PEARSON_DOC: LazyLock<Documentation> = LazyLock::new(|| {
     Documentation::builder(
         DOC_SECTION_GENERAL,
-        "The Kahuna M45 study's comparison of a peer group's members in one aggregate: each \
-         member's intervals make its series of how many are active at each of points steps over \
-         the group's span (from the earliest start t0 to the latest end, or start where an end is \
-         NULL; at least 0.001 long), as concurrency_series((start - t0) / length * points, \
-         (end - t0) / length * points, 0, points, 1) grouped by member makes it; each series is \
-         then compared with the other members' as peer_pearson compares them. Returns a list of \
-         {member, lowest_abs_r, mean_abs_r} ordered by member; a member alone in its group is \
-         left out. Rows with a NULL member or start are skipped; a NULL end is an interval still \
-         running. Keeps only the intervals, not the series, between rows and groups.",
+        "The Kahuna M45 study in one aggregate over a peer group (a job): each member's (a host's) \
+         intervals become its series of how many are active at each of `points` steps over the group's \
+         span, from the earliest start t0 to the latest end (or start, where the end is NULL), at least \
+         0.001 long: the series `concurrency_series((start - t0) / length * points, (end - t0) / length \
+         * points, 0, points, 1)` grouped by member gives. Each member is then compared with the others \
+         as `peer_pearson` compares them. Returns a list of `{member, lowest_abs_r, mean_abs_r}` ordered \
+         by member; a member alone in its group is left out. Rows with a NULL member or start are \
+         skipped; a NULL end is an interval still running. Only the intervals are kept between rows and \
+         groups, never the series: over months of jobs, that is the difference between megabytes and \
+         gigabytes.",
         "concurrency_peer_pearson(member, start, end, points)",
     )
-    .with_sql_example(
-        "SELECT job_id, s['member'] AS host_id, s['lowest_abs_r'] >= 0.6 AS similar FROM (SELECT job_id, \
-         unnest(concurrency_peer_pearson(host_id, start_s, end_s, 120)) AS s FROM maps GROUP BY job_id)",
-    )
-    .with_argument("member", "Integer column: whose interval it is (a host).")
+    .with_sql_example(concat!(
+        "SELECT r['member'] AS host, r['lowest_abs_r'] AS lowest, r['mean_abs_r'] AS mean\n",
+        "FROM (SELECT unnest(concurrency_peer_pearson(h, s, e, 4)) AS r\n",
+        "      FROM (VALUES (1, 0, 20), (2, 0, 20), (3, 20, 40), (4, 0, NULL)) AS v(h, s, e));\n",
+        "-- 1 0 1\n",
+        "-- 2 0 1\n",
+        "-- 3 0 1\n",
+        "-- 4 0 NULL   (4 runs from start to end: constant, its r undefined, so 0 for every peer)"
+    ))
+    .with_argument("member", "Integer column: whose interval it is (a host; map host names to ids and back).")
     .with_argument("start", "Numeric column: when the interval starts.")
     .with_argument("end", "Numeric column: when it ends (NULL: still running).")
-    .with_argument("points", "Positive integer literal: the steps of each series, at most 10,000,000.")
+    .with_argument("points", "Positive integer literal, at most 10,000,000: the steps of each series.")
     .build()
 });
 

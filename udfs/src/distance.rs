@@ -380,15 +380,18 @@ impl Default for JsdSqrt {
 static JSD_SQRT_DOC: LazyLock<Documentation> = LazyLock::new(|| {
     Documentation::builder(
         DOC_SECTION_MATH,
-        "Square root of the base-2 Jensen-Shannon divergence of two histograms, each normalised to \
-         sum 1: 0 for identical shapes, 1 for disjoint ones. NULL when either list is NULL, empty, \
-         all zero, or has a negative, NaN or infinite count; NULL items count as 0. Lists of \
-         different lengths are an error.",
+        "The square root of the base-2 Jensen-Shannon divergence of the two histograms, each normalised \
+         to sum 1: a distance in [0, 1], 0 for the same shape, 1 for disjoint ones (SALSA's and \
+         Ganesha's distance). NULL when either list is NULL, empty, all zero, or has a negative, NaN or \
+         infinite count; NULL items count as 0. Lists of different lengths are an error.",
         "jsd_sqrt(p, q)",
     )
-    .with_sql_example("SELECT jsd_sqrt([1, 0], [0, 1])  -- 1.0")
+    .with_sql_example(concat!(
+        "SELECT jsd_sqrt([1, 0], [0, 1]), jsd_sqrt([18, 12, 13, 17], [11, 15, 16, 4]);\n",
+        "-- 1 0.253259097"
+    ))
     .with_argument("p", "List of non-negative numbers (a histogram).")
-    .with_argument("q", "List of non-negative numbers with as many bins as p.")
+    .with_argument("q", "List of non-negative numbers with as many bins as `p`.")
     .build()
 });
 
@@ -523,15 +526,18 @@ impl KdeSmooth {
 static KDE_SMOOTH_DOC: LazyLock<Documentation> = LazyLock::new(|| {
     Documentation::builder(
         DOC_SECTION_MATH,
-        "Smooths a histogram with a Gaussian kernel whose standard deviation is bandwidth_bins \
-         bins (SALSA's kernel density estimate). Each bin is spread over the bins within 4 \
-         standard deviations, renormalised at the edges so the total is kept. NULL list gives \
-         NULL, NULL items count as 0, NaN and infinities propagate; bandwidth 0 returns the input.",
+        "Gaussian-kernel smoothing of a histogram with a standard deviation of `bandwidth_bins` bins \
+         (SALSA's kernel density estimate): each bin is spread over the bins within 4 standard \
+         deviations, renormalised at the ends so the total is kept; a bandwidth of 0 returns the input. \
+         A NULL list gives NULL; NULL items count as 0; NaN and infinities propagate.",
         "kde_smooth(hist, bandwidth_bins)",
     )
-    .with_sql_example("SELECT kde_smooth([0, 0, 10, 0, 0], 1.0)")
+    .with_sql_example(concat!(
+        "SELECT kde_smooth([0, 0, 10, 0, 0], 1);\n",
+        "-- [0.544886845, 2.44201342, 4.026199469, 2.44201342, 0.544886845]"
+    ))
     .with_argument("hist", "List of numbers (a histogram).")
-    .with_argument("bandwidth_bins", "Non-negative number literal: kernel standard deviation in bins.")
+    .with_argument("bandwidth_bins", "Non-negative number literal: the kernel's standard deviation in bins.")
     .build()
 });
 
@@ -564,6 +570,11 @@ impl ScalarUDFImpl for KdeSmooth {
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
         let sigma = match &args.args[1] {
             ColumnarValue::Scalar(v) => Self::bandwidth(&[None, Some(v.clone())])?,
+            // A host calling through DataFusion's FFI passes every argument as an array; planning
+            // (`return_field_from_args`) has seen that this one is a literal.
+            ColumnarValue::Array(a) if !a.is_empty() => {
+                Self::bandwidth(&[None, Some(ScalarValue::try_from_array(a, 0)?)])?
+            }
             ColumnarValue::Array(_) => Self::bandwidth(&[None, None])?,
         };
         let lists = list_arrays(&args, 1)?;

@@ -560,19 +560,27 @@ impl Default for GmmFit {
 static GMM_FIT_DOC: LazyLock<Documentation> = LazyLock::new(|| {
     Documentation::builder(
         DOC_SECTION_STATISTICAL,
-        "Fits a mixture of k Gaussians with equal priors and diagonal covariances to the rows \
-         (m1, …, mN) by EM, seeded with the best of 5 K-means++ runs (Ganesha's behaviour \
-         profiles). Returns a model struct {k, dims, means, variances, max_d2, rows} to store in a \
-         table and pass to gmm_classify. Rows with a NULL, NaN or infinite metric are skipped; \
-         NULL when fewer rows than k remain. A trailing integer literal is the random seed \
-         (default 42); the result does not depend on partitioning. Keeps all rows in memory \
-         (8 bytes per metric per row).",
-        "gmm_fit(k, m1, ..., mN[, seed])",
+        "Ganesha's behaviour profiles: a mixture of k Gaussians with equal priors and diagonal \
+         covariances, fitted to the rows (m1, …, mN) by EM seeded with the best of 5 K-means++ runs \
+         (Ganesha §4.1), in standardised units. Returns a model struct `{k, dims, means, variances, \
+         max_d2, rows}` (means and variances: k rows of N values, in the metrics' units) to store in a \
+         table and pass to `gmm_classify`. Rows with a NULL, NaN or infinite metric are skipped; the \
+         result is NULL when fewer rows than k remain. It depends only on the set of rows, not on \
+         partitioning. The accumulator keeps every row (8 bytes per metric); K-means runs on a sample of \
+         20 000 rows, EM on all.",
+        "gmm_fit(k, m1, …, mN[, seed])",
     )
-    .with_sql_example("CREATE TABLE profiles AS SELECT gmm_fit(7, user_pct, system_pct, iowait_pct) AS model FROM sadc")
-    .with_argument("k", "Positive integer literal (at most 256): the number of profiles.")
-    .with_argument("m1, ..., mN", "Numeric columns: the metrics.")
-    .with_argument("seed", "Optional integer literal: the random seed.")
+    .with_sql_example(concat!(
+        "CREATE TABLE profiles AS\n",
+        "SELECT gmm_fit(2, cpu, net) AS model\n",
+        "FROM (VALUES (0, 0), (1, 0), (0, 1), (1, 1),\n",
+        "             (100, 100), (101, 100), (100, 101), (101, 101)) AS v(cpu, net);\n",
+        "SELECT model['k'], model['rows'] FROM profiles;\n",
+        "-- 2 8"
+    ))
+    .with_argument("k", "Positive integer literal, at most 256: the number of profiles.")
+    .with_argument("m1, …, mN", "Numeric columns: the metrics.")
+    .with_argument("seed", "Optional: a trailing integer literal is the random seed (default 42).")
     .build()
 });
 
@@ -641,16 +649,23 @@ impl Default for GmmClassify {
 static GMM_CLASSIFY_DOC: LazyLock<Documentation> = LazyLock::new(|| {
     Documentation::builder(
         DOC_SECTION_MATH,
-        "The most likely profile (0 to k-1) of the row (m1, …, mN) under a gmm_fit model, or k \
-         (\"unknown\") when its squared Mahalanobis distance to that profile exceeds the model's \
-         max_d2 (the chi-square 0.999 quantile for N degrees of freedom). NULL when the model or a \
-         metric is NULL or NaN; infinite metrics are unknown. The metrics must be given in the \
-         order used to fit.",
-        "gmm_classify(model, m1, ..., mN)",
+        "The most likely component (profile 0 to k-1) of the row (m1, …, mN) under a `gmm_fit` model, or \
+         k (\"unknown\") when its squared Mahalanobis distance to that component exceeds the model's \
+         `max_d2`, the 0.999 quantile of chi-square with N degrees of freedom (Wilson–Hilferty), i.e. a \
+         point such a profile would produce once in a thousand. NULL when the model or a metric is NULL \
+         or NaN; an infinite metric is unknown.",
+        "gmm_classify(model, m1, …, mN)",
     )
-    .with_sql_example("SELECT host, ts, gmm_classify(p.model, user_pct, system_pct, iowait_pct) FROM sadc, profiles p")
-    .with_argument("model", "A gmm_fit result.")
-    .with_argument("m1, ..., mN", "Numeric columns, as many as the model's dims.")
+    .with_sql_example(concat!(
+        "SELECT gmm_classify(p.model, 0.5, 0.5) = gmm_classify(p.model, 0, 1) AS same_profile,\n",
+        "       gmm_classify(p.model, 50, 50) AS unknown\n",
+        "FROM (SELECT gmm_fit(2, cpu, net) AS model\n",
+        "      FROM (VALUES (0, 0), (1, 0), (0, 1), (1, 1),\n",
+        "                   (100, 100), (101, 100), (100, 101), (101, 101)) AS v(cpu, net)) p;\n",
+        "-- true 2"
+    ))
+    .with_argument("model", "A `gmm_fit` result.")
+    .with_argument("m1, …, mN", "Numeric columns, as many as the model's `dims`, in the order used to fit.")
     .build()
 });
 

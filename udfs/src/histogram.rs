@@ -492,21 +492,26 @@ impl BinnedHistogram {
 static STATE_HISTOGRAM_DOC: LazyLock<Documentation> = LazyLock::new(|| {
     Documentation::builder(
         DOC_SECTION_GENERAL,
-        "Counts of `value` in `bins` equal-width bins over [lo, hi] (of ln(value) with 'log'), as \
-         List<Float64>; with `weight`, each bin sums its rows' weights instead. Values below lo or \
-         above hi count in the first or last bin; NULL and NaN values (and weights) are skipped; a \
-         group with no values gives all-zero bins.",
+        "Counts of `value` in `bins` equal-width bins over [lo, hi] (of ln(value) with `'log'`, which \
+         needs lo > 0), as a `List<Float64>`. Values below lo or above hi clamp to the first or last \
+         bin; NULL and NaN values (and weights) are skipped; a group with no values gives all-zero bins. \
+         With `weight`, each bin sums its rows' weights instead of counting them, e.g. a host's time \
+         spent per duration bin (`weight` = the duration, as Kahuna-WB does), or SALSA's decayed \
+         samples. Has a groups accumulator and retracts for sliding windows.",
         "state_histogram(value, lo, hi, bins[, scale[, weight]])",
     )
-    .with_sql_example("SELECT host, state_histogram(duration_ms, 1, 60000, 20, 'log') FROM states GROUP BY host")
-    .with_sql_example(
-        "SELECT host, state_histogram(duration_ms, 1, 60000, 20, 'log', duration_ms) AS time_spent FROM states GROUP BY host",
-    )
+    .with_sql_example(concat!(
+        "SELECT host, state_histogram(ms, 1, 1000, 3, 'log') AS hist\n",
+        "FROM (VALUES ('r1', 5), ('r1', 50), ('r1', 500), ('r2', 7), ('r2', 8)) AS s(host, ms)\n",
+        "GROUP BY host ORDER BY host;\n",
+        "-- r1 [1, 1, 1]\n",
+        "-- r2 [2, 0, 0]"
+    ))
     .with_argument("value", "Numeric column, e.g. a state's duration.")
-    .with_argument("lo", "Literal lower edge of the first bin (positive with 'log').")
-    .with_argument("hi", "Literal upper edge of the last bin, greater than lo.")
-    .with_argument("bins", "Positive integer literal, at most 65536.")
-    .with_argument("scale", "Optional literal 'linear' (default) or 'log'.")
+    .with_argument("lo", "Number literal: the lower edge of the first bin (positive with `'log'`).")
+    .with_argument("hi", "Number literal: the upper edge of the last bin, greater than `lo`.")
+    .with_argument("bins", "Positive integer literal, at most 65536: the number of bins.")
+    .with_argument("scale", "Optional string literal, `'linear'` (the default) or `'log'`.")
     .with_argument("weight", "Optional numeric column: what each row adds to its bin (default 1).")
     .build()
 });
@@ -514,15 +519,18 @@ static STATE_HISTOGRAM_DOC: LazyLock<Documentation> = LazyLock::new(|| {
 static LABEL_HISTOGRAM_DOC: LazyLock<Documentation> = LazyLock::new(|| {
     Documentation::builder(
         DOC_SECTION_GENERAL,
-        "Counts of integer labels in k + 1 bins: labels 0..k-1 in their own bin, the \"unknown\" \
-         label k (and any negative or larger label) in bin k; with `weight`, each bin sums its \
-         rows' weights instead. NULL labels and NULL or NaN weights are skipped; a group with none \
+        "Counts of integer labels in k + 1 bins, as a `List<Float64>`: labels 0..k-1 in their own bin, \
+         the unknown label k (and any negative or larger label) in bin k. With `weight`, each bin sums \
+         its rows' weights instead. NULL labels and NULL or NaN weights are skipped; a group with none \
          gives all-zero bins.",
         "label_histogram(label, k[, weight])",
     )
-    .with_sql_example("SELECT host, label_histogram(gmm_classify(m.model, cpu, iowait), 7) FROM sadc, m GROUP BY host")
-    .with_argument("label", "Integer column, e.g. the output of gmm_classify.")
-    .with_argument("k", "Positive integer literal: the number of known labels.")
+    .with_sql_example(concat!(
+        "SELECT label_histogram(l, 3) FROM (VALUES (0), (2), (2), (3), (9)) AS v(l);\n",
+        "-- [1, 0, 2, 2]"
+    ))
+    .with_argument("label", "Integer column, e.g. the output of `gmm_classify`.")
+    .with_argument("k", "Positive integer literal, at most 65535: the number of known labels.")
     .with_argument("weight", "Optional numeric column: what each row adds to its bin (default 1).")
     .build()
 });
@@ -805,22 +813,23 @@ pub(crate) fn merge_samples(func: &str, states: &[ArrayRef], mut f: impl FnMut(u
 static DECAYED_HISTOGRAM_DOC: LazyLock<Documentation> = LazyLock::new(|| {
     Documentation::builder(
         DOC_SECTION_GENERAL,
-        "Histogram of integer labels (k + 1 bins as in label_histogram) where each sample weighs \
-         exp(-lambda * dt / (alpha * dt + 1)), dt being how much older it is than the newest sample \
-         of the group (SALSA's decay with the lull correction; alpha = 0 is plain exponential decay). \
-         dt is in seconds for timestamp columns, in the column's own unit for numbers. Rows with a \
-         NULL label or a NULL or non-finite ts are skipped.",
+        "As `label_histogram` (k + 1 bins), each sample weighing exp(-lambda·Δt/(alpha·Δt + 1)), Δt \
+         being how much older it is than the group's newest sample (SALSA's decay with the lull \
+         correction; alpha = 0, the default, is plain exponential decay). Δt is in seconds for \
+         timestamps, in the column's unit for numbers. Rows with a NULL label or a NULL or non-finite \
+         `ts` are skipped. The accumulator keeps the group's samples (16 bytes each), so partial \
+         aggregation and sliding windows are exact for any alpha.",
         "decayed_histogram(label, k, ts, lambda[, alpha])",
     )
-    .with_sql_example(
-        "SELECT host, decayed_histogram(label, 7, ts, 0.01) OVER (PARTITION BY host ORDER BY ts \
-         ROWS BETWEEN 600 PRECEDING AND CURRENT ROW) FROM labelled",
-    )
+    .with_sql_example(concat!(
+        "SELECT decayed_histogram(l, 2, t, 0.5) FROM (VALUES (0, 0), (1, 2), (0, 4)) AS v(l, t);\n",
+        "-- [1.135335283, 0.367879441, 0]   (e^-2 + 1, e^-1, nothing unknown)"
+    ))
     .with_argument("label", "Integer column.")
-    .with_argument("k", "Positive integer literal: the number of known labels.")
-    .with_argument("ts", "Timestamp or numeric column.")
-    .with_argument("lambda", "Non-negative number literal: decay rate per second (per unit).")
-    .with_argument("alpha", "Optional non-negative number literal: lull correction, default 0.")
+    .with_argument("k", "Positive integer literal, at most 65535: the number of known labels.")
+    .with_argument("ts", "Timestamp or numeric column: when the sample was taken.")
+    .with_argument("lambda", "Non-negative number literal: the decay rate per second (per unit).")
+    .with_argument("alpha", "Optional non-negative number literal: the lull correction (default 0).")
     .build()
 });
 

@@ -158,19 +158,20 @@ pub fn scalar_functions() -> Vec<Arc<ScalarUDF>> {
 }
 
 /// The aggregate functions: `state_histogram`, `label_histogram`, `decayed_histogram`,
-/// `tick_histograms`, `tick_peer_scores`, `concurrency_series`, `concurrency_peer_pearson`,
-/// `gmm_fit`, `peer_scores`, `longest_run`.
+/// `tick_histograms`, `concurrency_series`, `concurrency_peer_pearson`, `gmm_fit`, `peer_scores`,
+/// `tick_peer_scores`, `longest_run`, in the order of the README's reference, which follows this
+/// list: `tick_peer_scores` after the functions it combines.
 pub fn aggregate_functions() -> Vec<Arc<AggregateUDF>> {
     vec![
         state_histogram_udaf(),
         label_histogram_udaf(),
         decayed_histogram_udaf(),
         tick_histograms_udaf(),
-        tick_peer_scores_udaf(),
         concurrency_series_udaf(),
         concurrency_peer_pearson_udaf(),
         gmm_fit_udaf(),
         peer_scores_udaf(),
+        tick_peer_scores_udaf(),
         longest_run_udaf(),
     ]
 }

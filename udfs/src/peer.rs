@@ -255,32 +255,56 @@ impl PartitionEvaluator for PeerEvaluator {
     }
 }
 
+/// The example of `indict` and `peer_score`, one query for both: they judge the same pairs.
+const PEER_COMPARISON_EXAMPLE: &str = concat!(
+    "SELECT host, indict(h, 0.5) OVER (PARTITION BY job) AS indicted,\n",
+    "       peer_score(h, 0.5) OVER (PARTITION BY job) AS score\n",
+    "FROM (VALUES ('j', 'r1', [5, 5, 0]), ('j', 'r2', [6, 4, 0]),\n",
+    "             ('j', 'r3', [5, 4, 1]), ('j', 'r4', [0, 1, 9])) AS v(job, host, h)\n",
+    "ORDER BY host;\n",
+    "-- r1 false 0.333333333\n",
+    "-- r2 false 0.333333333\n",
+    "-- r3 false 0.333333333\n",
+    "-- r4 true 1"
+);
+
+/// How `indict` and `peer_score` judge the pairs, and their NULLs: the same for both.
+const PEER_COMPARISON_RULES: &str = "Each pair is judged at most once per partition, most without a distance: in \
+     partitions of 32 rows or more by the triangle inequality through the partition's mean, and every pair first \
+     by the triangular discrimination Δ = Σ (p − q)² / (p + q), which bounds the divergence between \
+     Δ / (4 ln 2) and Δ / 2. The verdicts are exactly those of computing every distance. A row whose histogram \
+     is NULL, empty or all zero is NULL and nobody's peer; a row without peers is NULL. ORDER BY and frames are \
+     ignored.";
+
 static INDICT_DOC: LazyLock<Documentation> = LazyLock::new(|| {
     Documentation::builder(
         DOC_SECTION_ANALYTICAL,
-        "true when the row's histogram is farther (jsd_sqrt) than threshold from more than half of \
-         its peers: the other rows of the window partition. Every pair is compared once per \
-         partition; the frame and ORDER BY are ignored. Rows whose histogram is NULL, empty or all \
-         zero are NULL and nobody's peer; a row without peers is NULL.",
-        "indict(hist, threshold) OVER (PARTITION BY peer_group)",
+        format!(
+            "Over `PARTITION BY` the peer group, the peers of a row being the other rows of its partition: \
+             true when the row's histogram is farther (`jsd_sqrt`) than `threshold` from more than half of \
+             its peers (Ganesha's (n − 1)/2), i.e. when its `peer_score` is above 0.5. {PEER_COMPARISON_RULES}"
+        ),
+        "indict(hist, threshold)",
     )
-    .with_sql_example("SELECT host, indict(hist, 0.3) OVER (PARTITION BY job_id, state) FROM node_histograms")
-    .with_argument("hist", "List of numbers (a histogram), same bins for the whole partition.")
-    .with_argument("threshold", "Number literal: the distance above which two nodes differ.")
+    .with_sql_example(PEER_COMPARISON_EXAMPLE)
+    .with_argument("hist", "List of numbers (a histogram), the same bins for the whole partition.")
+    .with_argument("threshold", "Number literal: the distance above which two histograms differ.")
     .build()
 });
 
 static PEER_SCORE_DOC: LazyLock<Documentation> = LazyLock::new(|| {
     Documentation::builder(
         DOC_SECTION_ANALYTICAL,
-        "The share (0 to 1) of the row's peers, the other rows of the window partition, whose \
-         histogram is farther (jsd_sqrt) than threshold; indict is peer_score > 0.5. NULL rules \
-         as for indict.",
-        "peer_score(hist, threshold) OVER (PARTITION BY peer_group)",
+        format!(
+            "Over `PARTITION BY` the peer group, the peers of a row being the other rows of its partition: \
+             the share of its peers, in [0, 1], whose histogram is farther (`jsd_sqrt`) than `threshold`; \
+             `indict` is true where it is above 0.5. {PEER_COMPARISON_RULES}"
+        ),
+        "peer_score(hist, threshold)",
     )
-    .with_sql_example("SELECT host, peer_score(hist, 0.3) OVER (PARTITION BY job_id, state) FROM node_histograms")
-    .with_argument("hist", "List of numbers (a histogram), same bins for the whole partition.")
-    .with_argument("threshold", "Number literal: the distance above which two nodes differ.")
+    .with_sql_example(PEER_COMPARISON_EXAMPLE)
+    .with_argument("hist", "List of numbers (a histogram), the same bins for the whole partition.")
+    .with_argument("threshold", "Number literal: the distance above which two histograms differ.")
     .build()
 });
 
@@ -589,22 +613,33 @@ impl Accumulator for PeerScoresAccumulator {
 static PEER_SCORES_DOC: LazyLock<Documentation> = LazyLock::new(|| {
     Documentation::builder(
         DOC_SECTION_GENERAL,
-        "Each row of the group with its peer score: the share (0 to 1) of the group's other rows \
-         whose histogram is farther (jsd_sqrt) than threshold, as peer_score computes over a window \
-         partition; a score above 0.5 is indict. Returns a list of {member, score}, member as given, \
-         in no particular order; unnest it to join the scores back. NULL rules as for peer_score: \
-         a row whose histogram is NULL, empty or all zero scores NULL and is nobody's peer. The \
-         function to use where the peer groups are many and small: a window partitioned by the \
-         group sorts every histogram; the aggregate keeps each row where it came until its group \
-         is scored.",
+        "`peer_score` as an aggregate over `GROUP BY` the peer group: a list of `{member, score}`, in no \
+         particular order, with each row's `member` and its score, the same number the window gives \
+         (above 0.5 where `indict` is true). A row whose histogram is NULL, empty or all zero scores \
+         NULL and is nobody's peer. Where peer groups are many and small (a cluster's hosts at each of \
+         30 K ticks), a window partitioned by the group hash-partitions, sorts and concatenates the \
+         histograms and evaluates each partition on its own; the aggregate keeps each row where it came \
+         (its batch, or a partial state) and scores each group when it is emitted. `unnest` the list to \
+         join the scores back. Ganesha's alarms in `kahuna`'s queries run this way.",
         "peer_scores(member, hist, threshold)",
     )
-    .with_sql_example(
-        "SELECT job_id, p['member'] AS host, p['score'] AS score FROM (SELECT job_id, \
-         unnest(peer_scores(host, hist, 0.3)) AS p FROM node_histograms GROUP BY job_id)",
+    .with_sql_example(concat!(
+        "SELECT p['member'] AS host, p['score'] AS score\n",
+        "FROM (SELECT unnest(peer_scores(host, h, 0.5)) AS p\n",
+        "      FROM (VALUES ('j', 'r1', [5, 5, 0]), ('j', 'r2', [6, 4, 0]),\n",
+        "                   ('j', 'r3', [5, 4, 1]), ('j', 'r4', [0, 1, 9])) AS v(job, host, h)\n",
+        "      GROUP BY job)\n",
+        "ORDER BY host;\n",
+        "-- r1 0.333333333\n",
+        "-- r2 0.333333333\n",
+        "-- r3 0.333333333\n",
+        "-- r4 1"
+    ))
+    .with_argument(
+        "member",
+        "Any column: what identifies the row in the result, returned as given (a struct carries several).",
     )
-    .with_argument("member", "Any column: what identifies the row in the result (a struct carries several).")
-    .with_argument("hist", "List of numbers (a histogram), same bins for the whole group.")
+    .with_argument("hist", "List of numbers (a histogram), the same bins for the whole group.")
     .with_argument("threshold", "Number literal: the distance above which two rows differ.")
     .build()
 });

@@ -244,23 +244,28 @@ impl Default for ConcurrencySeries {
 static CONCURRENCY_SERIES_DOC: LazyLock<Documentation> = LazyLock::new(|| {
     Documentation::builder(
         DOC_SECTION_GENERAL,
-        "For each step time t = from + i * step in [from, to), the number of the group's intervals \
-         [start, end) active at t, i.e. start <= t < end, as List<Float64> of ceil((to - from) / step) \
-         values. A NULL start means the interval began before the data, a NULL end that it is still \
-         running; rows with both NULL, a NaN, or end < start are skipped. For timestamp columns \
-         from/to are timestamp literals and step is seconds or an interval; for numbers, all share \
-         the column's unit.",
+        "For each step time t = from + i·step in [from, to) (ceil((to − from)/step) steps, the last may \
+         pass `to`), the number of the group's intervals [start, end) active at t, i.e. with start ≤ t < \
+         end, as a `List<Float64>`: Kahuna's Maps executing per second on a node. A NULL start means the \
+         interval began before the data, a NULL end that it is still running; rows with both NULL, a \
+         NaN, or end < start are skipped. Has a groups accumulator (a million job-and-host series in one \
+         buffer) and retracts for sliding windows.",
         "concurrency_series(start, end, from, to, step)",
     )
-    .with_sql_example(
-        "SELECT host, concurrency_series(start_ts, end_ts, TIMESTAMP '2008-08-23 17:00:00', \
-         TIMESTAMP '2008-08-23 18:00:00', INTERVAL '1 second') FROM states WHERE state = 'Map' GROUP BY host",
-    )
+    .with_sql_example(concat!(
+        "SELECT concurrency_series(s, e, 0, 6, 1)\n",
+        "FROM (VALUES (0, 3), (1, 2), (4, NULL), (NULL, 1)) AS v(s, e);\n",
+        "-- [2, 2, 1, 0, 1, 1]"
+    ))
     .with_argument("start", "Timestamp or numeric column: when the interval starts (inclusive).")
     .with_argument("end", "Timestamp or numeric column: when it ends (exclusive).")
-    .with_argument("from", "Literal: the first step time.")
-    .with_argument("to", "Literal: the end of the series (exclusive).")
-    .with_argument("step", "Positive literal: seconds (number) or an interval without months.")
+    .with_argument("from", "Timestamp literal for timestamp columns, number literal otherwise: the first step time.")
+    .with_argument("to", "Literal as `from`, later than it: the end of the series (exclusive).")
+    .with_argument(
+        "step",
+        "Positive literal: seconds or an `INTERVAL` without months for timestamp columns, a number in \
+         the column's unit otherwise; at most 10,000,000 steps.",
+    )
     .build()
 });
 
@@ -374,15 +379,15 @@ impl Default for Pearson {
 static PEARSON_DOC: LazyLock<Documentation> = LazyLock::new(|| {
     Documentation::builder(
         DOC_SECTION_MATH,
-        "Pearson correlation coefficient of two equal-length series (lists), over the positions \
-         where neither item is NULL. NULL when either list is NULL, with fewer than two such \
-         positions, or when a series is constant; NaN when a value is NaN or infinite. Lists of \
-         different lengths are an error. Kahuna's peer similarity is abs(pearson(a, b)).",
+        "Pearson's r, in [-1, 1], of two equal-length series, over the positions where neither item is \
+         NULL. NULL when either list is NULL, with fewer than two such positions, or when a series is \
+         constant; NaN when a value is NaN or infinite. Lists of different lengths are an error. \
+         Kahuna's peer similarity is `abs(pearson(a, b))` of two nodes' `concurrency_series`.",
         "pearson(a, b)",
     )
-    .with_sql_example("SELECT pearson([1, 2, 3, 4], [2, 4, 5, 9])")
+    .with_sql_example(concat!("SELECT pearson([1, 2, 3, 4], [2, 4, 5, 9]);\n", "-- 0.964763821"))
     .with_argument("a", "List of numbers.")
-    .with_argument("b", "List of numbers as long as a.")
+    .with_argument("b", "List of numbers as long as `a`.")
     .build()
 });
 
@@ -548,18 +553,26 @@ impl Default for PeerPearson {
 static PEER_PEARSON_DOC: LazyLock<Documentation> = LazyLock::new(|| {
     Documentation::builder(
         DOC_SECTION_ANALYTICAL,
-        "How alike a row's series is to its peers, the other rows of the window partition: a \
-         struct of lowest_abs_r, the lowest |pearson| with any peer (a peer with which r is \
-         undefined, e.g. a constant series, counts 0), and mean_abs_r, the mean |pearson| over the \
-         peers where r is defined (NULL when it is nowhere). Each pair is computed once per \
-         partition, without the self-join that would copy both series into every pair's row; the \
-         frame and ORDER BY are ignored. A NULL series is NULL and nobody's peer; a row without \
-         peers is NULL. Kahuna's similar node: lowest_abs_r >= 0.6.",
-        "peer_pearson(series) OVER (PARTITION BY peer_group)",
+        "Over `PARTITION BY` the peer group: how alike a row's series is to the other rows' series, as a \
+         struct of `lowest_abs_r` (the lowest |`pearson`| with any peer; a peer with which r is \
+         undefined, such as a constant series, counts 0) and `mean_abs_r` (the mean |`pearson`| over the \
+         peers where r is defined, NULL where it is nowhere). A NULL series is NULL and nobody's peer; a \
+         row without peers is NULL; ORDER BY and frames are ignored. It replaces a self-join with \
+         `pearson`, which copies both series into every pair's row: each pair is computed once, within \
+         the partition, and series without missing items cost one dot product a pair. Kahuna's *similar* \
+         node has `lowest_abs_r >= 0.6`.",
+        "peer_pearson(series)",
     )
-    .with_sql_example(
-        "SELECT host, peer_pearson(running) OVER (PARTITION BY job_id)['lowest_abs_r'] >= 0.6 AS similar FROM job_series",
-    )
+    .with_sql_example(concat!(
+        "SELECT host, p['lowest_abs_r'] AS lowest, p['mean_abs_r'] AS mean\n",
+        "FROM (SELECT host, peer_pearson(s) OVER (PARTITION BY job) AS p\n",
+        "      FROM (VALUES ('j', 'r1', [1, 2, 3, 4]), ('j', 'r2', [2, 4, 5, 9]),\n",
+        "                   ('j', 'r3', [4, 3, 2, 1])) AS v(job, host, s))\n",
+        "ORDER BY host;\n",
+        "-- r1 0.964763821 0.982381911\n",
+        "-- r2 0.964763821 0.964763821\n",
+        "-- r3 0.964763821 0.982381911"
+    ))
     .with_argument("series", "List of numbers, equally long for the whole partition.")
     .build()
 });

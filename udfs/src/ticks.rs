@@ -407,27 +407,39 @@ impl<K: KeptSamples> Accumulator for SampleAccumulator<K> {
 static TICK_HISTOGRAMS_DOC: LazyLock<Documentation> = LazyLock::new(|| {
     Documentation::builder(
         DOC_SECTION_GENERAL,
-        "The group's decayed histograms at regular ticks (SALSA's distributions over time), as a \
-         list of {tick, hist, mean_bin} ordered by tick. Tick k is time k·step; a sample at time t \
+        "The group's decayed histograms at regular ticks (SALSA's distributions over time), as a list of \
+         `{tick, hist, mean_bin}` structs ordered by tick: tick k is time k·step; a sample at time t \
          counts in the `memory` ticks from floor(t / step) + 1 on, in its bin, weighing \
-         exp(-lambda·age / (alpha·age + 1)) with age = k·step - t. A tick is listed when it holds a \
-         sample; mean_bin is its samples' mean bin, unweighted. Bins below 0 or above bins - 1 \
-         clamp to the end bins; rows with a NULL bin or a NULL or non-finite ts are skipped. ts \
-         and step are in seconds for timestamp columns, in the column's own unit for numbers.",
+         exp(-lambda·age/(alpha·age + 1)) with age = k·step − t. A tick is listed when it holds a \
+         sample; `mean_bin` is its samples' plain (unweighted) mean bin. Bins clamp into [0, bins); rows \
+         with a NULL bin or a NULL or non-finite `ts` are skipped. The same as repeating each sample at \
+         each of its ticks and grouping by tick, without `memory` times the rows: the accumulator keeps \
+         the group's samples and slides a window along the ticks. `unnest` the list, then read the \
+         fields with `h['tick']`. Order by `tick` before the group key, or materialise the unnested \
+         rows, while DataFusion keeps the group key's uniqueness through an unnest \
+         (apache/datafusion#24787): `ORDER BY host, tick` would sort by host only.",
         "tick_histograms(bin, bins, ts, step, memory, lambda[, alpha])",
     )
-    .with_sql_example(
-        "SELECT host, h['tick'] AS tick, h['hist'] AS hist FROM (SELECT host, \
-         unnest(tick_histograms(bin, 12, end_s, 5, 24, 0.02, 0.1)) AS h FROM (SELECT host, end_s, \
-         CAST(least(duration_ms / 1000, 11) AS BIGINT) AS bin FROM maps) GROUP BY host)",
-    )
+    .with_sql_example(concat!(
+        "SELECT h['tick'] AS tick, h['hist'] AS hist, h['mean_bin'] AS mean_bin\n",
+        "FROM (SELECT unnest(tick_histograms(b, 2, t, 10, 2, 0.1)) AS h\n",
+        "      FROM (VALUES (0, 3), (1, 12)) AS v(b, t))\n",
+        "ORDER BY tick;\n",
+        "-- 1  [0.496585304, 0]            0    (e^-0.7: the bin-0 sample, 7 s old at t = 10)\n",
+        "-- 2  [0.182683524, 0.449328964]  0.5  (e^-1.7, e^-0.8)\n",
+        "-- 3  [0, 0.165298888]            1    (the bin-0 sample has left; e^-1.8)"
+    ))
     .with_argument("bin", "Integer column: the sample's bin.")
-    .with_argument("bins", "Positive integer literal: the number of bins, at most 65536.")
+    .with_argument("bins", "Positive integer literal, at most 65536: the number of bins.")
     .with_argument("ts", "Timestamp or numeric column: when the sample was taken.")
-    .with_argument("step", "Positive number literal: the time between two ticks.")
-    .with_argument("memory", "Positive integer literal: the ticks a sample stays in the histograms.")
-    .with_argument("lambda", "Non-negative number literal: decay rate per second (per unit).")
-    .with_argument("alpha", "Optional non-negative number literal: lull correction, default 0.")
+    .with_argument(
+        "step",
+        "Positive number literal: the time between two ticks, in seconds for timestamp columns, in the \
+         column's unit for numbers.",
+    )
+    .with_argument("memory", "Positive integer literal, at most 1048576: the ticks a sample stays in the histograms.")
+    .with_argument("lambda", "Non-negative number literal: the decay rate per second (per unit).")
+    .with_argument("alpha", "Optional non-negative number literal: the lull correction (default 0).")
     .build()
 });
 
