@@ -47,53 +47,30 @@ async fn on_own_runtime<T: Send + 'static>(work: impl Future<Output = Result<T>>
     RUNTIME.spawn(work).await.map_err(|e| DataFusionError::External(Box::new(e)))?
 }
 
-/// A scalar function of `kahuna-udfs`, for `datafusion.udf(...)`.
-#[pyclass(frozen, name = "ScalarFunction", module = "kahuna._kahuna")]
-struct ScalarFunction(Arc<ScalarUDF>);
+/// A kind of function of `kahuna-udfs` as datafusion-python takes it: `$getter` gives its FFI
+/// capsule, which `datafusion.udf(...)`, `udaf(...)` or `udwf(...)` reads.
+macro_rules! exported {
+    ($class:ident, $udf:ty, $ffi:ty, $getter:ident, $capsule:literal) => {
+        #[pyclass(frozen, module = "kahuna._kahuna")]
+        struct $class(Arc<$udf>);
 
-#[pymethods]
-impl ScalarFunction {
-    #[getter]
-    fn name(&self) -> &str {
-        self.0.name()
-    }
+        #[pymethods]
+        impl $class {
+            #[getter]
+            fn name(&self) -> &str {
+                self.0.name()
+            }
 
-    fn __datafusion_scalar_udf__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyCapsule>> {
-        PyCapsule::new_with_value(py, FFI_ScalarUDF::from(Arc::clone(&self.0)), c"datafusion_scalar_udf")
-    }
+            fn $getter<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyCapsule>> {
+                PyCapsule::new_with_value(py, <$ffi>::from(Arc::clone(&self.0)), $capsule)
+            }
+        }
+    };
 }
 
-/// An aggregate function of `kahuna-udfs`, for `datafusion.udaf(...)`.
-#[pyclass(frozen, name = "AggregateFunction", module = "kahuna._kahuna")]
-struct AggregateFunction(Arc<AggregateUDF>);
-
-#[pymethods]
-impl AggregateFunction {
-    #[getter]
-    fn name(&self) -> &str {
-        self.0.name()
-    }
-
-    fn __datafusion_aggregate_udf__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyCapsule>> {
-        PyCapsule::new_with_value(py, FFI_AggregateUDF::from(Arc::clone(&self.0)), c"datafusion_aggregate_udf")
-    }
-}
-
-/// A window function of `kahuna-udfs`, for `datafusion.udwf(...)`.
-#[pyclass(frozen, name = "WindowFunction", module = "kahuna._kahuna")]
-struct WindowFunction(Arc<WindowUDF>);
-
-#[pymethods]
-impl WindowFunction {
-    #[getter]
-    fn name(&self) -> &str {
-        self.0.name()
-    }
-
-    fn __datafusion_window_udf__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyCapsule>> {
-        PyCapsule::new_with_value(py, FFI_WindowUDF::from(Arc::clone(&self.0)), c"datafusion_window_udf")
-    }
-}
+exported!(ScalarFunction, ScalarUDF, FFI_ScalarUDF, __datafusion_scalar_udf__, c"datafusion_scalar_udf");
+exported!(AggregateFunction, AggregateUDF, FFI_AggregateUDF, __datafusion_aggregate_udf__, c"datafusion_aggregate_udf");
+exported!(WindowFunction, WindowUDF, FFI_WindowUDF, __datafusion_window_udf__, c"datafusion_window_udf");
 
 /// Every function of `kahuna-udfs`: scalar, then aggregate, then window functions.
 #[pyfunction]

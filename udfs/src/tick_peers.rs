@@ -35,7 +35,9 @@ use crate::cells::lists_side_by_side;
 use crate::distance::Kde;
 use crate::histogram::samples_state_fields;
 use crate::peer::Distributions;
-use crate::ticks::{KeptSamples, Sample, SampleAccumulator, SampleGroups, TickParams, Window, by_time, samples};
+use crate::ticks::{
+    KeptSamples, Sample, SampleAccumulator, SampleGroups, TickParams, Window, by_time, samples, with_tick_arguments,
+};
 
 const FUNC: &str = "tick_peer_scores";
 
@@ -287,7 +289,7 @@ fn score_item() -> FieldRef {
 }
 
 static TICK_PEER_SCORES_DOC: LazyLock<Documentation> = LazyLock::new(|| {
-    Documentation::builder(
+    let doc = Documentation::builder(
         DOC_SECTION_GENERAL,
         "SALSA's peer comparison over time in one aggregate over `GROUP BY` the peer group: each \
          member's `tick_histograms`, each smoothed by `kde_smooth(hist, bandwidth)` and scored at its \
@@ -320,24 +322,15 @@ static TICK_PEER_SCORES_DOC: LazyLock<Documentation> = LazyLock::new(|| {
         "-- 2 3 1 3\n",
         "-- 3 3 NULL 1  (alone at tick 3: no peers)"
     ))
-    .with_argument("member", "Integer column: who the sample belongs to (a host, a series).")
-    .with_argument("bin", "Integer column: the sample's bin.")
-    .with_argument("bins", "Positive integer literal, at most 65536: the number of bins.")
-    .with_argument("ts", "Timestamp or numeric column: when the sample was taken.")
-    .with_argument(
-        "step",
-        "Positive number literal: the time between two ticks, in seconds for timestamp columns, in the \
-         column's unit for numbers.",
-    )
-    .with_argument("memory", "Positive integer literal, at most 1048576: the ticks a sample stays in the histograms.")
-    .with_argument("lambda", "Non-negative number literal: the decay rate per second (per unit).")
-    .with_argument("alpha", "Non-negative number literal: the lull correction (0: plain exponential decay).")
-    .with_argument(
-        "bandwidth",
-        "Non-negative number literal: the kernel's standard deviation in bins (0: no smoothing).",
-    )
-    .with_argument("threshold", "Number literal: the distance above which two members' histograms differ.")
-    .build()
+    .with_argument("member", "Integer column: who the sample belongs to (a host, a series).");
+    with_tick_arguments(doc)
+        .with_argument("alpha", "Non-negative number literal: the lull correction (0: plain exponential decay).")
+        .with_argument(
+            "bandwidth",
+            "Non-negative number literal: the kernel's standard deviation in bins (0: no smoothing).",
+        )
+        .with_argument("threshold", "Number literal: the distance above which two members' histograms differ.")
+        .build()
 });
 
 impl AggregateUDFImpl for TickPeerScores {

@@ -20,8 +20,9 @@ use datafusion::common::{Result, ScalarValue};
 use datafusion::logical_expr::expr::{AggregateFunctionParams, WindowFunctionParams};
 use datafusion::logical_expr::function::{AccumulatorArgs, StateFieldsArgs};
 use datafusion::logical_expr::{
-    Accumulator, AggregateUDFImpl, Documentation, EmitTo, GroupsAccumulator, Signature, Volatility,
-    aggregate_doc_sections::DOC_SECTION_GENERAL, udaf_default_schema_name, udaf_default_window_function_schema_name,
+    Accumulator, AggregateUDFImpl, Documentation, DocumentationBuilder, EmitTo, GroupsAccumulator, Signature,
+    Volatility, aggregate_doc_sections::DOC_SECTION_GENERAL, udaf_default_schema_name,
+    udaf_default_window_function_schema_name,
 };
 
 use crate::args::{
@@ -405,7 +406,7 @@ impl<K: KeptSamples> Accumulator for SampleAccumulator<K> {
 }
 
 static TICK_HISTOGRAMS_DOC: LazyLock<Documentation> = LazyLock::new(|| {
-    Documentation::builder(
+    let doc = Documentation::builder(
         DOC_SECTION_GENERAL,
         "The group's decayed histograms at regular ticks (SALSA's distributions over time), as a list of \
          `{tick, hist, mean_bin}` structs ordered by tick: tick k is time k·step; a sample at time t \
@@ -428,20 +429,29 @@ static TICK_HISTOGRAMS_DOC: LazyLock<Documentation> = LazyLock::new(|| {
         "-- 1  [0.496585304, 0]            0    (e^-0.7: the bin-0 sample, 7 s old at t = 10)\n",
         "-- 2  [0.182683524, 0.449328964]  0.5  (e^-1.7, e^-0.8)\n",
         "-- 3  [0, 0.165298888]            1    (the bin-0 sample has left; e^-1.8)"
-    ))
-    .with_argument("bin", "Integer column: the sample's bin.")
-    .with_argument("bins", "Positive integer literal, at most 65536: the number of bins.")
-    .with_argument("ts", "Timestamp or numeric column: when the sample was taken.")
-    .with_argument(
-        "step",
-        "Positive number literal: the time between two ticks, in seconds for timestamp columns, in the \
-         column's unit for numbers.",
-    )
-    .with_argument("memory", "Positive integer literal, at most 1048576: the ticks a sample stays in the histograms.")
-    .with_argument("lambda", "Non-negative number literal: the decay rate per second (per unit).")
-    .with_argument("alpha", "Optional non-negative number literal: the lull correction (default 0).")
-    .build()
+    ));
+    with_tick_arguments(doc)
+        .with_argument("alpha", "Optional non-negative number literal: the lull correction (default 0).")
+        .build()
 });
+
+/// `doc` with the arguments `tick_histograms` and `tick_peer_scores` share, after its own.
+pub(crate) fn with_tick_arguments(doc: DocumentationBuilder) -> DocumentationBuilder {
+    TICK_ARGUMENTS.iter().fold(doc, |doc, (name, text)| doc.with_argument(*name, *text))
+}
+
+const TICK_ARGUMENTS: [(&str, &str); 6] = [
+    ("bin", "Integer column: the sample's bin."),
+    ("bins", "Positive integer literal, at most 65536: the number of bins."),
+    ("ts", "Timestamp or numeric column: when the sample was taken."),
+    (
+        "step",
+        "Positive number literal: the time between two ticks, in seconds for timestamp columns, in the column's \
+         unit for numbers.",
+    ),
+    ("memory", "Positive integer literal, at most 1048576: the ticks a sample stays in the histograms."),
+    ("lambda", "Non-negative number literal: the decay rate per second (per unit)."),
+];
 
 impl AggregateUDFImpl for TickHistograms {
     fn name(&self) -> &str {
