@@ -16,7 +16,8 @@ use datafusion::arrow::datatypes::{DataType, Field, FieldRef, Schema, TimeUnit};
 use datafusion::common::{DataFusionError, Result, ScalarValue};
 use datafusion::logical_expr::{Cast, ColumnarValue, Expr, TryCast};
 use datafusion::physical_expr::PhysicalExpr;
-use datafusion::physical_expr::expressions::{CastExpr, Column, Literal};
+use datafusion::physical_expr::expressions::{CastExpr, Literal};
+use datafusion::physical_expr::utils::collect_columns;
 
 /// A planning error that names the function and the (0-based here, 1-based in the message)
 /// argument.
@@ -234,7 +235,9 @@ pub(crate) fn physical_literal(expr: &Arc<dyn PhysicalExpr>) -> Option<ScalarVal
     if let Some(cast_expr) = expr.downcast_ref::<CastExpr>() {
         return physical_literal(cast_expr.expr())?.cast_to(cast_expr.cast_type()).ok();
     }
-    if expr.downcast_ref::<Column>().is_some() {
+    // An expression of ours that reads a column is no constant; finding that out by evaluating
+    // it would cost an error for every accumulator made.
+    if !collect_columns(expr).is_empty() {
         return None;
     }
     // A host that loads these functions through DataFusion's FFI (PyPI's `datafusion`) hands
