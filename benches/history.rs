@@ -14,6 +14,10 @@
 //! - each of our three again under `--memory-limit 2G`, which should complete (spilling) rather
 //!   than fail.
 //!
+//! With `KAHUNA_BENCH_CLUSTER=1`, also `peer_correlation` and `kahuna_wb` on a Ballista cluster
+//! of this machine (`kahuna scheduler` and `kahuna executor` processes): one executor of 2 tasks,
+//! then two of 1 task each, the client's wall time beside the executors' CPU and peak memory.
+//!
 //! Our runs are `--dry-run` (nothing recorded, so every run reads the same warehouse). Prints
 //! wall, CPU and peak memory of each (medians), the ratios of CPU and wall measured in this run,
 //! and each peer's answer beside ours. The peers need `KAHUNA_BENCH_PYTHON`, a Python with
@@ -21,8 +25,9 @@
 
 mod common;
 
+use std::io::{BufRead as _, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Child, Command, Stdio};
 
 use common::{ProcessCost, median, process_cost, process_outcome};
 
@@ -83,6 +88,91 @@ fn diagnose(warehouse: &Path, query: &str, params: &[&str], memory_limit: Option
     command
 }
 
+/// A scheduler and its executors, stopped when dropped.
+struct Cluster {
+    engine: String,
+    scheduler: Child,
+    executors: Vec<Child>,
+}
+
+impl Cluster {
+    fn start(executors: usize, tasks: usize) -> Cluster {
+        let mut scheduler = kahuna()
+            .args(["scheduler", "--listen", "127.0.0.1:0"])
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("start a scheduler");
+        let mut said = String::new();
+        BufReader::new(scheduler.stdout.take().expect("piped")).read_line(&mut said).expect("its address");
+        let engine = said.trim().strip_prefix("scheduler listening at ").expect("its address").to_string();
+        let executors = (0..executors)
+            .map(|_| {
+                let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+                let listen = format!("127.0.0.1:{port}");
+                kahuna()
+                    .args(["executor", "--scheduler", &engine, "--listen", &listen, "--tasks", &tasks.to_string()])
+                    .stdout(Stdio::null())
+                    .spawn()
+                    .expect("start an executor")
+            })
+            .collect();
+        Cluster { engine, scheduler, executors }
+    }
+
+    /// The executors' CPU seconds so far and their largest peak resident MB, from /proc.
+    fn executors_cost(&self) -> (f64, f64) {
+        // SAFETY: sysconf reads a constant of the system.
+        let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+        let (mut cpu, mut peak) = (0.0, 0.0f64);
+        for executor in &self.executors {
+            let stat = std::fs::read_to_string(format!("/proc/{}/stat", executor.id())).unwrap_or_default();
+            let fields: Vec<&str> =
+                stat.rsplit_once(") ").map(|(_, rest)| rest.split(' ').collect()).unwrap_or_default();
+            let field = |i: usize| fields.get(i).and_then(|f| f.parse::<f64>().ok()).unwrap_or(0.0);
+            cpu += (field(11) + field(12)) / ticks;
+            let status = std::fs::read_to_string(format!("/proc/{}/status", executor.id())).unwrap_or_default();
+            let hwm = status.lines().find_map(|l| l.strip_prefix("VmHWM:")).unwrap_or("0");
+            peak = peak.max(hwm.trim().trim_end_matches(" kB").parse::<f64>().unwrap_or(0.0) / 1024.0);
+        }
+        (cpu, peak)
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        for child in self.executors.iter_mut().chain([&mut self.scheduler]) {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// `query` on a cluster of `executors` executors of `tasks` tasks, started afresh: the client's
+/// wall seconds (median), and the executors' CPU seconds per run and peak memory.
+fn on_cluster(warehouse: &Path, query: &str, params: &[&str], executors: usize, tasks: usize, runs: usize) {
+    let cluster = Cluster::start(executors, tasks);
+    let command = || {
+        let mut command = diagnose(warehouse, query, params, None);
+        command.args(["--engine", &cluster.engine]);
+        command
+    };
+    // The first run waits for the executors to register: not measured.
+    process_cost(&mut command());
+    let (cpu_before, _) = cluster.executors_cost();
+    let wall = median((0..runs).map(|_| process_cost(&mut command()).secs).collect());
+    let (cpu_after, peak) = cluster.executors_cost();
+    let name = format!("{query}, {executors} executor(s) x {tasks} task(s)");
+    report(
+        &name,
+        &ProcessCost {
+            secs: wall,
+            cpu_secs: (cpu_after - cpu_before) / runs as f64,
+            peak_mb: peak,
+            output: String::new(),
+        },
+    );
+}
+
 /// The bench's Python, if it has what the peers import.
 fn python() -> Result<String, String> {
     let python = std::env::var("KAHUNA_BENCH_PYTHON").map_err(|_| {
@@ -139,6 +229,14 @@ fn main() {
         match process_outcome(&mut diagnose(&warehouse, query, params, Some("2G"))) {
             (cost, true) => report(&name, &cost),
             (_, false) => println!("{name:>44} did not complete (its error above)"),
+        }
+    }
+    if std::env::var_os("KAHUNA_BENCH_CLUSTER").is_some() {
+        println!("on a Ballista cluster of this machine (CPU and memory: the executors')");
+        for (query, params) in &ours[..2] {
+            for (executors, tasks) in [(1, 2), (2, 1)] {
+                on_cluster(&warehouse, query, params, executors, tasks, runs);
+            }
         }
     }
     let python = match python() {

@@ -19,12 +19,14 @@ use datafusion::execution::SessionStateBuilder;
 use datafusion::execution::memory_pool::{FairSpillPool, MemoryLimit, TrackConsumersPool};
 use datafusion::execution::runtime_env::{RuntimeEnv, RuntimeEnvBuilder};
 use datafusion::logical_expr::LogicalPlan;
-use datafusion::prelude::{SessionConfig, SessionContext};
+use datafusion::prelude::{DataFrame, SessionConfig, SessionContext};
 use datafusion::sql::parser::{DFParser, Statement};
 use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
 use deltalake::delta_datafusion::{DeltaScanConfig, DeltaScanNext};
+use deltalake::kernel::LogicalFileView;
 use futures::TryStreamExt as _;
 
+use crate::cluster::files::{DataFile, FilesTable, SnapshotFiles};
 use crate::ingest::addresses;
 use crate::warehouse::Warehouse;
 use crate::warehouse::tables::{Table, VIEWS};
@@ -60,6 +62,19 @@ pub async fn plan(ctx: &SessionContext, statement: Statement) -> Result<LogicalP
         );
     }
     Ok(plan)
+}
+
+/// Runs a planned statement. On a cluster, `CREATE TABLE … AS` is written by the executors, as
+/// Parquet files in the session's folder, rather than collected here.
+pub async fn execute(ctx: &SessionContext, plan: LogicalPlan) -> Result<DataFrame> {
+    use datafusion::logical_expr::DdlStatement;
+    let folder = ctx.state().config().get_extension::<crate::cluster::SessionTables>();
+    match (plan, folder) {
+        (LogicalPlan::Ddl(DdlStatement::CreateMemoryTable(create)), Some(folder)) => {
+            crate::cluster::create_table(ctx, create, &folder.0).await
+        }
+        (plan, _) => Ok(ctx.execute_logical_plan(plan).await?),
+    }
 }
 
 /// The mark of a session that may change nothing outside itself (those of `kahuna serve`): it
@@ -123,7 +138,48 @@ fn limited_runtime(snapshot: &Snapshot, memory: usize) -> Result<Arc<RuntimeEnv>
         .build_arc()?)
 }
 
+/// A session over `snapshot` (taken with [`Snapshot::take_as_files`]) whose statements are
+/// planned here and run on the Ballista cluster of the scheduler at `scheduler` (`host:port`).
+pub async fn session_on_cluster(snapshot: &Snapshot, scheduler: &str) -> Result<SessionContext> {
+    use ballista::prelude::SessionContextExt as _;
+    use ballista_core::config::{BALLISTA_ADAPTIVE_PLANNER_ENABLED, BALLISTA_CLIENT_GRPC_MAX_MESSAGE_SIZE};
+    use ballista_core::extension::SessionConfigExt as _;
+    if !snapshot.tables.as_files {
+        bail!("a snapshot for a cluster names its tables' files: take it with Snapshot::take_as_files");
+    }
+    // Ballista connects at the first statement, and waits 20 s for an answer: ask now.
+    let unanswered = |reason: String| anyhow::anyhow!("no Ballista scheduler answers at {scheduler}: {reason}");
+    tokio::time::timeout(std::time::Duration::from_secs(5), tokio::net::TcpStream::connect(scheduler))
+        .await
+        .map_err(|_| unanswered("no answer in 5 s".into()))?
+        .map_err(|e| unanswered(e.to_string()))?;
+    let runtime = snapshot.tables.runtime.clone();
+    let tables = tempfile::Builder::new().prefix(".session-").tempdir_in(snapshot.warehouse().root())?;
+    let config = configured(SessionConfig::new(), &runtime)
+        .with_extension(Arc::new(crate::cluster::SessionTables(tables.path().to_path_buf())))
+        .upgrade_for_ballista()
+        .set_usize(BALLISTA_CLIENT_GRPC_MAX_MESSAGE_SIZE, crate::cluster::MESSAGE_BYTES as usize)
+        // Ballista 55's adaptive planner answers a LEFT JOIN whose right side comes out empty
+        // with no rows, or replans it without end; the static planner answers it right.
+        .set_bool(BALLISTA_ADAPTIVE_PLANNER_ENABLED, false)
+        .with_ballista_logical_extension_codec(Arc::new(crate::cluster::codec::KahunaCodec::default()));
+    let state =
+        SessionStateBuilder::new().with_config(config).with_runtime_env(runtime).with_default_features().build();
+    // Ballista replaces the state's functions with DataFusion's: Kahuna's are added after.
+    let ctx = SessionContext::remote_with_state(&format!("df://{scheduler}"), state).await?;
+    with_warehouse(ctx, snapshot, Some(tables))
+}
+
 fn session_in(snapshot: &Snapshot, config: SessionConfig, runtime: Arc<RuntimeEnv>) -> Result<SessionContext> {
+    let config = configured(config, &runtime);
+    // The snapshot's object stores: its Delta tables registered theirs there.
+    let state =
+        SessionStateBuilder::new().with_config(config).with_runtime_env(runtime).with_default_features().build();
+    with_warehouse(SessionContext::new_with_state(state), snapshot, None)
+}
+
+/// Every session's settings: information schema, PostgreSQL's grammar, sorts sized to the memory.
+fn configured(config: SessionConfig, runtime: &RuntimeEnv) -> SessionConfig {
     let mut config = config.with_information_schema(true);
     // PostgreSQL's grammar, not the generic one: that one takes a trailing comma in a select
     // list, so `SELECT host, cluster FROM …` would end at the comma (CLUSTER opens Hive's
@@ -144,12 +200,21 @@ fn session_in(snapshot: &Snapshot, config: SessionConfig, runtime: Arc<RuntimeEn
         MemoryLimit::Infinite => config.options_mut().execution.sort_in_place_threshold_bytes = SORT_IN_PLACE_BYTES,
         MemoryLimit::Unknown => {}
     }
-    // The snapshot's object stores: its Delta tables registered theirs there.
-    let state =
-        SessionStateBuilder::new().with_config(config).with_runtime_env(runtime).with_default_features().build();
-    let mut ctx = SessionContext::new_with_state(state);
+    config
+}
+
+/// `ctx` with Kahuna's functions and the warehouse's tables as its default schema.
+fn with_warehouse(
+    mut ctx: SessionContext,
+    snapshot: &Snapshot,
+    cluster_tables: Option<tempfile::TempDir>,
+) -> Result<SessionContext> {
     kahuna_udfs::register_all(&mut ctx)?;
-    let schema = WarehouseSchema { tables: snapshot.tables.clone(), session_tables: MemorySchemaProvider::new() };
+    let schema = WarehouseSchema {
+        tables: snapshot.tables.clone(),
+        session_tables: MemorySchemaProvider::new(),
+        cluster_tables,
+    };
     let options = ctx.state().config().options().catalog.clone();
     let catalog = ctx
         .catalog(&options.default_catalog)
@@ -171,11 +236,22 @@ impl Snapshot {
     /// The warehouse as of now; a warehouse made by an older version first gets the tables it
     /// lacks, made from what it holds.
     pub async fn take(warehouse: &Warehouse) -> Result<Snapshot> {
+        Self::take_opening(warehouse, false).await
+    }
+
+    /// [`Snapshot::take`] for [`session_on_cluster`]: each table is the list of its snapshot's
+    /// Parquet files, which a Ballista cluster can plan and read.
+    pub async fn take_as_files(warehouse: &Warehouse) -> Result<Snapshot> {
+        Self::take_opening(warehouse, true).await
+    }
+
+    async fn take_opening(warehouse: &Warehouse, as_files: bool) -> Result<Snapshot> {
         let tables = OpenedTables {
             warehouse: warehouse.clone(),
             completed: warehouse.completed_ingests().await?,
             runtime: Arc::new(RuntimeEnv::default()),
             opened: Mutex::new(HashMap::new()),
+            as_files,
         };
         let snapshot = Snapshot { tables: Arc::new(tables) };
         if addresses::needs_backfill(warehouse) {
@@ -204,6 +280,8 @@ struct OpenedTables {
     completed: HashSet<String>,
     runtime: Arc<RuntimeEnv>,
     opened: Mutex<HashMap<String, Arc<dyn TableProvider>>>,
+    /// Tables as their files' list ([`FilesTable`]) rather than delta-rs' scan.
+    as_files: bool,
 }
 
 /// The default schema: the warehouse's Delta tables, opened on first use, and the tables a
@@ -211,6 +289,9 @@ struct OpenedTables {
 struct WarehouseSchema {
     tables: Arc<OpenedTables>,
     session_tables: MemorySchemaProvider,
+    /// On a cluster, the session's own tables as Parquet files, in a folder of the warehouse
+    /// (which every executor reads), removed with the session.
+    cluster_tables: Option<tempfile::TempDir>,
 }
 
 impl std::fmt::Debug for WarehouseSchema {
@@ -259,16 +340,37 @@ impl OpenedTables {
         let config = DeltaScanConfig::new().with_wrap_partition_values(false);
         let mut scan = DeltaScanNext::new(table.snapshot()?.snapshot().clone(), config)?;
         let has_run_column = scan.schema().field_with_name("ingest_id").is_ok();
-        if !unfinished.files.is_empty() && !has_run_column {
-            // Files added by runs that have not finished, below runs that have, are left out.
+        // Files added by runs that have not finished, below runs that have, are left out.
+        let hidden = |file: &LogicalFileView| {
+            !has_run_column && file.object_store_path().filename().is_some_and(|name| unfinished.files.contains(name))
+        };
+        let mut provider: Arc<dyn TableProvider> = if self.as_files {
             let files: Vec<_> = table.get_active_add_actions_by_partitions(&[]).try_collect().await?;
-            let visible = files
-                .iter()
-                .map(|f| f.object_store_path())
-                .filter(|path| !path.filename().is_some_and(|name| unfinished.files.contains(name)));
-            scan = scan.with_file_paths(visible.map(|path| path.to_string()).collect::<Vec<_>>());
-        }
-        let mut provider: Arc<dyn TableProvider> = Arc::new(scan);
+            let root = std::path::absolute(self.warehouse.root().join(name))?;
+            let partition_columns = table.snapshot()?.metadata().partition_columns().to_vec();
+            let files = files.iter().filter(|file| !hidden(file)).map(|file| DataFile {
+                path: file.object_store_path().to_string(),
+                size: u64::try_from(file.size()).unwrap_or_default(),
+                partition_values: {
+                    let values = file.partition_values_map();
+                    partition_columns.iter().map(|column| values.get(column).cloned().flatten()).collect()
+                },
+            });
+            let files = SnapshotFiles {
+                root: root.display().to_string(),
+                partition_columns: partition_columns.clone(),
+                files: files.collect(),
+            };
+            Arc::new(FilesTable::new(files, scan.schema())?)
+        } else {
+            if !unfinished.files.is_empty() && !has_run_column {
+                let files: Vec<_> = table.get_active_add_actions_by_partitions(&[]).try_collect().await?;
+                let visible =
+                    files.iter().filter(|file| !hidden(file)).map(|file| file.object_store_path().to_string());
+                scan = scan.with_file_paths(visible.collect::<Vec<_>>());
+            }
+            Arc::new(scan)
+        };
         if !unfinished.runs.is_empty() && has_run_column {
             // Rows of runs that have not finished, below runs that have, are left out by their
             // `ingest_id`: a `states` file such a run rewrote still shows the rows of the others.
@@ -343,6 +445,10 @@ impl SchemaProvider for WarehouseSchema {
         if self.tables.warehouse_has(&name) {
             return Err(DataFusionError::Plan(format!("{name} is a warehouse table; choose another name")));
         }
+        let table = match &self.cluster_tables {
+            Some(folder) => crate::cluster::files::written(folder.path(), &name, table)?,
+            None => table,
+        };
         self.session_tables.register_table(name, table)
     }
 

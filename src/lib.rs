@@ -9,6 +9,7 @@
 
 pub mod catalog;
 pub mod cli;
+pub mod cluster;
 pub mod diagnose;
 pub mod ingest;
 pub mod report;

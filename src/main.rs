@@ -4,9 +4,17 @@ use clap::Parser as _;
 
 kahuna::jemalloc!();
 
-#[tokio::main]
-async fn main() -> std::process::ExitCode {
-    match kahuna::cli::run(kahuna::cli::Cli::parse()).await {
+/// A worker thread's stack: the main thread's 8 MiB rather than tokio's 2, as a Ballista
+/// scheduler plans and an executor decodes long statements (Ganesha's) by deep recursion.
+const WORKER_STACK_BYTES: usize = 8 << 20;
+
+fn main() -> std::process::ExitCode {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_stack_size(WORKER_STACK_BYTES)
+        .build()
+        .expect("a tokio runtime");
+    match runtime.block_on(kahuna::cli::run(kahuna::cli::Cli::parse())) {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
             // One line, outermost context first: `queries/x.sql: parameter t: expected …`.

@@ -26,7 +26,7 @@ pub async fn run_script(ctx: &SessionContext, sql: &str, format: Format, out: &m
     for statement in statements {
         let started = Instant::now();
         let plan = crate::catalog::plan(ctx, statement).await?;
-        let frame = ctx.execute_logical_plan(plan).await?;
+        let frame = crate::catalog::execute(ctx, plan).await?;
         // The plan's schema, not the first batch's: an empty result may come as no batch at all,
         // and its CSV header or Parquet file still says what its columns are.
         let schema = Arc::new(frame.schema().as_arrow().clone());

@@ -9,8 +9,8 @@ use anyhow::{Context, Result, anyhow, bail};
 use chrono::{DateTime, Utc};
 
 use super::{
-    BackfillArgs, DiagnoseArgs, EvalArgs, IngestArgs, OptimizeArgs, ReportArgs, ScheduleArgs, ServeArgs, SimulateArgs,
-    SqlArgs,
+    BackfillArgs, DiagnoseArgs, EvalArgs, ExecutorArgs, IngestArgs, OptimizeArgs, ReportArgs, ScheduleArgs,
+    SchedulerArgs, ServeArgs, SimulateArgs, SqlArgs,
 };
 use crate::diagnose::queries::{self, Output, Query};
 use crate::diagnose::{self, Record, Request};
@@ -61,7 +61,14 @@ pub async fn ingest(args: IngestArgs, warehouse: &Path) -> Result<()> {
 }
 
 pub async fn sql(args: SqlArgs, warehouse: &Path) -> Result<()> {
-    let ctx = catalog::session(&Warehouse::new(warehouse)).await?;
+    let warehouse = Warehouse::new(warehouse);
+    let ctx = match &args.engine {
+        Some(engine) => {
+            let scheduler = crate::cluster::scheduler_address(engine)?;
+            catalog::session_on_cluster(&catalog::Snapshot::take_as_files(&warehouse).await?, &scheduler).await?
+        }
+        None => catalog::session(&warehouse).await?,
+    };
     let script = match (args.command, args.file) {
         (Some(sql), _) => Some(sql),
         (None, Some(path)) => {
@@ -102,6 +109,34 @@ pub async fn serve(args: ServeArgs, warehouse: &Path) -> Result<()> {
     .await
 }
 
+/// A scheduler's and an executor's own lines on standard error: warnings unless RUST_LOG says
+/// otherwise (`RUST_LOG=info` shows every job and task).
+fn log_to_stderr() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into());
+    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+}
+
+pub async fn scheduler(args: SchedulerArgs) -> Result<()> {
+    log_to_stderr();
+    crate::cluster::scheduler(args.listen, |address| {
+        println!("scheduler listening at ballista://{address}");
+        let _ = std::io::Write::flush(&mut std::io::stdout());
+    })
+    .await
+}
+
+pub async fn executor(args: ExecutorArgs) -> Result<()> {
+    log_to_stderr();
+    let scheduler = match args.scheduler.contains("://") {
+        true => crate::cluster::scheduler_address(&args.scheduler)?,
+        false => args.scheduler,
+    };
+    println!("executor at {} of the scheduler at {scheduler}", args.listen);
+    let options =
+        crate::cluster::ExecutorOptions { scheduler, listen: args.listen, tasks: args.tasks, work_dir: args.work_dir };
+    crate::cluster::executor(options).await
+}
+
 pub async fn optimize(args: OptimizeArgs, warehouse: &Path) -> Result<()> {
     let warehouse = Warehouse::new(warehouse);
     for line in warehouse.optimize(Duration::from_secs(args.retention_hours * 3600)).await? {
@@ -135,6 +170,7 @@ pub async fn diagnose(args: DiagnoseArgs, warehouse: &Path) -> Result<()> {
     request.cluster = args.cluster;
     request.params = assignments(&args.params)?;
     request.memory_limit = args.memory_limit;
+    request.engine = args.engine.as_deref().map(crate::cluster::scheduler_address).transpose()?;
     if let Some(from) = request.from {
         request.run_date = from.date_naive();
     }

@@ -50,6 +50,11 @@ pub enum Command {
     /// Write one HTML page of a cluster's window: the verdicts, the evidence behind each
     /// indicted host, swimlanes, control and data flow, peer correlation.
     Report(ReportArgs),
+    /// Run a Ballista scheduler with Kahuna's functions: `--engine ballista://host:port`
+    /// runs statements on it and its executors.
+    Scheduler(SchedulerArgs),
+    /// Run a Ballista executor for a `kahuna scheduler`.
+    Executor(ExecutorArgs),
     /// Print a completion script for a shell (`source <(kahuna completions bash)`).
     Completions(CompletionsArgs),
 }
@@ -69,6 +74,8 @@ pub async fn run(cli: Cli) -> Result<()> {
         Command::Backfill(args) => commands::backfill(args, warehouse).await,
         Command::Serve(args) => commands::serve(args, warehouse).await,
         Command::Report(args) => commands::report(args, warehouse).await,
+        Command::Scheduler(args) => commands::scheduler(args).await,
+        Command::Executor(args) => commands::executor(args).await,
         Command::Completions(args) => {
             clap_complete::generate(
                 args.shell,
@@ -179,6 +186,33 @@ pub struct SqlArgs {
     /// How results are printed (parquet writes the Parquet bytes to standard output).
     #[arg(long, value_enum, default_value = "table")]
     pub format: Format,
+    /// Where statements run: here, or `ballista://host:port`, a `kahuna scheduler` and its
+    /// executors (which must read the warehouse's folder at the same path).
+    #[arg(long, env = "KAHUNA_ENGINE")]
+    pub engine: Option<String>,
+}
+
+#[derive(clap::Args)]
+pub struct SchedulerArgs {
+    /// The address to listen on; port 0 takes a free one (the address is printed).
+    #[arg(long, default_value = "127.0.0.1:50050")]
+    pub listen: std::net::SocketAddr,
+}
+
+#[derive(clap::Args)]
+pub struct ExecutorArgs {
+    /// The scheduler, `host:port` (or `ballista://host:port`).
+    #[arg(long, default_value = "127.0.0.1:50050")]
+    pub scheduler: String,
+    /// Where this executor serves results to the client and to other executors.
+    #[arg(long, default_value = "127.0.0.1:50051")]
+    pub listen: std::net::SocketAddr,
+    /// Tasks run at once (default: one a core).
+    #[arg(long, default_value_t = 0)]
+    pub tasks: usize,
+    /// Folder of its shuffle files (default: a new one under the system's temporary folder).
+    #[arg(long)]
+    pub work_dir: Option<PathBuf>,
 }
 
 #[derive(clap::Args)]
@@ -280,6 +314,9 @@ pub struct DiagnoseArgs {
     /// aggregates to disk beyond it; a query that cannot spill fails naming what ran out.
     #[arg(long, value_name = "SIZE", value_parser = parse_size)]
     pub memory_limit: Option<usize>,
+    /// Where the statements run: here, or `ballista://host:port` (see `kahuna sql --help`).
+    #[arg(long, env = "KAHUNA_ENGINE", conflicts_with = "memory_limit")]
+    pub engine: Option<String>,
     /// List the built-in queries and their parameters.
     #[arg(long)]
     pub list: bool,

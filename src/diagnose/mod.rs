@@ -42,6 +42,8 @@ pub struct Request {
     pub run_date: NaiveDate,
     /// Bytes the statements' operators may hold at once, spilling to disk beyond (None: no bound).
     pub memory_limit: Option<usize>,
+    /// The Ballista scheduler (`host:port`) the statements run on (None: this process).
+    pub engine: Option<String>,
 }
 
 /// How verdict rows are recorded.
@@ -75,6 +77,7 @@ impl Request {
             params: Vec::new(),
             run_date: Utc::now().date_naive(),
             memory_limit: None,
+            engine: None,
         }
     }
 
@@ -106,16 +109,21 @@ fn run_id(query: &str) -> String {
 /// Runs the request in a fresh session over the warehouse (so views a query creates stay its
 /// own) and records the result as `record` says.
 pub async fn run(warehouse: &Warehouse, request: &Request, record: Record) -> Result<Outcome> {
-    run_on(&Snapshot::take(warehouse).await?, request, record).await
+    let snapshot = match request.engine {
+        Some(_) => Snapshot::take_as_files(warehouse).await?,
+        None => Snapshot::take(warehouse).await?,
+    };
+    run_on(&snapshot, request, record).await
 }
 
 /// [`run`] over tables `snapshot` has opened already: runs one after another (a nightly batch,
 /// a backfill) open `states` once, not once a query. The table the run writes is forgotten by
 /// the snapshot, so the next run over it (`combined` after the verdicts) reads what this wrote.
 pub async fn run_on(snapshot: &Snapshot, request: &Request, record: Record) -> Result<Outcome> {
-    let ctx = match request.memory_limit {
-        Some(memory) => catalog::session_limited(snapshot, memory)?,
-        None => catalog::session_over(snapshot)?,
+    let ctx = match (&request.engine, request.memory_limit) {
+        (Some(scheduler), _) => catalog::session_on_cluster(snapshot, scheduler).await?,
+        (None, Some(memory)) => catalog::session_limited(snapshot, memory)?,
+        (None, None) => catalog::session_over(snapshot)?,
     };
     let outcome = run_in(&ctx, snapshot.warehouse(), request, record).await;
     if record != Record::Nothing {
@@ -152,7 +160,7 @@ pub async fn execute(ctx: &SessionContext, request: &Request) -> Result<Executed
     for (index, statement) in statements.into_iter().enumerate() {
         let at = || format!("{}: statement {} of {count}", query.origin, index + 1);
         let plan = catalog::plan(ctx, statement).await.with_context(at)?;
-        let frame = ctx.execute_logical_plan(plan).await.with_context(at)?;
+        let frame = catalog::execute(ctx, plan).await.with_context(at)?;
         let schema = Arc::new(frame.schema().as_arrow().clone());
         let batches = frame.collect().await.with_context(at)?;
         if index + 1 == count {
