@@ -21,9 +21,12 @@ use ballista_executor::executor_process::{ExecutorProcessConfig, start_executor_
 use ballista_scheduler::cluster::BallistaCluster;
 use ballista_scheduler::config::SchedulerConfig;
 use ballista_scheduler::scheduler_process::{create_scheduler, start_grpc_service_with_listener};
+use datafusion::arrow::array::AsArray as _;
+use datafusion::arrow::datatypes::UInt64Type;
 use datafusion::datasource::file_format::format_as_file_type;
 use datafusion::datasource::file_format::parquet::ParquetFormatFactory;
 use datafusion::logical_expr::{CreateMemoryTable, LogicalPlanBuilder};
+use datafusion::parquet::file::reader::{FileReader as _, SerializedFileReader};
 use datafusion::prelude::{DataFrame, SessionConfig, SessionContext};
 use datafusion_proto::protobuf::{LogicalPlanNode, PhysicalPlanNode};
 
@@ -97,15 +100,30 @@ pub async fn create_table(ctx: &SessionContext, create: CreateMemoryTable, folde
         Vec::new(),
     )?
     .build()?;
-    ctx.execute_logical_plan(copy).await?.collect().await?;
+    let counted = ctx.execute_logical_plan(copy).await?.collect().await?;
+    let rows: u64 = counted
+        .iter()
+        .filter_map(|batch| batch.column(0).as_primitive_opt::<UInt64Type>())
+        .flat_map(|counts| counts.iter().flatten())
+        .sum();
     let mut data = Vec::new();
+    let mut rows_in_files = 0;
     for entry in std::fs::read_dir(&written)? {
         let entry = entry?;
+        let reader = SerializedFileReader::new(std::fs::File::open(entry.path())?)
+            .with_context(|| format!("{}: as written for table {name}", entry.path().display()))?;
+        rows_in_files += reader.metadata().file_metadata().num_rows() as u64;
         data.push(files::DataFile {
             path: entry.file_name().to_string_lossy().into_owned(),
             size: entry.metadata()?.len(),
             partition_values: Vec::new(),
         });
+    }
+    // A task run again after its executor was lost leaves a second file of the same rows.
+    if rows_in_files != rows {
+        bail!(
+            "table {name}: its files hold {rows_in_files} rows for {rows} written (a task written twice after an executor was lost?): run the statement again"
+        );
     }
     let files =
         files::SnapshotFiles { root: written.display().to_string(), partition_columns: Vec::new(), files: data };
