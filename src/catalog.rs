@@ -29,6 +29,7 @@ use futures::TryStreamExt as _;
 use crate::cluster::files::{DataFile, FilesTable, SnapshotFiles};
 use crate::ingest::addresses;
 use crate::warehouse::Warehouse;
+use crate::warehouse::stores::ObjectStores;
 use crate::warehouse::tables::{Table, VIEWS};
 
 pub async fn session(warehouse: &Warehouse) -> Result<SessionContext> {
@@ -154,9 +155,9 @@ pub async fn session_on_cluster(snapshot: &Snapshot, scheduler: &str) -> Result<
         .map_err(|_| unanswered("no answer in 5 s".into()))?
         .map_err(|e| unanswered(e.to_string()))?;
     let runtime = snapshot.tables.runtime.clone();
-    let tables = tempfile::Builder::new().prefix(".session-").tempdir_in(snapshot.warehouse().root())?;
+    let tables = crate::cluster::SessionTables(Arc::new(crate::cluster::SessionFolder::new(snapshot.warehouse())?));
     let config = configured(SessionConfig::new(), &runtime)
-        .with_extension(Arc::new(crate::cluster::SessionTables(tables.path().to_path_buf())))
+        .with_extension(Arc::new(tables.clone()))
         .upgrade_for_ballista()
         .set_usize(BALLISTA_CLIENT_GRPC_MAX_MESSAGE_SIZE, crate::cluster::MESSAGE_BYTES as usize)
         // Ballista 55's adaptive planner answers a LEFT JOIN whose right side comes out empty
@@ -207,7 +208,7 @@ fn configured(config: SessionConfig, runtime: &RuntimeEnv) -> SessionConfig {
 fn with_warehouse(
     mut ctx: SessionContext,
     snapshot: &Snapshot,
-    cluster_tables: Option<tempfile::TempDir>,
+    cluster_tables: Option<crate::cluster::SessionTables>,
 ) -> Result<SessionContext> {
     kahuna_udfs::register_all(&mut ctx)?;
     let schema = WarehouseSchema {
@@ -248,16 +249,20 @@ impl Snapshot {
     async fn take_opening(warehouse: &Warehouse, as_files: bool) -> Result<Snapshot> {
         let tables = OpenedTables {
             warehouse: warehouse.clone(),
+            present: Mutex::new(warehouse.table_names().await?.into_iter().collect()),
             completed: warehouse.completed_ingests().await?,
-            runtime: Arc::new(RuntimeEnv::default()),
+            runtime: RuntimeEnvBuilder::new()
+                .with_object_store_registry(Arc::new(ObjectStores::default()))
+                .build_arc()?,
             opened: Mutex::new(HashMap::new()),
             as_files,
         };
         let snapshot = Snapshot { tables: Arc::new(tables) };
-        if addresses::needs_backfill(warehouse) {
-            addresses::backfill(warehouse, &session_over(&snapshot)?).await.with_context(|| {
-                format!("cannot make the addresses table of {} from its logs", warehouse.root().display())
-            })?;
+        if addresses::needs_backfill(warehouse).await? {
+            addresses::backfill(warehouse, &session_over(&snapshot)?)
+                .await
+                .with_context(|| format!("cannot make the addresses table of {warehouse} from its logs"))?;
+            snapshot.forget(Table::Addresses.name());
         }
         Ok(snapshot)
     }
@@ -272,11 +277,16 @@ impl Snapshot {
         if let Ok(mut opened) = self.tables.opened.lock() {
             opened.retain(|name, _| name != table && view_of(name).is_none_or(|(of, _)| of.name() != table));
         }
+        if let Ok(mut present) = self.tables.present.lock() {
+            present.insert(table.to_string());
+        }
     }
 }
 
 struct OpenedTables {
     warehouse: Warehouse,
+    /// The warehouse's tables, listed once: SQL asks often, and an object store lists slowly.
+    present: Mutex<HashSet<String>>,
     completed: HashSet<String>,
     runtime: Arc<RuntimeEnv>,
     opened: Mutex<HashMap<String, Arc<dyn TableProvider>>>,
@@ -289,14 +299,13 @@ struct OpenedTables {
 struct WarehouseSchema {
     tables: Arc<OpenedTables>,
     session_tables: MemorySchemaProvider,
-    /// On a cluster, the session's own tables as Parquet files, in a folder of the warehouse
-    /// (which every executor reads), removed with the session.
-    cluster_tables: Option<tempfile::TempDir>,
+    /// On a cluster, the folder of the session's own tables, held for the session's life.
+    cluster_tables: Option<crate::cluster::SessionTables>,
 }
 
 impl std::fmt::Debug for WarehouseSchema {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("WarehouseSchema").field("root", &self.tables.warehouse.root()).finish_non_exhaustive()
+        f.debug_struct("WarehouseSchema").field("warehouse", &self.tables.warehouse.to_string()).finish_non_exhaustive()
     }
 }
 
@@ -306,12 +315,13 @@ impl OpenedTables {
     fn warehouse_has(&self, name: &str) -> bool {
         let plain = !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
         let table = view_of(name).map_or(name, |(table, _)| table.name());
-        plain && self.warehouse.has_table(table)
+        plain && self.present.lock().is_ok_and(|present| present.contains(table))
     }
 
     /// The warehouse's tables and the views over those it has.
     fn names(&self) -> Vec<String> {
-        let mut names = self.warehouse.table_names();
+        let mut names: Vec<String> =
+            self.present.lock().map(|present| present.iter().cloned().collect()).unwrap_or_default();
         let views = VIEWS.iter().filter(|(_, table, _)| names.iter().any(|n| n == table.name()));
         names.extend(views.map(|(view, _, _)| view.to_string()).collect::<Vec<_>>());
         names.sort();
@@ -346,7 +356,7 @@ impl OpenedTables {
         };
         let mut provider: Arc<dyn TableProvider> = if self.as_files {
             let files: Vec<_> = table.get_active_add_actions_by_partitions(&[]).try_collect().await?;
-            let root = std::path::absolute(self.warehouse.root().join(name))?;
+            let (store, folder) = self.warehouse.store_url_and_folder()?;
             let partition_columns = table.snapshot()?.metadata().partition_columns().to_vec();
             let files = files.iter().filter(|file| !hidden(file)).map(|file| DataFile {
                 path: file.object_store_path().to_string(),
@@ -357,7 +367,8 @@ impl OpenedTables {
                 },
             });
             let files = SnapshotFiles {
-                root: root.display().to_string(),
+                store,
+                root: format!("{folder}/{name}"),
                 partition_columns: partition_columns.clone(),
                 files: files.collect(),
             };
@@ -445,10 +456,11 @@ impl SchemaProvider for WarehouseSchema {
         if self.tables.warehouse_has(&name) {
             return Err(DataFusionError::Plan(format!("{name} is a warehouse table; choose another name")));
         }
-        let table = match &self.cluster_tables {
-            Some(folder) => crate::cluster::files::written(folder.path(), &name, table)?,
-            None => table,
-        };
+        if self.cluster_tables.is_some() && table.is::<datafusion::catalog::MemTable>() {
+            return Err(DataFusionError::Plan(format!(
+                "{name}: on a cluster, a table of the session is made by kahuna::catalog::execute (its rows written by the executors), not held in memory here"
+            )));
+        }
         self.session_tables.register_table(name, table)
     }
 

@@ -11,6 +11,7 @@ use std::process::{Child, Command, Output, Stdio};
 use std::time::Duration;
 
 use common::{batch_rows, data_dir, ingest_into, package_dir};
+use futures::TryStreamExt as _;
 use kahuna::catalog::{self, Snapshot};
 use kahuna::cluster::{ExecutorOptions, executor, scheduler};
 use kahuna::diagnose::queries::{BUILT_IN, Query};
@@ -26,7 +27,10 @@ fn free_port() -> u16 {
 async fn answers(ctx: &datafusion::prelude::SessionContext, statements: &[&str]) -> Vec<Vec<Vec<String>>> {
     let mut answers = Vec::new();
     for sql in statements {
-        let batches = ctx.sql(sql).await.unwrap_or_else(|e| panic!("{sql}: {e}")).collect().await;
+        let mut parsed = catalog::parse(sql).unwrap();
+        let plan = catalog::plan(ctx, parsed.pop_front().unwrap()).await.unwrap_or_else(|e| panic!("{sql}: {e}"));
+        let frame = catalog::execute(ctx, plan).await.unwrap_or_else(|e| panic!("{sql}: {e}"));
+        let batches = frame.collect().await;
         answers.push(sorted(batch_rows(&batches.unwrap_or_else(|e| panic!("{sql}: {e}")))));
     }
     answers
@@ -34,19 +38,49 @@ async fn answers(ctx: &datafusion::prelude::SessionContext, statements: &[&str])
 
 /// The scheduler plans Ganesha's long statements by deep recursion: `kahuna`'s stacks, not
 /// tokio's 2 MiB.
-#[test]
-fn statements_on_a_cluster_in_this_process_give_the_local_rows() {
+fn on_kahunas_stacks(test: impl Future<Output = ()>) {
     let mut runtime = tokio::runtime::Builder::new_multi_thread();
     runtime.worker_threads(4).thread_stack_size(8 << 20).enable_all();
-    runtime.build().unwrap().block_on(on_a_cluster_in_this_process());
+    runtime.build().unwrap().block_on(test);
 }
 
-async fn on_a_cluster_in_this_process() {
-    let dir = tempfile::tempdir().unwrap();
-    let wh = dir.path().join("warehouse");
-    let root = package_dir().join("data");
-    ingest_into(vec![data_dir(), root.join("sysstat"), root.join("jobhistory")], &wh, None).await;
+#[test]
+fn statements_on_a_cluster_in_this_process_give_the_local_rows() {
+    on_kahunas_stacks(async {
+        let dir = tempfile::tempdir().unwrap();
+        let warehouse = Warehouse::new(dir.path().join("warehouse"));
+        ingest_into_warehouse(&warehouse).await;
+        on_a_cluster_in_this_process(&warehouse, &warehouse).await;
+    });
+}
 
+/// The same with the warehouse in an S3-compatible store: the client reads it, the executors
+/// read its files and write the session's tables there, and every answer is the one of the
+/// same input in a folder.
+#[test]
+fn statements_on_a_cluster_over_a_warehouse_on_s3_give_the_rows_of_one_in_a_folder() {
+    on_kahunas_stacks(async {
+        let Some(on_s3) = common::s3_warehouse("cluster").await else { return };
+        let dir = tempfile::tempdir().unwrap();
+        let in_folder = Warehouse::new(dir.path().join("warehouse"));
+        ingest_into_warehouse(&in_folder).await;
+        ingest_into_warehouse(&on_s3).await;
+        on_a_cluster_in_this_process(&in_folder, &on_s3).await;
+        let left: Vec<_> =
+            on_s3.store().list(None).map_ok(|meta| meta.location.to_string()).try_collect().await.unwrap();
+        assert!(!left.iter().any(|key| key.starts_with(".session-")), "the sessions' tables are left: {left:?}");
+    });
+}
+
+async fn ingest_into_warehouse(warehouse: &Warehouse) {
+    let root = package_dir().join("data");
+    let paths = vec![data_dir(), root.join("sysstat"), root.join("jobhistory")];
+    kahuna::ingest::ingest(&common::options_for(paths, warehouse.clone(), None)).await.expect("ingest");
+}
+
+/// Statements and built-in queries over `warehouse` on a cluster give the rows they give here
+/// over `reference` (the same input).
+async fn on_a_cluster_in_this_process(reference: &Warehouse, warehouse: &Warehouse) {
     let (sender, address) = tokio::sync::oneshot::channel();
     tokio::spawn(scheduler("127.0.0.1:0".parse().unwrap(), |address| sender.send(address).unwrap()));
     let address: SocketAddr = address.await.unwrap();
@@ -69,9 +103,9 @@ async fn on_a_cluster_in_this_process() {
         // Files chosen by their partition values.
         "SELECT cluster, date, count(*) FROM states WHERE date >= DATE '2008-08-01' AND cluster <> 'x' GROUP BY cluster, date",
     ];
-    let warehouse = Warehouse::new(&wh);
-    let local = answers(&catalog::session(&warehouse).await.unwrap(), &statements).await;
-    let snapshot = Snapshot::take_as_files(&warehouse).await.unwrap();
+    let local = answers(&catalog::session(reference).await.unwrap(), &statements).await;
+    assert_eq!(answers(&catalog::session(warehouse).await.unwrap(), &statements).await, local);
+    let snapshot = Snapshot::take_as_files(warehouse).await.unwrap();
     let cluster = catalog::session_on_cluster(&snapshot, &address.to_string()).await.unwrap();
     // The executor registers with its first heartbeat; the first statement waits for it.
     let on_cluster = answers(&cluster, &statements).await;
@@ -89,13 +123,16 @@ async fn on_a_cluster_in_this_process() {
     // a model and `combined` verdicts to combine; not recorded on the cluster.
     for (name, text) in BUILT_IN {
         let mut request = Request::new(Query::parse(name, "<built-in>", text).unwrap());
-        let run = async |request: &Request, record| {
-            let outcome = diagnose::run(&warehouse, request, record).await.unwrap_or_else(|e| panic!("{name}: {e:#}"));
+        let run = async |warehouse, request: &Request, record| {
+            let outcome = diagnose::run(warehouse, request, record).await.unwrap_or_else(|e| panic!("{name}: {e:#}"));
             outcome.results.iter().map(|batches| sorted(batch_rows(batches))).collect::<Vec<_>>()
         };
-        let local = run(&request, Record::Append).await;
+        let local = run(reference, &request, Record::Append).await;
+        if reference.to_string() != warehouse.to_string() {
+            assert_eq!(run(warehouse, &request, Record::Append).await, local, "{name}");
+        }
         request.engine = Some(address.to_string());
-        assert_eq!(run(&request, Record::Nothing).await, local, "{name}");
+        assert_eq!(run(warehouse, &request, Record::Nothing).await, local, "{name}");
         assert!(local.iter().any(|rows| !rows.is_empty()), "{name}");
     }
 }

@@ -155,7 +155,7 @@ const SUMMARY: &str = "SELECT host, state, count(*) AS states, round(avg(duratio
 async fn clients_with_the_token_get_what_kahuna_gets_and_nothing_is_written() {
     let Some(python) = python() else { return };
     let (dir, wh) = five_hosts();
-    let before = Warehouse::new(&wh).versions().unwrap();
+    let before = Warehouse::new(&wh).versions().await.unwrap();
     let server = Server::start(&wh, &[]);
     let kahuna_wb = std::fs::read_to_string(package_dir().join("queries/kahuna_wb.sql")).unwrap();
     let copied = dir.path().join("copied.csv");
@@ -229,7 +229,7 @@ async fn clients_with_the_token_get_what_kahuna_gets_and_nothing_is_written() {
         assert!(names.contains(&table), "{table} is not listed: {tables:?}");
     }
     assert!(tables.iter().all(|row| row[0] == "datafusion"), "{tables:?}");
-    assert_eq!(Warehouse::new(&wh).versions().unwrap(), before, "the warehouse changed");
+    assert_eq!(Warehouse::new(&wh).versions().await.unwrap(), before, "the warehouse changed");
     assert!(server.terminate().success());
 }
 

@@ -101,20 +101,29 @@ struct PyWarehouse {
 impl PyWarehouse {
     #[new]
     fn new(py: Python<'_>, path: String) -> PyResult<Self> {
-        let warehouse = Warehouse::new(&path);
-        if !warehouse.root().is_dir() {
+        let is_folder = !path.contains("://");
+        if is_folder && !std::path::Path::new(&path).is_dir() {
             return Err(PyFileNotFoundError::new_err(format!("no warehouse at {path}: `kahuna ingest` makes one")));
         }
-        if warehouse.table_names().is_empty() {
+        let opened = py.detach(|| {
+            RUNTIME.block_on(async {
+                let warehouse = Warehouse::at(&path).await?;
+                let tables = warehouse.table_names().await?;
+                anyhow::Ok((warehouse, tables))
+            })
+        });
+        let cannot = |e: anyhow::Error| {
+            PyRuntimeError::new_err(format!("cannot read the warehouse at {path}: {}", kahuna::error_message(&e)))
+        };
+        let (warehouse, tables) = opened.map_err(cannot)?;
+        if tables.is_empty() {
             return Err(PyValueError::new_err(format!(
                 "{path} is not a Kahuna warehouse: it holds no Delta table (`kahuna ingest` makes them)"
             )));
         }
         let session = py
             .detach(|| RUNTIME.block_on(async { session_over(&Snapshot::take(&warehouse).await?) }))
-            .map_err(|e| {
-                PyRuntimeError::new_err(format!("cannot read the warehouse at {path}: {}", kahuna::error_message(&e)))
-            })?;
+            .map_err(cannot)?;
         Ok(PyWarehouse { session, path })
     }
 

@@ -2,7 +2,7 @@
 //! [`crate::ingest`], [`crate::shell`], [`crate::diagnose`], [`crate::schedule`] and
 //! [`crate::simulate`].
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{Context, Result, anyhow, bail};
@@ -28,7 +28,7 @@ use crate::warehouse::Warehouse;
 use crate::{catalog, cores, shell};
 
 impl IngestArgs {
-    pub(crate) fn options(&self, warehouse: &Path) -> Result<IngestOptions> {
+    pub(crate) fn options(&self, warehouse: Warehouse) -> Result<IngestOptions> {
         let zone = match self.tz.as_deref() {
             None | Some("UTC") => None,
             Some(name) => Some(name.parse().map_err(|e| anyhow!("--tz {name}: {e}"))?),
@@ -38,7 +38,7 @@ impl IngestArgs {
         Ok(IngestOptions {
             paths: self.paths.clone(),
             cluster: self.cluster.clone(),
-            warehouse: Warehouse::new(warehouse),
+            warehouse,
             zone,
             hints: Hints { host: self.host.clone(), daemon, iface: self.iface.clone(), layout },
             progress: true,
@@ -48,7 +48,7 @@ impl IngestArgs {
     }
 }
 
-pub async fn ingest(args: IngestArgs, warehouse: &Path) -> Result<()> {
+pub async fn ingest(args: IngestArgs, warehouse: Warehouse) -> Result<()> {
     let options = args.options(warehouse)?;
     let summary = crate::ingest::ingest(&options).await?;
     print!("{}", summary::render(&summary));
@@ -60,8 +60,7 @@ pub async fn ingest(args: IngestArgs, warehouse: &Path) -> Result<()> {
     Ok(())
 }
 
-pub async fn sql(args: SqlArgs, warehouse: &Path) -> Result<()> {
-    let warehouse = Warehouse::new(warehouse);
+pub async fn sql(args: SqlArgs, warehouse: Warehouse) -> Result<()> {
     let ctx = match &args.engine {
         Some(engine) => {
             let scheduler = crate::cluster::scheduler_address(engine)?;
@@ -82,7 +81,7 @@ pub async fn sql(args: SqlArgs, warehouse: &Path) -> Result<()> {
     }
 }
 
-pub async fn serve(args: ServeArgs, warehouse: &Path) -> Result<()> {
+pub async fn serve(args: ServeArgs, warehouse: Warehouse) -> Result<()> {
     let token = match (&args.token_file, std::env::var("KAHUNA_SERVE_TOKEN")) {
         (Some(path), _) => {
             let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
@@ -102,8 +101,9 @@ pub async fn serve(args: ServeArgs, warehouse: &Path) -> Result<()> {
         memory_per_query: args.query_memory_mib << 20,
     };
     let scheme = if options.tls.is_some() { "grpc+tls" } else { "grpc" };
-    crate::serve::serve(Warehouse::new(warehouse), options, |addr| {
-        println!("serving {} at {scheme}://{addr}", warehouse.display());
+    let shown = warehouse.to_string();
+    crate::serve::serve(warehouse, options, |addr| {
+        println!("serving {shown} at {scheme}://{addr}");
         let _ = std::io::Write::flush(&mut std::io::stdout());
     })
     .await
@@ -137,8 +137,7 @@ pub async fn executor(args: ExecutorArgs) -> Result<()> {
     crate::cluster::executor(options).await
 }
 
-pub async fn optimize(args: OptimizeArgs, warehouse: &Path) -> Result<()> {
-    let warehouse = Warehouse::new(warehouse);
+pub async fn optimize(args: OptimizeArgs, warehouse: Warehouse) -> Result<()> {
     for line in warehouse.optimize(Duration::from_secs(args.retention_hours * 3600)).await? {
         println!("{line}");
     }
@@ -156,7 +155,7 @@ fn assignments(params: &[String]) -> Result<Vec<(String, String)>> {
     params.iter().map(|p| queries::parse_assignment(p)).collect()
 }
 
-pub async fn diagnose(args: DiagnoseArgs, warehouse: &Path) -> Result<()> {
+pub async fn diagnose(args: DiagnoseArgs, warehouse: Warehouse) -> Result<()> {
     if args.list {
         for (name, _) in queries::BUILT_IN {
             println!("{}", queries::describe(&Query::resolve(name, &args.queries)?));
@@ -175,7 +174,7 @@ pub async fn diagnose(args: DiagnoseArgs, warehouse: &Path) -> Result<()> {
         request.run_date = from.date_naive();
     }
     let record = if args.dry_run { Record::Nothing } else { Record::Append };
-    let outcome = diagnose::run(&Warehouse::new(warehouse), &request, record).await?;
+    let outcome = diagnose::run(&warehouse, &request, record).await?;
     for batches in &outcome.results {
         shell::print_head(batches, args.rows, &mut std::io::stdout())?;
     }
@@ -191,7 +190,7 @@ pub async fn diagnose(args: DiagnoseArgs, warehouse: &Path) -> Result<()> {
     Ok(())
 }
 
-pub async fn report(args: ReportArgs, warehouse: &Path) -> Result<()> {
+pub async fn report(args: ReportArgs, warehouse: Warehouse) -> Result<()> {
     let options = crate::report::Options {
         cluster: args.cluster,
         from: time("from", args.from)?,
@@ -200,7 +199,7 @@ pub async fn report(args: ReportArgs, warehouse: &Path) -> Result<()> {
         queries: args.queries,
         eval: args.eval,
     };
-    let report = crate::report::build(&Warehouse::new(warehouse), &options).await?;
+    let report = crate::report::build(&warehouse, &options).await?;
     if args.sql {
         print!("{}", report.sql());
         return Ok(());
@@ -239,17 +238,16 @@ pub async fn eval(args: EvalArgs) -> Result<()> {
     result
 }
 
-pub async fn schedule(args: ScheduleArgs, warehouse: &Path) -> Result<()> {
+pub async fn schedule(args: ScheduleArgs, warehouse: Warehouse) -> Result<()> {
     let config = Config::read(&args.config)?;
     let base = args.config.parent().map(PathBuf::from).unwrap_or_default();
     let jobs = config.jobs(&base)?;
-    let warehouse = Warehouse::new(warehouse);
     let runner = WarehouseRunner::new(warehouse.clone());
     let ledger = Ledger::new(warehouse);
     Scheduler::new(&runner, &ledger, &SystemClock, &config.policy()).run(&jobs, None).await
 }
 
-pub async fn backfill(args: BackfillArgs, warehouse: &Path) -> Result<()> {
+pub async fn backfill(args: BackfillArgs, warehouse: Warehouse) -> Result<()> {
     let config = if args.config.exists() { Some(Config::read(&args.config)?) } else { None };
     let queries_dir = config.as_ref().map_or_else(|| PathBuf::from("queries"), |c| c.queries.clone());
     let zone = args.zone.or_else(|| config.as_ref().map(|c| c.zone.clone())).unwrap_or_else(|| "UTC".into());
@@ -266,7 +264,6 @@ pub async fn backfill(args: BackfillArgs, warehouse: &Path) -> Result<()> {
         days_back: 0,
     };
     let policy = config.as_ref().map_or_else(Policy::default, Config::policy);
-    let warehouse = Warehouse::new(warehouse);
     let runner = WarehouseRunner::new(warehouse.clone());
     let ledger = Ledger::new(warehouse);
     let out = &mut std::io::stdout();

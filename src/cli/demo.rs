@@ -20,7 +20,7 @@ const STATES_PER_HOST: &str = "SELECT state, host, daemon, count(*) AS states, \
      sum(CASE WHEN end_ts IS NULL THEN 1 ELSE 0 END) AS unterminated \
      FROM states GROUP BY state, host, daemon ORDER BY state, host, daemon";
 
-pub async fn run(args: DemoArgs, warehouse: &Path) -> Result<()> {
+pub async fn run(args: DemoArgs, warehouse: Warehouse) -> Result<()> {
     let data = args.data.unwrap_or_else(|| {
         let here = PathBuf::from("data");
         if here.join("logs").is_dir() { here } else { PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/data")) }
@@ -28,7 +28,7 @@ pub async fn run(args: DemoArgs, warehouse: &Path) -> Result<()> {
     let options = IngestOptions {
         paths: ["logs", "sysstat", "jobhistory"].map(|folder| data.join(folder)).to_vec(),
         cluster: "demo".into(),
-        warehouse: Warehouse::new(warehouse),
+        warehouse: warehouse.clone(),
         zone: None,
         hints: Hints::default(),
         progress: true,
@@ -37,15 +37,15 @@ pub async fn run(args: DemoArgs, warehouse: &Path) -> Result<()> {
     };
     let summary = ingest(&options).await?;
     print!("{}", summary::render(&summary));
-    let ctx = catalog::session(&Warehouse::new(warehouse)).await?;
+    let ctx = catalog::session(&warehouse).await?;
     println!("\n{STATES_PER_HOST}\n");
     shell::run_script(&ctx, STATES_PER_HOST, Format::Table, &mut std::io::stdout()).await?;
-    diagnosis(warehouse).await
+    diagnosis(&warehouse).await
 }
 
 /// The second half: a 10-node cluster running Sort with a CPU hog on one node, simulated,
 /// ingested and diagnosed with Kahuna-WB, and the verdict explained.
-async fn diagnosis(warehouse: &Path) -> Result<()> {
+async fn diagnosis(warehouse: &Warehouse) -> Result<()> {
     let culprit = "r01n04";
     let out = std::env::temp_dir().join(format!("kahuna-demo-{}", std::process::id()));
     let config = simulate::Config {
@@ -68,7 +68,7 @@ async fn diagnosis(warehouse: &Path) -> Result<()> {
     let options = IngestOptions {
         paths: vec![out.clone()],
         cluster: "demo-cpuhog".into(),
-        warehouse: Warehouse::new(warehouse),
+        warehouse: warehouse.clone(),
         zone: None,
         hints: Hints::default(),
         progress: false,
@@ -83,7 +83,7 @@ async fn diagnosis(warehouse: &Path) -> Result<()> {
     let mut request = Request::new(Query::resolve("kahuna_wb", Path::new("queries"))?);
     request.cluster = Some("demo-cpuhog".into());
     request.params = vec![("states".into(), "Map".into())];
-    let outcome = diagnose::run(&Warehouse::new(warehouse), &request, Record::Append).await?;
+    let outcome = diagnose::run(warehouse, &request, Record::Append).await?;
     println!("\nkahuna diagnose kahuna_wb --cluster demo-cpuhog --param states=Map");
     println!("compares, job by job, each node's histogram of Map durations with every other node's");
     println!("(square-root Jensen-Shannon distance); a node farther than the threshold from more than");

@@ -11,13 +11,15 @@ use chrono::NaiveDate;
 use clap::{Parser, Subcommand};
 
 use crate::shell::Format;
+use crate::warehouse::Warehouse;
 
 #[derive(Parser)]
 #[command(name = "kahuna", version, about = "Hadoop cluster history as Delta Lake tables, diagnosed in SQL")]
 pub struct Cli {
-    /// The warehouse folder (one Delta table per subfolder).
+    /// The warehouse (one Delta table per subfolder): a folder, or s3://bucket/path (credentials
+    /// and endpoint from the AWS_* environment variables).
     #[arg(long, global = true, env = "KAHUNA_WAREHOUSE", default_value = "warehouse")]
-    pub warehouse: PathBuf,
+    pub warehouse: String,
     #[command(subcommand)]
     pub command: Command,
 }
@@ -61,19 +63,19 @@ pub enum Command {
 
 /// Runs the parsed command line.
 pub async fn run(cli: Cli) -> Result<()> {
-    let warehouse = &cli.warehouse;
+    let warehouse = || Warehouse::at(&cli.warehouse);
     match cli.command {
         Command::Simulate(args) => commands::simulate(args),
-        Command::Ingest(args) => commands::ingest(args, warehouse).await,
-        Command::Sql(args) => commands::sql(args, warehouse).await,
-        Command::Optimize(args) => commands::optimize(args, warehouse).await,
-        Command::Demo(args) => demo::run(args, warehouse).await,
-        Command::Diagnose(args) => commands::diagnose(args, warehouse).await,
+        Command::Ingest(args) => commands::ingest(args, warehouse().await?).await,
+        Command::Sql(args) => commands::sql(args, warehouse().await?).await,
+        Command::Optimize(args) => commands::optimize(args, warehouse().await?).await,
+        Command::Demo(args) => demo::run(args, warehouse().await?).await,
+        Command::Diagnose(args) => commands::diagnose(args, warehouse().await?).await,
         Command::Eval(args) => commands::eval(args).await,
-        Command::Schedule(args) => commands::schedule(args, warehouse).await,
-        Command::Backfill(args) => commands::backfill(args, warehouse).await,
-        Command::Serve(args) => commands::serve(args, warehouse).await,
-        Command::Report(args) => commands::report(args, warehouse).await,
+        Command::Schedule(args) => commands::schedule(args, warehouse().await?).await,
+        Command::Backfill(args) => commands::backfill(args, warehouse().await?).await,
+        Command::Serve(args) => commands::serve(args, warehouse().await?).await,
+        Command::Report(args) => commands::report(args, warehouse().await?).await,
         Command::Scheduler(args) => commands::scheduler(args).await,
         Command::Executor(args) => commands::executor(args).await,
         Command::Completions(args) => {

@@ -4,15 +4,15 @@
 //! run it. The snapshot is resolved where the statement is planned (the client, as of the
 //! last finished ingest) into this list; the scheduler turns it into DataFusion's own Parquet
 //! scan, which DataFusion's protobuf carries to the executors. A session's own tables
-//! (`CREATE TABLE … AS`) are written as Parquet files for the same scan ([`written`]).
+//! (`CREATE TABLE … AS`) are written as Parquet files for the same scan
+//! ([`super::create_table`]).
 
-use std::path::Path;
 use std::sync::Arc;
 
 use async_trait::async_trait;
 use datafusion::arrow::array::{Array as _, AsArray as _, RecordBatch};
 use datafusion::arrow::datatypes::{FieldRef, Schema, SchemaRef};
-use datafusion::catalog::{MemTable, Session, TableProvider};
+use datafusion::catalog::{Session, TableProvider};
 use datafusion::common::{DFSchema, DataFusionError, Result, ScalarValue};
 use datafusion::datasource::TableType;
 use datafusion::datasource::listing::PartitionedFile;
@@ -22,14 +22,15 @@ use datafusion::datasource::source::DataSourceExec;
 use datafusion::datasource::table_schema::TableSchema;
 use datafusion::logical_expr::utils::conjunction;
 use datafusion::logical_expr::{Expr, TableProviderFilterPushDown};
-use datafusion::parquet::arrow::ArrowWriter;
 use datafusion::physical_plan::ExecutionPlan;
 use serde::{Deserialize, Serialize};
 
 /// What crosses the wire: the table's folder and its files, relative to it.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct SnapshotFiles {
-    /// The table's folder, absolute.
+    /// The object store the folder is in (`file:///`, `s3://bucket`).
+    pub store: String,
+    /// The table's folder in the store.
     pub root: String,
     pub partition_columns: Vec<String>,
     pub files: Vec<DataFile>,
@@ -177,40 +178,11 @@ impl TableProvider for FilesTable {
         let source = Arc::new(ParquetSource::new(
             TableSchema::builder(file_schema).with_table_partition_cols(partition_fields).build(),
         ));
-        let config = FileScanConfigBuilder::new(ObjectStoreUrl::local_filesystem(), source)
+        let config = FileScanConfigBuilder::new(ObjectStoreUrl::parse(&self.files.store)?, source)
             .with_file_groups(file_groups.into_iter().map(FileGroup::new).collect())
             .with_projection_indices(Some(indices))?
             .with_limit(limit)
             .build();
         Ok(DataSourceExec::from_data_source(config))
     }
-}
-
-/// A session's table made by `CREATE TABLE … AS` (a [`MemTable`] of the client's) as a Parquet
-/// file in `folder`: a plan reading it then carries its name, not its rows, and each executor
-/// reads what its tasks need. Any other table is left as it is.
-pub fn written(folder: &Path, name: &str, table: Arc<dyn TableProvider>) -> Result<Arc<dyn TableProvider>> {
-    let Some(memory) = table.downcast_ref::<MemTable>() else {
-        return Ok(table);
-    };
-    let prefix = format!("{}-", name.replace(['/', '\\'], "_"));
-    let file = tempfile::Builder::new().prefix(&prefix).suffix(".parquet").tempfile_in(folder)?;
-    let (file, path) = file.keep().map_err(|e| DataFusionError::External(Box::new(e)))?;
-    let mut writer = ArrowWriter::try_new(file, memory.schema(), None)?;
-    for partition in &memory.batches {
-        let batches = partition
-            .try_read()
-            .map_err(|_| DataFusionError::Execution(format!("{name} is being written while it is saved")))?;
-        for batch in batches.iter() {
-            writer.write(batch)?;
-        }
-    }
-    writer.close()?;
-    let data = DataFile {
-        path: path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),
-        size: std::fs::metadata(&path)?.len(),
-        partition_values: Vec::new(),
-    };
-    let files = SnapshotFiles { root: folder.display().to_string(), partition_columns: Vec::new(), files: vec![data] };
-    Ok(Arc::new(FilesTable::new(files, memory.schema())?))
 }

@@ -11,8 +11,9 @@ pub mod codec;
 pub mod files;
 
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use anyhow::{Context, Result, bail};
 use ballista_core::config::TaskSchedulingPolicy;
@@ -25,12 +26,17 @@ use datafusion::arrow::array::AsArray as _;
 use datafusion::arrow::datatypes::UInt64Type;
 use datafusion::datasource::file_format::format_as_file_type;
 use datafusion::datasource::file_format::parquet::ParquetFormatFactory;
+use datafusion::datasource::physical_plan::parquet::metadata::DFParquetMetadata;
 use datafusion::logical_expr::{CreateMemoryTable, LogicalPlanBuilder};
-use datafusion::parquet::file::reader::{FileReader as _, SerializedFileReader};
+use datafusion::object_store::path::Path as ObjectPath;
 use datafusion::prelude::{DataFrame, SessionConfig, SessionContext};
 use datafusion_proto::protobuf::{LogicalPlanNode, PhysicalPlanNode};
 
 use codec::KahunaCodec;
+use futures::{StreamExt as _, TryStreamExt as _};
+
+use crate::warehouse::Warehouse;
+use crate::warehouse::stores::ObjectStores;
 
 /// Executors pull their tasks from the scheduler: one port each, and nothing for the scheduler
 /// to call back. Both sides must agree.
@@ -46,10 +52,10 @@ const EXECUTOR_TIMEOUT_SECONDS: u64 = 10;
 /// a plan names every file of the tables it reads, and months of a warehouse are thousands.
 pub const MESSAGE_BYTES: u32 = 256 << 20;
 
-/// The folder of a cluster session's own tables, in the warehouse (which every executor reads):
-/// a session config extension.
-#[derive(Debug)]
-pub struct SessionTables(pub PathBuf);
+/// The folder of a cluster session's own tables, in the warehouse (which every executor
+/// reads), removed with the session: a session config extension.
+#[derive(Debug, Clone)]
+pub struct SessionTables(pub Arc<SessionFolder>);
 
 impl datafusion::common::config::ConfigExtension for SessionTables {
     const PREFIX: &'static str = "kahuna_session_tables";
@@ -63,7 +69,7 @@ impl datafusion::common::config::ExtensionOptions for SessionTables {
         self
     }
     fn cloned(&self) -> Box<dyn datafusion::common::config::ExtensionOptions> {
-        Box::new(SessionTables(self.0.clone()))
+        Box::new(self.clone())
     }
     fn set(&mut self, key: &str, _value: &str) -> datafusion::common::Result<()> {
         datafusion::common::config_err!("{key} cannot be set")
@@ -73,11 +79,61 @@ impl datafusion::common::config::ExtensionOptions for SessionTables {
     }
 }
 
+/// `.session-…` in the warehouse, in a folder or an object store alike.
+#[derive(Debug)]
+pub struct SessionFolder {
+    warehouse: Warehouse,
+    name: String,
+    tables_made: AtomicUsize,
+}
+
+impl SessionFolder {
+    pub fn new(warehouse: &Warehouse) -> Result<SessionFolder> {
+        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_nanos();
+        let name = format!(".session-{:x}-{nanos:x}", std::process::id());
+        Ok(SessionFolder { warehouse: warehouse.clone(), name, tables_made: AtomicUsize::new(0) })
+    }
+
+    /// A folder of its own for table `table`, in the warehouse's store.
+    fn for_table(&self, table: &str) -> ObjectPath {
+        let made = self.tables_made.fetch_add(1, Ordering::Relaxed);
+        ObjectPath::from(self.name.as_str()).join(format!("{}-{made}", table.replace(['/', '\\'], "_")))
+    }
+}
+
+impl Drop for SessionFolder {
+    /// The session's tables go with it. A store is asked on a thread of its own, with a
+    /// runtime of its own: a session may end inside another runtime, or after it.
+    fn drop(&mut self) {
+        if let Some(root) = self.warehouse.folder() {
+            let _ = std::fs::remove_dir_all(root.join(&self.name));
+            return;
+        }
+        let store = self.warehouse.store().clone();
+        let folder = ObjectPath::from(self.name.as_str());
+        let removed = std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+            runtime.block_on(async {
+                let listed = store.list(Some(&folder)).map_ok(|meta| meta.location).boxed();
+                store.delete_stream(listed).try_collect::<Vec<_>>().await.map(|_| ())
+            })?;
+            anyhow::Ok(())
+        });
+        if let Ok(Err(e)) = removed.join() {
+            eprintln!("warning: the session's tables in {}/{} were not all removed: {e}", self.warehouse, self.name);
+        }
+    }
+}
+
 /// `CREATE TABLE name AS query` on a cluster: the executors write the query's rows as Parquet
-/// (`COPY … TO`) into a folder of `folder`, and the session's table is those files. The rows
-/// never pass through the client, which would otherwise hold every saved table of a diagnosis
-/// (millions of rows over a history) in its memory.
-pub async fn create_table(ctx: &SessionContext, create: CreateMemoryTable, folder: &Path) -> Result<DataFrame> {
+/// (`COPY … TO`) into a folder of the session's, and the session's table is those files. The
+/// rows never pass through the client, which would otherwise hold every saved table of a
+/// diagnosis (millions of rows over a history) in its memory.
+pub async fn create_table(
+    ctx: &SessionContext,
+    create: CreateMemoryTable,
+    folder: &SessionFolder,
+) -> Result<DataFrame> {
     let name = create.name.table().to_string();
     if ctx.table_exist(create.name.clone())? {
         if create.if_not_exists {
@@ -89,12 +145,14 @@ pub async fn create_table(ctx: &SessionContext, create: CreateMemoryTable, folde
         ctx.deregister_table(create.name.clone())?;
     }
     let schema = Arc::new(create.input.schema().as_arrow().clone());
-    let written =
-        tempfile::Builder::new().prefix(&format!("{}-", name.replace(['/', '\\'], "_"))).tempdir_in(folder)?.keep();
+    let written = folder.for_table(&name);
+    let (store_url, warehouse_folder) = folder.warehouse.store_url_and_folder()?;
+    let root = [warehouse_folder.as_str(), written.as_ref()].into_iter().filter(|part| !part.is_empty());
+    let root = root.collect::<Vec<_>>().join("/");
     let file_type = format_as_file_type(Arc::new(ParquetFormatFactory::new()));
     let copy = LogicalPlanBuilder::copy_to(
         Arc::unwrap_or_clone(create.input),
-        format!("{}/", written.display()),
+        format!("{}/{root}/", store_url.trim_end_matches('/')),
         file_type,
         Default::default(),
         Vec::new(),
@@ -106,16 +164,19 @@ pub async fn create_table(ctx: &SessionContext, create: CreateMemoryTable, folde
         .filter_map(|batch| batch.column(0).as_primitive_opt::<UInt64Type>())
         .flat_map(|counts| counts.iter().flatten())
         .sum();
+    let store = folder.warehouse.store();
+    let listed: Vec<_> = store.list(Some(&written)).try_collect().await?;
     let mut data = Vec::new();
     let mut rows_in_files = 0;
-    for entry in std::fs::read_dir(&written)? {
-        let entry = entry?;
-        let reader = SerializedFileReader::new(std::fs::File::open(entry.path())?)
-            .with_context(|| format!("{}: as written for table {name}", entry.path().display()))?;
-        rows_in_files += reader.metadata().file_metadata().num_rows() as u64;
+    for file in listed {
+        let metadata = DFParquetMetadata::new(store.as_ref(), &file)
+            .fetch_metadata()
+            .await
+            .with_context(|| format!("{}/{}: as written for table {name}", folder.warehouse, file.location))?;
+        rows_in_files += metadata.file_metadata().num_rows() as u64;
         data.push(files::DataFile {
-            path: entry.file_name().to_string_lossy().into_owned(),
-            size: entry.metadata()?.len(),
+            path: file.location.filename().unwrap_or_default().to_string(),
+            size: file.size,
             partition_values: Vec::new(),
         });
     }
@@ -125,8 +186,7 @@ pub async fn create_table(ctx: &SessionContext, create: CreateMemoryTable, folde
             "table {name}: its files hold {rows_in_files} rows for {rows} written (a task written twice after an executor was lost?): run the statement again"
         );
     }
-    let files =
-        files::SnapshotFiles { root: written.display().to_string(), partition_columns: Vec::new(), files: data };
+    let files = files::SnapshotFiles { store: store_url, root, partition_columns: Vec::new(), files: data };
     ctx.register_table(create.name, Arc::new(files::FilesTable::new(files, schema)?))?;
     no_rows(ctx)
 }
@@ -181,6 +241,19 @@ pub async fn scheduler(listen: SocketAddr, on_listening: impl FnOnce(SocketAddr)
     Ok(())
 }
 
+/// Each session's runtime on an executor: Ballista's (spill files in the work folder) with
+/// object stores opened as plans name them (a warehouse on S3), shared by the sessions.
+fn runtime_producer(work_dir: PathBuf) -> ballista_core::RuntimeProducer {
+    let stores = Arc::new(ObjectStores::default());
+    Arc::new(move |_| {
+        let runtime = datafusion::execution::runtime_env::RuntimeEnvBuilder::new()
+            .with_temp_file_path(work_dir.clone())
+            .with_object_store_registry(stores.clone())
+            .build()?;
+        Ok(Arc::new(runtime))
+    })
+}
+
 pub struct ExecutorOptions {
     /// `host:port` of the scheduler.
     pub scheduler: String,
@@ -216,6 +289,7 @@ pub async fn executor(options: ExecutorOptions) -> Result<()> {
         work_dir: Some(work_dir.display().to_string()),
         executor_heartbeat_interval_seconds: HEARTBEAT_SECONDS,
         override_function_registry: Some(Arc::new(registry)),
+        override_runtime_producer: Some(runtime_producer(work_dir.clone())),
         override_logical_codec: Some(Arc::new(KahunaCodec::default())),
         grpc_max_decoding_message_size: MESSAGE_BYTES,
         grpc_max_encoding_message_size: MESSAGE_BYTES,

@@ -247,7 +247,9 @@ pub async fn write(warehouse: &Warehouse, name: &str, batch: RecordBatch, replac
     let url = warehouse.table_url(name)?;
     // A table whose update fails is opened anew; one removed since is made again.
     let cached = match written.remove(url.as_str()) {
-        Some(mut table) if warehouse.has_table(name) => table.update_incremental(None).await.ok().map(|()| table),
+        Some(mut table) if warehouse.has_table(name).await? => {
+            table.update_incremental(None).await.ok().map(|()| table)
+        }
         _ => None,
     };
     let mut table = match cached {
@@ -521,7 +523,8 @@ mod tests {
     /// The actions of `table`'s latest commit, its JSON lines.
     async fn last_commit(wh: &Warehouse, table: &str) -> String {
         let version = wh.open(table).await.unwrap().unwrap().version().unwrap();
-        std::fs::read_to_string(wh.log_dir(table).join(format!("{version:020}.json"))).unwrap()
+        let folder = wh.folder().expect("a folder");
+        std::fs::read_to_string(folder.join(table).join(format!("_delta_log/{version:020}.json"))).unwrap()
     }
 
     #[tokio::test]
@@ -679,7 +682,8 @@ mod tests {
             .with_partition_columns(PARTITION_COLUMNS)
             .await
             .unwrap();
-        let last_checkpoint = || std::fs::read_to_string(wh.log_dir(DIAGNOSES).join("_last_checkpoint")).ok();
+        let last_checkpoint =
+            || std::fs::read_to_string(dir.path().join(DIAGNOSES).join("_delta_log/_last_checkpoint")).ok();
         for _ in 0..7 {
             write(&wh, DIAGNOSES, batch(), None).await.unwrap();
         }

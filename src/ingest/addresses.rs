@@ -79,8 +79,8 @@ pub fn append_row(rows: &mut Rows, seen: &Seen, daemon: &str, file: &str, ingest
 
 /// Whether the warehouse holds logs read before it had an `addresses` table: they are gone
 /// through once ([`backfill`]) before anything reads or adds to it.
-pub fn needs_backfill(warehouse: &Warehouse) -> bool {
-    warehouse.has_table(Table::Logs.name()) && !warehouse.has_table(Table::Addresses.name())
+pub async fn needs_backfill(warehouse: &Warehouse) -> Result<bool> {
+    Ok(warehouse.has_table(Table::Logs.name()).await? && !warehouse.has_table(Table::Addresses.name()).await?)
 }
 
 /// Makes the `addresses` table of a warehouse from before it out of its `logs` (`ctx` reads

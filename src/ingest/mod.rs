@@ -105,14 +105,20 @@ fn slot(table: Table) -> usize {
 }
 
 pub async fn ingest(options: &IngestOptions) -> Result<Summary> {
+    // One ingest at a time: two that planned against the same tables would each commit what
+    // the other's plan did not see, or fail on each other's commits.
+    let lock = options.warehouse.lock_for_ingest().await?;
+    let summary = ingest_holding_lock(options).await;
+    lock.release().await?;
+    summary
+}
+
+async fn ingest_holding_lock(options: &IngestOptions) -> Result<Summary> {
     let started = Instant::now();
     let started_ms = now_ms();
     let ingest_id = format!("{}-{:x}", chrono::Utc::now().format("%Y%m%dT%H%M%S%.3fZ"), std::process::id());
     let paths = discover::walk(&options.paths)?;
-    // One ingest at a time: two that planned against the same tables would each commit what
-    // the other's plan did not see, or fail on each other's commits.
-    let _lock = options.warehouse.lock_for_ingest().await?;
-    if addresses::needs_backfill(&options.warehouse) {
+    if addresses::needs_backfill(&options.warehouse).await? {
         crate::catalog::Snapshot::take(&options.warehouse).await?;
     }
     // Opened (on first use, created) together: one after the other, eight tables take long
@@ -313,7 +319,7 @@ async fn settle_killed_runs(
     let mut looked_at: HashSet<String> = keys.chain(record_keys).map(|key| file_app_id(cluster, key)).collect();
     looked_at.extend(record_files.iter().map(|f| records::sa_bytes_app_id(cluster, &f.key)));
     let completed = options.warehouse.completed_ingests().await?;
-    let (completes, abandons): (Vec<KilledRun>, Vec<KilledRun>) = (options.warehouse.killed_runs(&completed)?)
+    let (completes, abandons): (Vec<KilledRun>, Vec<KilledRun>) = (options.warehouse.killed_runs(&completed).await?)
         .into_iter()
         .filter(|run| !run.files.is_disjoint(&looked_at))
         .partition(|run| run.files.is_subset(&looked_at));

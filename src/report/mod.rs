@@ -209,7 +209,7 @@ pub async fn build(warehouse: &Warehouse, options: &Options) -> Result<Report> {
         report.sections.extend(evaluation);
         return Ok(report);
     }
-    let has_diagnoses = warehouse.has_table("diagnoses");
+    let has_diagnoses = warehouse.has_table("diagnoses").await?;
     if let Some(run) = &options.run {
         let found = if has_diagnoses {
             let sql = format!(
@@ -223,8 +223,7 @@ pub async fn build(warehouse: &Warehouse, options: &Options) -> Result<Report> {
         };
         if found.len() == 0 {
             bail!(
-                "no run {run} in the diagnoses of {}: `kahuna sql -c \"SELECT DISTINCT run_id, query, cluster FROM diagnoses\"` lists them",
-                warehouse.root().display()
+                "no run {run} in the diagnoses of {warehouse}: `kahuna sql -c \"SELECT DISTINCT run_id, query, cluster FROM diagnoses\"` lists them"
             );
         }
         let cluster = found.text("cluster")?.remove(0).unwrap_or_default();
@@ -313,13 +312,13 @@ async fn cluster_of(cx: &Session<'_>) -> Result<String> {
     if let Some(cluster) = &cx.options.cluster {
         return Ok(cluster.clone());
     }
-    if !cx.warehouse.has_table("states") {
-        bail!("{} holds no states: `kahuna ingest` logs into it first", cx.warehouse.root().display());
+    if !cx.warehouse.has_table("states").await? {
+        bail!("{} holds no states: `kahuna ingest` logs into it first", cx.warehouse);
     }
     let clusters = cx.scalar_rows("SELECT DISTINCT cluster FROM states ORDER BY cluster").await?.text("cluster")?;
     match clusters.as_slice() {
         [one] => Ok(one.clone().unwrap_or_default()),
-        [] => bail!("{} holds no states: `kahuna ingest` logs into it first", cx.warehouse.root().display()),
+        [] => bail!("{} holds no states: `kahuna ingest` logs into it first", cx.warehouse),
         many => bail!(
             "the warehouse holds clusters {}: choose one with --cluster",
             many.iter().flatten().cloned().collect::<Vec<_>>().join(", ")
@@ -494,7 +493,8 @@ impl Evidence {
         let params =
             [("hosts", indicted.join(",")), ("step_seconds", step.to_string()), ("bucket_seconds", bucket.to_string())];
         let salsa = Ran::queries(cx, &["salsa_fingerpoint", "salsa_alarms"], &params).await;
-        let ganesha = if cx.warehouse.has_table("ganesha_models") && cx.warehouse.has_table("sadc") {
+        let has = async |table| cx.warehouse.has_table(table).await.unwrap_or(false);
+        let ganesha = if has("ganesha_models").await && has("sadc").await {
             Ran::queries(cx, &["ganesha_bb", "ganesha_labels"], &[]).await
         } else {
             let why = "no Ganesha model or no sadc data: `kahuna diagnose ganesha_train` on a fault-free window first";

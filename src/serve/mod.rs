@@ -47,8 +47,8 @@ pub async fn serve(warehouse: Warehouse, options: ServeOptions, listening: impl 
         let _ = rustls::crypto::ring::default_provider().install_default();
         server = server.tls_config(ServerTlsConfig::new().identity(identity)).context("bad TLS certificate or key")?;
     }
-    if !warehouse.root().is_dir() {
-        bail!("no warehouse at {}: `kahuna ingest` makes one", warehouse.root().display());
+    if warehouse.table_names().await?.is_empty() {
+        bail!("no warehouse at {warehouse}: `kahuna ingest` makes one");
     }
     let sessions = Arc::new(Sessions::new(warehouse, options.memory_per_query));
     // Fail at the start, not at the first query, on a warehouse that cannot be read.

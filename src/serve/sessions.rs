@@ -33,7 +33,7 @@ impl Sessions {
     /// it was, so a long query reads the files of the versions it started with.
     pub async fn snapshot(&self) -> Result<Snapshot> {
         let mut current = self.current.lock().await;
-        let versions = self.warehouse.versions()?;
+        let versions = self.warehouse.versions().await?;
         if let Some((seen, snapshot)) = current.as_ref()
             && *seen == versions
         {

@@ -13,19 +13,24 @@
 
 mod spill;
 pub use spill::Spilled;
+pub mod stores;
 pub mod tables;
 mod transactions;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::num::NonZeroU64;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::{Context, Result};
+use anyhow::{Context, Result, bail};
 use datafusion::arrow::array::{Array, AsArray, BooleanArray, RecordBatch};
 use datafusion::arrow::compute::{BatchCoalescer, filter_record_batch, interleave_record_batch};
 use datafusion::arrow::datatypes::{Int64Type, SchemaRef, TimestampMicrosecondType};
-use datafusion::object_store::ObjectStoreExt as _;
+use datafusion::object_store::local::LocalFileSystem;
+use datafusion::object_store::path::Path as ObjectPath;
+use datafusion::object_store::prefix::PrefixStore;
+use datafusion::object_store::{ObjectStore, ObjectStoreExt as _, PutMode, PutPayload, UpdateVersion};
 use delta_kernel::expressions::Scalar;
 use deltalake::TableProperty;
 use deltalake::kernel::engine::arrow_conversion::TryIntoKernel as _;
@@ -61,61 +66,149 @@ const MAX_OPEN_DATES: usize = 3;
 
 #[derive(Clone, Debug)]
 pub struct Warehouse {
-    root: PathBuf,
+    location: Location,
+    /// Rooted at the warehouse: keys are `<table>/…`.
+    store: Arc<dyn ObjectStore>,
+}
+
+#[derive(Clone, Debug)]
+enum Location {
+    /// A folder of this machine.
+    Folder(PathBuf),
+    /// A folder of an object store (`s3://bucket/path/`).
+    Url(Url),
 }
 
 impl Warehouse {
+    /// The warehouse in folder `root` of this machine.
     pub fn new(root: impl Into<PathBuf>) -> Warehouse {
-        Warehouse { root: root.into() }
+        let root = root.into();
+        let absolute = std::path::absolute(&root).unwrap_or_else(|_| root.clone());
+        let store: Arc<dyn ObjectStore> = match ObjectPath::from_absolute_path(&absolute) {
+            Ok(prefix) => Arc::new(PrefixStore::new(LocalFileSystem::new(), prefix)),
+            // Not a path object_store can name (not UTF-8): every read of it then fails, naming it.
+            Err(_) => Arc::new(LocalFileSystem::new()),
+        };
+        Warehouse { location: Location::Folder(root), store }
     }
 
-    pub fn root(&self) -> &Path {
-        &self.root
+    /// The warehouse at `location`: a folder of this machine, or a URL of an object store
+    /// (`s3://bucket/path`, with credentials and endpoint from the `AWS_*` environment variables
+    /// as for the AWS tools). The store is asked for the warehouse's folder once, so that a
+    /// bucket that does not exist or denies access is said at once, in a line.
+    pub async fn at(location: &str) -> Result<Warehouse> {
+        let url = match Url::parse(location) {
+            Ok(url) if url.scheme() == "file" => {
+                let path =
+                    url.to_file_path().map_err(|()| anyhow::anyhow!("{location}: not a path of this machine"))?;
+                return Ok(Warehouse::new(path));
+            }
+            // A Windows drive letter parses as a scheme; a URL's scheme has more than one letter.
+            Ok(url) if url.scheme().len() > 1 => url,
+            _ => return Ok(Warehouse::new(location)),
+        };
+        if !stores::is_s3(&url) {
+            bail!("{location}: a warehouse is a folder or an s3:// URL (an S3-compatible object store)");
+        }
+        let bucket = url.host_str().unwrap_or_default().to_string();
+        if bucket.is_empty() {
+            bail!("{location}: give the bucket, as s3://bucket/path");
+        }
+        let mut url = url;
+        if !url.path().ends_with('/') {
+            url.set_path(&format!("{}/", url.path()));
+        }
+        let store = stores::store_for(&url).with_context(|| format!("{location}: cannot reach the object store"))?;
+        let warehouse = Warehouse { location: Location::Url(url), store };
+        let asked = tokio::time::timeout(STORE_ANSWER, warehouse.store.list_with_delimiter(None)).await;
+        let reason = match asked {
+            Ok(Ok(_)) => return Ok(warehouse),
+            Err(_) => format!("no answer in {} s (is AWS_ENDPOINT_URL right?)", STORE_ANSWER.as_secs()),
+            Ok(Err(e)) => refusal(&bucket, &e),
+        };
+        bail!("warehouse {location}: {reason}")
+    }
+
+    /// The folder of this machine it is in, if it is in one.
+    pub fn folder(&self) -> Option<&Path> {
+        match &self.location {
+            Location::Folder(root) => Some(root),
+            Location::Url(_) => None,
+        }
+    }
+
+    /// Its object store, rooted at the warehouse.
+    pub fn store(&self) -> &Arc<dyn ObjectStore> {
+        &self.store
+    }
+
+    /// The object store's own URL and the warehouse's folder in it (`s3://bucket`,
+    /// `path/to/warehouse`): what a Parquet scan of its files names.
+    pub fn store_url_and_folder(&self) -> Result<(String, String)> {
+        match &self.location {
+            Location::Folder(root) => {
+                let absolute = std::path::absolute(root)?;
+                Ok(("file:///".to_string(), absolute.display().to_string().trim_matches('/').to_string()))
+            }
+            Location::Url(url) => {
+                Ok((format!("{}://{}", url.scheme(), url.authority()), url.path().trim_matches('/').to_string()))
+            }
+        }
     }
 
     pub(crate) fn table_url(&self, table: &str) -> Result<Url> {
-        std::fs::create_dir_all(self.root.join(table))
-            .with_context(|| format!("cannot create {}", self.root.join(table).display()))?;
-        let dir = std::fs::canonicalize(self.root.join(table))?;
-        Url::from_directory_path(&dir).map_err(|()| anyhow::anyhow!("{}: not a usable path", dir.display()))
+        match &self.location {
+            Location::Folder(root) => {
+                std::fs::create_dir_all(root.join(table))
+                    .with_context(|| format!("cannot create {}", root.join(table).display()))?;
+                let dir = std::fs::canonicalize(root.join(table))?;
+                Url::from_directory_path(&dir).map_err(|()| anyhow::anyhow!("{}: not a usable path", dir.display()))
+            }
+            Location::Url(url) => Ok(url.join(&format!("{table}/"))?),
+        }
     }
 
-    /// The Delta log folder of table `name`.
-    pub fn log_dir(&self, name: &str) -> PathBuf {
-        self.root.join(name).join("_delta_log")
+    /// The Delta log of table `name`.
+    pub fn log_dir(&self, name: &str) -> transactions::LogDir {
+        transactions::LogDir::new(self.store.clone(), name, &self.to_string())
     }
 
     /// The newest commit of each table: what a reader that saw them all has seen of every write.
-    pub fn versions(&self) -> Result<Vec<(String, Option<u64>)>> {
-        let versions = self.table_names().into_iter().map(|name| {
-            let version = transactions::latest_version(&self.log_dir(&name))?;
-            Ok((name, version))
-        });
-        versions.collect()
+    pub async fn versions(&self) -> Result<Vec<(String, Option<u64>)>> {
+        let mut versions = Vec::new();
+        for name in self.table_names().await? {
+            let version = transactions::latest_version(&self.log_dir(&name)).await?;
+            versions.push((name, version));
+        }
+        Ok(versions)
     }
 
     /// Whether table `name` exists.
-    pub fn has_table(&self, name: &str) -> bool {
-        self.log_dir(name).is_dir()
+    pub async fn has_table(&self, name: &str) -> Result<bool> {
+        self.log_dir(name).exists().await
     }
 
     /// The Delta table of `name` if it exists.
     pub async fn open(&self, name: &str) -> Result<Option<DeltaTable>> {
-        if !self.has_table(name) {
+        if !self.has_table(name).await? {
             return Ok(None);
         }
         let table = deltalake::open_table(self.table_url(name)?)
             .await
-            .with_context(|| format!("cannot open table {name} in {}", self.root.display()))?;
+            .with_context(|| format!("cannot open table {name} in {self}"))?;
         Ok(Some(table))
     }
 
     /// Waits until no other ingest writes this warehouse, then holds it until the lock is
-    /// dropped. The lock is the operating system's (`flock` on `.ingest.lock`), so a holder that
-    /// crashes or is killed lets go of it with its process.
+    /// released or dropped. In a folder the lock is the operating system's (`flock` on
+    /// `.ingest.lock`), so a holder that crashes or is killed lets go of it with its process; in
+    /// an object store it is a lease ([`Lease`]), which a holder that stops renewing it loses.
     pub async fn lock_for_ingest(&self) -> Result<IngestLock> {
-        std::fs::create_dir_all(&self.root).with_context(|| format!("cannot create {}", self.root.display()))?;
-        let path = self.root.join(".ingest.lock");
+        let Location::Folder(root) = &self.location else {
+            return Ok(IngestLock::Lease(Lease::take(self).await?));
+        };
+        std::fs::create_dir_all(root).with_context(|| format!("cannot create {}", root.display()))?;
+        let path = root.join(LOCK);
         let file = std::fs::OpenOptions::new()
             .create(true)
             .write(true)
@@ -125,10 +218,10 @@ impl Warehouse {
         let mut told = false;
         loop {
             match file.try_lock() {
-                Ok(()) => return Ok(IngestLock { _file: file }),
+                Ok(()) => return Ok(IngestLock::File(file)),
                 Err(std::fs::TryLockError::WouldBlock) => {
                     if !told {
-                        eprintln!("waiting for another ingest into {} to finish", self.root.display());
+                        eprintln!("waiting for another ingest into {self} to finish");
                         told = true;
                     }
                     tokio::time::sleep(Duration::from_millis(100)).await;
@@ -168,7 +261,7 @@ impl Warehouse {
         completed: &HashSet<String>,
     ) -> Result<Option<(DeltaTable, Unfinished)>> {
         let Some(mut table) = self.open(name).await? else { return Ok(None) };
-        let unfinished = self.unfinished(name, &table, completed)?;
+        let unfinished = self.unfinished(name, &table, completed).await?;
         if let (Some(latest), true) = (table.version(), unfinished.newest > 0) {
             table.load_version(latest.saturating_sub(unfinished.newest)).await?;
         }
@@ -177,13 +270,13 @@ impl Warehouse {
 
     /// The work of unfinished ingest runs among `table`'s recent commits (none for `ingests`
     /// itself, which a run commits last).
-    fn unfinished(&self, name: &str, table: &DeltaTable, completed: &HashSet<String>) -> Result<Unfinished> {
+    async fn unfinished(&self, name: &str, table: &DeltaTable, completed: &HashSet<String>) -> Result<Unfinished> {
         let mut unfinished = Unfinished::default();
         let Some(latest) = table.version() else { return Ok(unfinished) };
         if name == Table::Ingests.name() {
             return Ok(unfinished);
         }
-        let commits = self.recent_commits(name, latest)?;
+        let commits = self.recent_commits(name, latest).await?;
         let of_unfinished = |c: &transactions::Commit| c.ingest_id.as_ref().is_some_and(|id| !completed.contains(id));
         unfinished.newest = commits.iter().rev().take_while(|c| of_unfinished(c)).count() as u64;
         for commit in commits.iter().rev().skip(unfinished.newest as usize).filter(|c| of_unfinished(c)) {
@@ -197,18 +290,18 @@ impl Warehouse {
     }
 
     /// The [`RECENT_COMMITS`] newest commits of table `name`, whose newest is `latest`.
-    fn recent_commits(&self, name: &str, latest: u64) -> Result<Vec<transactions::Commit>> {
+    async fn recent_commits(&self, name: &str, latest: u64) -> Result<Vec<transactions::Commit>> {
         let from = latest.saturating_sub(RECENT_COMMITS as u64 - 1);
-        transactions::commits(&self.log_dir(name), from, latest, INGEST_ID_KEY)
+        transactions::commits(&self.log_dir(name), from, latest, INGEST_ID_KEY).await
     }
 
     /// The unfinished runs among the recent commits of every table: what each wrote, and the
     /// source files it read (their application-transaction ids).
-    pub fn killed_runs(&self, completed: &HashSet<String>) -> Result<Vec<KilledRun>> {
+    pub async fn killed_runs(&self, completed: &HashSet<String>) -> Result<Vec<KilledRun>> {
         let mut runs: Vec<KilledRun> = Vec::new();
-        for table in Table::ALL.into_iter().filter(|t| *t != Table::Ingests && self.has_table(t.name())) {
-            let Some(latest) = transactions::latest_version(&self.log_dir(table.name()))? else { continue };
-            for commit in self.recent_commits(table.name(), latest)? {
+        for table in Table::ALL.into_iter().filter(|t| *t != Table::Ingests) {
+            let Some(latest) = transactions::latest_version(&self.log_dir(table.name())).await? else { continue };
+            for commit in self.recent_commits(table.name(), latest).await? {
                 let Some(id) = commit.ingest_id.clone().filter(|id| !completed.contains(id)) else { continue };
                 let run = match runs.iter().position(|r| r.id == id) {
                     Some(index) => &mut runs[index],
@@ -254,7 +347,7 @@ impl Warehouse {
             .with_actions(actions)
             .with_save_mode(SaveMode::Ignore)
             .await
-            .with_context(|| format!("cannot create table {} in {}", table.name(), self.root.display()))?;
+            .with_context(|| format!("cannot create table {} in {self}", table.name()))?;
         Ok(created)
     }
 
@@ -274,16 +367,19 @@ impl Warehouse {
     }
 
     /// Names of the tables present, sorted.
-    pub fn table_names(&self) -> Vec<String> {
-        let mut names: Vec<String> = std::fs::read_dir(&self.root)
-            .into_iter()
-            .flatten()
-            .flatten()
-            .filter(|e| e.path().join("_delta_log").is_dir())
-            .map(|e| e.file_name().to_string_lossy().into_owned())
-            .collect();
+    pub async fn table_names(&self) -> Result<Vec<String>> {
+        let folders = match self.store.list_with_delimiter(None).await {
+            Ok(listed) => listed.common_prefixes,
+            Err(datafusion::object_store::Error::NotFound { .. }) => Vec::new(),
+            Err(e) => return Err(e).with_context(|| format!("cannot list {self}")),
+        };
+        let names = folders.iter().filter_map(|folder| folder.filename()).filter(|name| !name.starts_with('.'));
+        let present =
+            names.map(|name| async move { Ok::<_, anyhow::Error>(self.has_table(name).await?.then_some(name)) });
+        let mut names: Vec<String> =
+            futures::future::try_join_all(present).await?.into_iter().flatten().map(str::to_string).collect();
         names.sort();
-        names
+        Ok(names)
     }
 
     /// Compacts small files of every table and removes files no version still needs after
@@ -294,9 +390,9 @@ impl Warehouse {
     pub async fn optimize(&self, retention: Duration) -> Result<Vec<String>> {
         let completed = self.completed_ingests().await?;
         let mut report = Vec::new();
-        for name in self.table_names() {
+        for name in self.table_names().await? {
             let Some(table) = self.open(&name).await? else { continue };
-            let unfinished = self.unfinished(&name, &table, &completed)?;
+            let unfinished = self.unfinished(&name, &table, &completed).await?;
             if unfinished.newest > 0 || !unfinished.runs.is_empty() {
                 report.push(format!(
                     "{name}: left as it is: it holds the commits of an unfinished ingest run (run that ingest again to finish it)"
@@ -334,7 +430,7 @@ impl Warehouse {
     /// Replaced files stay for readers of older snapshots until `kahuna optimize` vacuums them.
     pub async fn compact_small_files(&self, cluster: &str) -> Result<Vec<String>> {
         // An ingest's commits and a compaction's would conflict.
-        let _lock = self.lock_for_ingest().await?;
+        let lock = self.lock_for_ingest().await?;
         let completed = self.completed_ingests().await?;
         let filters = [("cluster", FilterOp::Eq, FilterValue::Scalar(cluster))];
         let mut report = Vec::new();
@@ -349,7 +445,7 @@ impl Warehouse {
             if small_by_date.values().all(|&n| n <= SMALL_FILES) {
                 continue;
             }
-            let unfinished = self.unfinished(name, &delta, &completed)?;
+            let unfinished = self.unfinished(name, &delta, &completed).await?;
             if unfinished.newest > 0 || !unfinished.runs.is_empty() {
                 continue;
             }
@@ -360,6 +456,7 @@ impl Warehouse {
                 metrics.num_files_removed, metrics.num_files_added
             ));
         }
+        lock.release().await?;
         Ok(report)
     }
 }
@@ -383,9 +480,136 @@ async fn compact(
         .await?)
 }
 
-/// One ingest's hold on a warehouse ([`Warehouse::lock_for_ingest`]), let go when dropped.
-pub struct IngestLock {
-    _file: std::fs::File,
+/// One ingest's hold on a warehouse ([`Warehouse::lock_for_ingest`]), let go when released
+/// or dropped.
+pub enum IngestLock {
+    File(std::fs::File),
+    Lease(Lease),
+}
+
+impl IngestLock {
+    /// Lets go of the warehouse; a lease is removed from the store before this returns.
+    pub async fn release(self) -> Result<()> {
+        match self {
+            IngestLock::File(_) => Ok(()),
+            IngestLock::Lease(lease) => lease.release().await,
+        }
+    }
+}
+
+/// The file of the ingest lock, in the warehouse's folder.
+const LOCK: &str = ".ingest.lock";
+
+/// An object store has no lock that ends with its holder's process: the holder writes
+/// [`LOCK`] where none is (a conditional put) and rewrites it every quarter of [`LEASE`];
+/// one left unrewritten for longer (its holder was killed) is taken over, again conditionally,
+/// so that of two takers one wins.
+pub struct Lease {
+    store: Arc<dyn ObjectStore>,
+    renewing: tokio::task::JoinHandle<()>,
+}
+
+/// How long a lease lasts unrenewed. Against the store's clock, so a clock ahead of it by this
+/// much would take a live lease.
+const LEASE: Duration = Duration::from_secs(60);
+
+/// How long the object store has to answer a warehouse's first request.
+const STORE_ANSWER: Duration = Duration::from_secs(20);
+
+impl Lease {
+    async fn take(warehouse: &Warehouse) -> Result<Lease> {
+        let store = warehouse.store.clone();
+        let path = ObjectPath::from(LOCK);
+        let holder = || PutPayload::from(format!("ingest of process {}\n", std::process::id()));
+        let cannot = |e: datafusion::object_store::Error| anyhow::anyhow!("cannot lock {warehouse} for ingest: {e}");
+        let mut told = false;
+        loop {
+            let taken = match store.put_opts(&path, holder(), PutMode::Create.into()).await {
+                Ok(put) => Some(put),
+                Err(datafusion::object_store::Error::AlreadyExists { .. }) => match store.head(&path).await {
+                    Ok(held) if chrono::Utc::now() - held.last_modified > chrono::Duration::from_std(LEASE)? => {
+                        let version = UpdateVersion { e_tag: held.e_tag, version: held.version };
+                        match store.put_opts(&path, holder(), PutMode::Update(version).into()).await {
+                            Ok(put) => Some(put),
+                            Err(datafusion::object_store::Error::Precondition { .. }) => None,
+                            Err(e) => return Err(cannot(e)),
+                        }
+                    }
+                    Ok(_) | Err(datafusion::object_store::Error::NotFound { .. }) => None,
+                    Err(e) => return Err(cannot(e)),
+                },
+                Err(e) => return Err(cannot(e)),
+            };
+            if let Some(put) = taken {
+                let renewing = tokio::spawn(Self::renew(store.clone(), path, put, warehouse.to_string()));
+                return Ok(Lease { store, renewing });
+            }
+            if !told {
+                eprintln!("waiting for another ingest into {warehouse} to finish");
+                told = true;
+            }
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+    }
+
+    async fn renew(
+        store: Arc<dyn ObjectStore>,
+        path: ObjectPath,
+        mut put: datafusion::object_store::PutResult,
+        warehouse: String,
+    ) {
+        loop {
+            tokio::time::sleep(LEASE / 4).await;
+            let version = UpdateVersion { e_tag: put.e_tag.clone(), version: put.version.clone() };
+            let payload = PutPayload::from(format!("ingest of process {}\n", std::process::id()));
+            match store.put_opts(&path, payload, PutMode::Update(version).into()).await {
+                Ok(renewed) => put = renewed,
+                Err(e) => {
+                    eprintln!("warning: the ingest lock of {warehouse} could not be renewed: {e}");
+                    return;
+                }
+            }
+        }
+    }
+
+    async fn release(self) -> Result<()> {
+        self.renewing.abort();
+        self.store.delete(&ObjectPath::from(LOCK)).await.context("cannot remove the ingest lock")
+    }
+}
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        self.renewing.abort();
+    }
+}
+
+/// Why an object store refused a request, in a line. A list request's error is a generic
+/// one carrying the HTTP answer (status, then the whole XML body), so it is read for the status.
+fn refusal(bucket: &str, error: &datafusion::object_store::Error) -> String {
+    use datafusion::object_store::Error;
+    let text = error.to_string();
+    let missing =
+        matches!(error, Error::NotFound { .. }) || text.contains("404 Not Found") || text.contains("NoSuchBucket");
+    let denied = matches!(error, Error::PermissionDenied { .. } | Error::Unauthenticated { .. })
+        || text.contains("403 Forbidden")
+        || text.contains("401 Unauthorized");
+    if missing {
+        format!("bucket {bucket} does not exist")
+    } else if denied {
+        format!("bucket {bucket} denies access to these credentials (AWS_ACCESS_KEY_ID, AWS_PROFILE, …)")
+    } else {
+        text.lines().next().unwrap_or_default().to_string()
+    }
+}
+
+impl std::fmt::Display for Warehouse {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.location {
+            Location::Folder(root) => write!(f, "{}", root.display()),
+            Location::Url(url) => write!(f, "{}", url.as_str().trim_end_matches('/')),
+        }
+    }
 }
 
 /// What readers leave out of a table: the work of ingest runs whose `ingests` commit has not
@@ -479,7 +703,7 @@ pub struct TableAppender {
     cluster: String,
     /// Bytes held of each source file, by app id, as of the version opened.
     held: HashMap<String, i64>,
-    log_dir: PathBuf,
+    log_dir: transactions::LogDir,
     /// What the next commit undoes of killed runs this one abandons: their files, and the
     /// transactions they moved, back to where they stood before them (-1: not held).
     abandoned_files: Vec<Remove>,
@@ -492,6 +716,7 @@ impl TableAppender {
         let log_dir = warehouse.log_dir(table.name());
         let version = delta.version().unwrap_or(0);
         let held = transactions::latest_versions(&log_dir, version)
+            .await
             .with_context(|| format!("cannot read the ingest transactions of table {}", table.name()))?;
         Ok(TableAppender {
             table,
@@ -514,7 +739,7 @@ impl TableAppender {
         let mut added = HashSet::new();
         for commit in commits {
             let before = match commit.version.checked_sub(1) {
-                Some(version) => transactions::latest_versions(&self.log_dir, version)?,
+                Some(version) => transactions::latest_versions(&self.log_dir, version).await?,
                 None => HashMap::new(),
             };
             for app_id in &commit.app_ids {

@@ -8,46 +8,111 @@
 //! `delta.setTransactionRetentionDuration`, so no transaction expires.
 
 use std::collections::{BTreeMap, HashMap};
-use std::fs::File;
-use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use anyhow::{Context, Result, anyhow};
+use bytes::Bytes;
 use datafusion::arrow::array::{Array, AsArray};
 use datafusion::arrow::datatypes::Int64Type;
+use datafusion::object_store::path::Path;
+use datafusion::object_store::{ObjectStore, ObjectStoreExt as _};
 use deltalake::parquet::arrow::ProjectionMask;
 use deltalake::parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use futures::TryStreamExt as _;
 use serde::Deserialize;
 
-/// The newest transaction version of every app id in the table whose log is `log_dir`, as of
+/// A table's Delta log (`<table>/_delta_log`) in the warehouse's object store.
+#[derive(Clone, Debug)]
+pub struct LogDir {
+    store: Arc<dyn ObjectStore>,
+    folder: Path,
+    /// Where it is, for messages: the folder or URL.
+    shown: String,
+}
+
+impl LogDir {
+    pub fn new(store: Arc<dyn ObjectStore>, table: &str, warehouse: &str) -> LogDir {
+        let folder = Path::from(table).join("_delta_log");
+        LogDir { store, folder, shown: format!("{}/{table}/_delta_log", warehouse.trim_end_matches('/')) }
+    }
+
+    fn shown(&self, name: &str) -> String {
+        format!("{}/{name}", self.shown)
+    }
+
+    /// The names of the log's files.
+    async fn names(&self) -> Result<Vec<String>> {
+        let listed: Vec<_> = self
+            .store
+            .list(Some(&self.folder))
+            .try_collect()
+            .await
+            .with_context(|| format!("cannot list {}", self.shown))?;
+        Ok(listed.into_iter().filter_map(|meta| meta.location.filename().map(str::to_string)).collect())
+    }
+
+    /// Whether the log has a file: a table is there when it does.
+    pub async fn exists(&self) -> Result<bool> {
+        match self.store.list(Some(&self.folder)).try_next().await {
+            Ok(first) => Ok(first.is_some()),
+            Err(datafusion::object_store::Error::NotFound { .. }) => Ok(false),
+            Err(e) => Err(e).with_context(|| format!("cannot list {}", self.shown)),
+        }
+    }
+
+    /// The file `name` of the log, None where there is none.
+    async fn read(&self, name: &str) -> Result<Option<Bytes>> {
+        let got = match self.store.get(&self.folder.clone().join(name)).await {
+            Ok(got) => got.bytes().await,
+            Err(e) => Err(e),
+        };
+        match got {
+            Ok(bytes) => Ok(Some(bytes)),
+            Err(datafusion::object_store::Error::NotFound { .. }) => Ok(None),
+            Err(e) => Err(e).with_context(|| format!("cannot read {}", self.shown(name))),
+        }
+    }
+
+    /// The JSON commit of `version`; its file name is the version in 20 digits.
+    async fn read_commit(&self, version: u64) -> Result<Option<(String, Bytes)>> {
+        let name = format!("{version:020}.json");
+        Ok(self.read(&name).await?.map(|bytes| (self.shown(&name), bytes)))
+    }
+}
+
+/// The newest transaction version of every app id in the table whose log is `log`, as of
 /// table `version`.
-pub fn latest_versions(log_dir: &Path, version: u64) -> Result<HashMap<String, i64>> {
+pub async fn latest_versions(log: &LogDir, version: u64) -> Result<HashMap<String, i64>> {
     let mut versions = HashMap::new();
-    let first_commit = match newest_checkpoint(log_dir, version)? {
+    let first_commit = match newest_checkpoint(&log.names().await?, version) {
         Some((checkpoint_version, parts)) => {
             for part in parts {
-                read_checkpoint_part(&part, &mut versions)?;
+                let bytes = log.read(&part).await?.ok_or_else(|| anyhow!("{}: gone", log.shown(&part)))?;
+                read_checkpoint_part(&log.shown(&part), bytes, &mut versions)?;
             }
             checkpoint_version + 1
         }
         None => 0,
     };
     for commit in first_commit..=version {
-        read_commit(&log_dir.join(format!("{commit:020}.json")), &mut versions)?;
+        let (shown, bytes) = log
+            .read_commit(commit)
+            .await?
+            .ok_or_else(|| anyhow!("cannot read commit {}: not found", log.shown(&format!("{commit:020}.json"))))?;
+        for action in actions(&shown, &bytes) {
+            if let Some(txn) = action?.txn {
+                versions.insert(txn.app_id, txn.version);
+            }
+        }
     }
     Ok(versions)
 }
 
-/// The newest complete checkpoint at or below `version`: `<v>.checkpoint.parquet`, or every
-/// part of a multi-part one (`<v>.checkpoint.<i>.<n>.parquet`).
-fn newest_checkpoint(log_dir: &Path, version: u64) -> Result<Option<(u64, Vec<PathBuf>)>> {
-    let entries = std::fs::read_dir(log_dir).with_context(|| format!("cannot list {}", log_dir.display()))?;
-    let mut by_version: BTreeMap<u64, (usize, Vec<PathBuf>)> = BTreeMap::new();
-    for entry in entries {
-        let path = entry?.path();
-        let Some(name) = path.file_name().and_then(|n| n.to_str()) else {
-            continue;
-        };
+/// The newest complete checkpoint at or below `version` among the log's files `names`:
+/// `<v>.checkpoint.parquet`, or every part of a multi-part one (`<v>.checkpoint.<i>.<n>.parquet`).
+fn newest_checkpoint(names: &[String], version: u64) -> Option<(u64, Vec<String>)> {
+    let mut by_version: BTreeMap<u64, (usize, Vec<String>)> = BTreeMap::new();
+    for name in names {
         let fields: Vec<&str> = name.split('.').collect();
         let (checkpoint_version, parts) = match fields.as_slice() {
             [v, "checkpoint", "parquet"] => (v.parse::<u64>(), Ok(1)),
@@ -59,16 +124,15 @@ fn newest_checkpoint(log_dir: &Path, version: u64) -> Result<Option<(u64, Vec<Pa
         };
         if checkpoint_version <= version {
             let found = by_version.entry(checkpoint_version).or_insert((parts, Vec::new()));
-            found.1.push(path);
+            found.1.push(name.clone());
         }
     }
-    Ok(by_version.into_iter().rev().find(|(_, (parts, paths))| paths.len() == *parts).map(|(v, (_, paths))| (v, paths)))
+    by_version.into_iter().rev().find(|(_, (parts, names))| names.len() == *parts).map(|(v, (_, names))| (v, names))
 }
 
-fn read_checkpoint_part(path: &Path, versions: &mut HashMap<String, i64>) -> Result<()> {
-    let context = || format!("cannot read checkpoint {}", path.display());
-    let builder =
-        ParquetRecordBatchReaderBuilder::try_new(File::open(path).with_context(context)?).with_context(context)?;
+fn read_checkpoint_part(shown: &str, bytes: Bytes, versions: &mut HashMap<String, i64>) -> Result<()> {
+    let context = || format!("cannot read checkpoint {shown}");
+    let builder = ParquetRecordBatchReaderBuilder::try_new(bytes).with_context(context)?;
     let Some(txn_root) = builder.parquet_schema().root_schema().get_fields().iter().position(|f| f.name() == "txn")
     else {
         return Ok(());
@@ -76,15 +140,14 @@ fn read_checkpoint_part(path: &Path, versions: &mut HashMap<String, i64>) -> Res
     let projection = ProjectionMask::roots(builder.parquet_schema(), [txn_root]);
     for batch in builder.with_projection(projection).build().with_context(context)? {
         let batch = batch.with_context(context)?;
-        let txn = batch.column(0).as_struct_opt().ok_or_else(|| anyhow!("{}: txn is not a struct", path.display()))?;
+        let txn = batch.column(0).as_struct_opt().ok_or_else(|| anyhow!("{shown}: txn is not a struct"))?;
         let (Some(app_ids), Some(txn_versions)) = (txn.column_by_name("appId"), txn.column_by_name("version")) else {
-            return Err(anyhow!("{}: txn lacks appId or version", path.display()));
+            return Err(anyhow!("{shown}: txn lacks appId or version"));
         };
-        let app_ids =
-            app_ids.as_string_opt::<i32>().ok_or_else(|| anyhow!("{}: appId is not a string", path.display()))?;
+        let app_ids = app_ids.as_string_opt::<i32>().ok_or_else(|| anyhow!("{shown}: appId is not a string"))?;
         let txn_versions = txn_versions
             .as_primitive_opt::<Int64Type>()
-            .ok_or_else(|| anyhow!("{}: txn version is not a long", path.display()))?;
+            .ok_or_else(|| anyhow!("{shown}: txn version is not a long"))?;
         for row in (0..txn.len()).filter(|&row| txn.is_valid(row) && app_ids.is_valid(row)) {
             versions.insert(app_ids.value(row).to_string(), txn_versions.value(row));
         }
@@ -112,29 +175,18 @@ struct Txn {
     version: i64,
 }
 
-fn read_commit(path: &Path, versions: &mut HashMap<String, i64>) -> Result<()> {
-    let file = File::open(path).with_context(|| format!("cannot read commit {}", path.display()))?;
-    for (number, line) in BufReader::new(file).lines().enumerate() {
-        let line = line.with_context(|| format!("cannot read commit {}", path.display()))?;
-        let action: Action = serde_json::from_str(&line)
-            .with_context(|| format!("{}:{}: not a Delta action", path.display(), number + 1))?;
-        if let Some(txn) = action.txn {
-            versions.insert(txn.app_id, txn.version);
-        }
-    }
-    Ok(())
+/// The actions of a JSON commit, one a line.
+fn actions<'a>(shown: &'a str, bytes: &'a [u8]) -> impl Iterator<Item = Result<Action>> + 'a {
+    let lines = bytes.split(|&b| b == b'\n').enumerate().filter(|(_, line)| !line.trim_ascii().is_empty());
+    lines.map(move |(number, line)| {
+        serde_json::from_slice(line).with_context(|| format!("{shown}:{}: not a Delta action", number + 1))
+    })
 }
 
-/// The newest commit of the log in `log_dir`, if it has one.
-pub fn latest_version(log_dir: &Path) -> Result<Option<u64>> {
-    let entries = std::fs::read_dir(log_dir).with_context(|| format!("cannot list {}", log_dir.display()))?;
-    let mut latest = None;
-    for entry in entries {
-        let name = entry?.file_name();
-        let version = name.to_str().and_then(|n| n.strip_suffix(".json")).and_then(|v| v.parse::<u64>().ok());
-        latest = latest.max(version);
-    }
-    Ok(latest)
+/// The newest commit of the log `log`, if it has one.
+pub async fn latest_version(log: &LogDir) -> Result<Option<u64>> {
+    let names = log.names().await?;
+    Ok(names.iter().filter_map(|n| n.strip_suffix(".json").and_then(|v| v.parse::<u64>().ok())).max())
 }
 
 /// One commit of a table, as far as ingest runs are concerned.
@@ -150,22 +202,15 @@ pub struct Commit {
     pub app_ids: Vec<String>,
 }
 
-/// The commits `from..=to` of the log in `log_dir`, oldest first; a commit whose file the log's
+/// The commits `from..=to` of the log `log`, oldest first; a commit whose file the log's
 /// clean-up removed is left out.
-pub fn commits(log_dir: &Path, from: u64, to: u64, ingest_id_key: &str) -> Result<Vec<Commit>> {
+pub async fn commits(log: &LogDir, from: u64, to: u64, ingest_id_key: &str) -> Result<Vec<Commit>> {
     let mut out = Vec::new();
     for version in from..=to {
-        let path = log_dir.join(format!("{version:020}.json"));
-        let file = match File::open(&path) {
-            Ok(file) => file,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
-            Err(e) => return Err(e).with_context(|| format!("cannot read commit {}", path.display())),
-        };
+        let Some((shown, bytes)) = log.read_commit(version).await? else { continue };
         let mut commit = Commit { version, ..Commit::default() };
-        for (number, line) in BufReader::new(file).lines().enumerate() {
-            let line = line.with_context(|| format!("cannot read commit {}", path.display()))?;
-            let action: Action = serde_json::from_str(&line)
-                .with_context(|| format!("{}:{}: not a Delta action", path.display(), number + 1))?;
+        for action in actions(&shown, &bytes) {
+            let action = action?;
             if let Some(txn) = action.txn {
                 commit.app_ids.push(txn.app_id);
             }
@@ -219,16 +264,21 @@ mod tests {
         }
         let table = warehouse.open(Table::Ingests.name()).await?.ok_or_else(|| anyhow!("no table"))?;
         let version = table.version().ok_or_else(|| anyhow!("no version"))? as u64;
-        let log_dir = dir.path().join(Table::Ingests.name()).join("_delta_log");
-        assert!(log_dir.join(format!("{:020}.checkpoint.parquet", 2)).exists(), "the test needs a checkpoint");
-        let ours = latest_versions(&log_dir, version)?;
+        let checkpoint =
+            dir.path().join(Table::Ingests.name()).join(format!("_delta_log/{:020}.checkpoint.parquet", 2));
+        assert!(checkpoint.exists(), "the test needs a checkpoint");
+        let log = warehouse.log_dir(Table::Ingests.name());
+        let ours = latest_versions(&log, version).await?;
         assert_eq!(ours, HashMap::from([("a".into(), 40), ("b".into(), 25), ("c".into(), 5), ("d".into(), 7)]));
         for id in ids {
             let theirs = table.snapshot()?.transaction_version(table.log_store().as_ref(), id).await?;
             assert_eq!(ours.get(id).copied(), theirs, "app id {id}");
         }
         // As of the checkpoint's own version, nothing after it counts.
-        assert_eq!(latest_versions(&log_dir, 2)?, HashMap::from([("a".into(), 15), ("b".into(), 20), ("d".into(), 7)]));
+        assert_eq!(
+            latest_versions(&log, 2).await?,
+            HashMap::from([("a".into(), 15), ("b".into(), 20), ("d".into(), 7)])
+        );
         Ok(())
     }
 }

@@ -41,10 +41,14 @@ pub fn written_an_hour_ago(path: &Path) {
 }
 
 pub fn options(paths: Vec<PathBuf>, warehouse: &Path, host: Option<&str>) -> IngestOptions {
+    options_for(paths, Warehouse::new(warehouse), host)
+}
+
+pub fn options_for(paths: Vec<PathBuf>, warehouse: Warehouse, host: Option<&str>) -> IngestOptions {
     IngestOptions {
         paths,
         cluster: "test".into(),
-        warehouse: Warehouse::new(warehouse),
+        warehouse,
         zone: None,
         hints: Hints { host: host.map(str::to_string), ..Hints::default() },
         progress: false,
@@ -55,6 +59,18 @@ pub fn options(paths: Vec<PathBuf>, warehouse: &Path, host: Option<&str>) -> Ing
 
 pub async fn ingest_into(paths: Vec<PathBuf>, warehouse: &Path, host: Option<&str>) -> Summary {
     ingest(&options(paths, warehouse, host)).await.expect("ingest")
+}
+
+/// A warehouse of its own in the S3-compatible server `.ci/run` starts (`KAHUNA_TEST_S3`, a
+/// bucket URL), or None (with the reason printed) where there is none.
+pub async fn s3_warehouse(test: &str) -> Option<Warehouse> {
+    let Ok(bucket) = std::env::var("KAHUNA_TEST_S3") else {
+        println!("skipped: KAHUNA_TEST_S3 is not set (.ci/run starts an S3-compatible server and sets it)");
+        return None;
+    };
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
+    let location = format!("{}/{test}-{nanos:x}", bucket.trim_end_matches('/'));
+    Some(Warehouse::at(&location).await.unwrap_or_else(|e| panic!("{location}: {e:#}")))
 }
 
 /// Every row of a query's answer, each value as the shell would print it.
