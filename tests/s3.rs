@@ -56,10 +56,43 @@ async fn a_warehouse_on_s3_takes_and_answers_what_a_folder_does() {
     assert_eq!(names, in_folder_names);
     assert!(names.contains(&"states".to_string()), "{names:?}");
 
-    // Compacted and vacuumed in the bucket, the same rows.
+    // Compacted and vacuumed in the bucket, the same rows; and the tables of a cluster session
+    // whose client was killed are removed.
+    let left = ObjectPath::from(".session-killed/maps-0/part-0.parquet");
+    on_s3.store().put(&left, b"rows".to_vec().into()).await.unwrap();
     let report = on_s3.optimize(Duration::ZERO).await.unwrap();
     assert!(report.iter().any(|line| line.starts_with("states: 2 files compacted into 1")), "{report:?}");
+    assert!(report.contains(&"1 cluster sessions' tables removed (their clients ended without removing them)".into()));
+    assert!(on_s3.store().head(&left).await.is_err(), "the session's table is left");
     assert_eq!(answers(&on_s3).await, expected);
+}
+
+/// The commands as an operator runs them, the credentials and endpoint in the environment:
+/// ingest, a backfill run twice (its day replaced, the ledger in the bucket), SQL.
+#[tokio::test]
+async fn the_commands_take_a_warehouse_on_s3() {
+    let Some(warehouse) = s3_warehouse("commands").await else { return };
+    let location = warehouse.to_string();
+    let kahuna = |args: &[&str]| {
+        let output = Command::new(env!("CARGO_BIN_EXE_kahuna"))
+            .args(["--warehouse", &location])
+            .args(args)
+            .current_dir(package_dir())
+            .output()
+            .unwrap();
+        let said = format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
+        assert!(output.status.success(), "{args:?}: {said}");
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    };
+    let ingested = kahuna(&["ingest", "--cluster", "c1", data_dir().to_str().unwrap()]);
+    assert!(ingested.contains("files: 9 ingested, 0 unchanged, 0 refused, 0 failed"), "{ingested}");
+    for _ in 0..2 {
+        let ran = kahuna(&["backfill", "kahuna_wb", "--from", "2008-08-23", "--to", "2008-08-23", "--cluster", "c1"]);
+        assert!(ran.contains("kahuna_wb for 2008-08-23:"), "{ran}");
+    }
+    let sql = "SELECT CAST(date AS VARCHAR) AS day, count(DISTINCT run_id) AS runs FROM diagnoses GROUP BY day; \
+               SELECT count(*) AS attempts FROM schedule_runs WHERE status = 'succeeded'";
+    assert_eq!(kahuna(&["sql", "--format", "csv", "-c", sql]), "day,runs\n2008-08-23,1\nattempts\n2\n");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -152,7 +152,7 @@ pub async fn create_table(
     let file_type = format_as_file_type(Arc::new(ParquetFormatFactory::new()));
     let copy = LogicalPlanBuilder::copy_to(
         Arc::unwrap_or_clone(create.input),
-        format!("{}/{root}/", store_url.trim_end_matches('/')),
+        format!("{}/{root}/", store_url.strip_suffix('/').unwrap_or(&store_url)),
         file_type,
         Default::default(),
         Vec::new(),

@@ -43,7 +43,7 @@ use deltalake::parquet::schema::types::ColumnPath;
 use deltalake::protocol::{DeltaOperation, SaveMode};
 use deltalake::writer::{DeltaWriter, RecordBatchWriter};
 use deltalake::{DeltaTable, FilterLiteral, FilterOp, FilterValue};
-use futures::TryStreamExt;
+use futures::{StreamExt as _, TryStreamExt};
 use indexmap::IndexMap;
 use url::Url;
 
@@ -387,9 +387,11 @@ impl Warehouse {
     /// A table that holds commits of an unfinished ingest run is left as it is: compacting would
     /// merge that run's rows into files of a commit readers cannot tell from it.
     /// A table made by an older version gets the properties new ones are created with.
+    /// Tables of cluster sessions whose client ended without removing them go after the same
+    /// `retention`.
     pub async fn optimize(&self, retention: Duration) -> Result<Vec<String>> {
         let completed = self.completed_ingests().await?;
-        let mut report = Vec::new();
+        let mut report = self.remove_sessions_left(retention).await?;
         for name in self.table_names().await? {
             let Some(table) = self.open(&name).await? else { continue };
             let unfinished = self.unfinished(&name, &table, &completed).await?;
@@ -424,6 +426,35 @@ impl Warehouse {
 }
 
 impl Warehouse {
+    /// Removes the `.session-*` folders (a cluster session's own tables) none of whose files
+    /// was written within `retention`: a client killed mid-session leaves its folder behind.
+    async fn remove_sessions_left(&self, retention: Duration) -> Result<Vec<String>> {
+        let listed = match self.store.list_with_delimiter(None).await {
+            Ok(listed) => listed.common_prefixes,
+            Err(datafusion::object_store::Error::NotFound { .. }) => Vec::new(),
+            Err(e) => return Err(e).with_context(|| format!("cannot list {self}")),
+        };
+        let before = chrono::Utc::now() - chrono::Duration::from_std(retention).unwrap_or(chrono::Duration::MAX);
+        let mut removed = 0;
+        for folder in listed.iter().filter(|f| f.filename().is_some_and(|name| name.starts_with(".session-"))) {
+            let files: Vec<_> = self.store.list(Some(folder)).try_collect().await?;
+            if files.iter().any(|file| file.last_modified >= before) {
+                continue;
+            }
+            let locations = futures::stream::iter(files.into_iter().map(|file| Ok(file.location))).boxed();
+            self.store.delete_stream(locations).try_collect::<Vec<_>>().await?;
+            if let Some(root) = self.folder() {
+                // A folder of this machine keeps its emptied subfolders.
+                let _ = std::fs::remove_dir_all(root.join(folder.as_ref()));
+            }
+            removed += 1;
+        }
+        Ok(match removed {
+            0 => Vec::new(),
+            n => vec![format!("{n} cluster sessions' tables removed (their clients ended without removing them)")],
+        })
+    }
+
     /// Compacts `cluster`'s partitions of the ingest tables where one holds more than
     /// [`SMALL_FILES`] small files: what an ingest of many small files, or many nightly runs,
     /// leave. A table that holds an unfinished run is left alone, as by [`Warehouse::optimize`].
