@@ -93,6 +93,7 @@ struct Cluster {
     engine: String,
     scheduler: Child,
     executors: Vec<Child>,
+    _work: tempfile::TempDir,
 }
 
 impl Cluster {
@@ -105,18 +106,25 @@ impl Cluster {
         let mut said = String::new();
         BufReader::new(scheduler.stdout.take().expect("piped")).read_line(&mut said).expect("its address");
         let engine = said.trim().strip_prefix("scheduler listening at ").expect("its address").to_string();
+        // Killed at the end, the executors cannot remove their shuffle files (gigabytes): the
+        // bench does.
+        let work = tempfile::tempdir().expect("a work folder");
         let executors = (0..executors)
-            .map(|_| {
+            .map(|i| {
+                let own = work.path().join(format!("executor-{i}"));
+                std::fs::create_dir(&own).expect("an executor's work folder");
                 let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
                 let listen = format!("127.0.0.1:{port}");
                 kahuna()
                     .args(["executor", "--scheduler", &engine, "--listen", &listen, "--tasks", &tasks.to_string()])
+                    .arg("--work-dir")
+                    .arg(&own)
                     .stdout(Stdio::null())
                     .spawn()
                     .expect("start an executor")
             })
             .collect();
-        Cluster { engine, scheduler, executors }
+        Cluster { engine, scheduler, executors, _work: work }
     }
 
     /// The executors' CPU seconds so far and their largest peak resident MB, from /proc.

@@ -187,10 +187,13 @@ fn a_two_executor_cluster_gives_the_local_verdicts_and_a_killed_executor_no_wron
     let mut said = String::new();
     BufReader::new(scheduler.0.stdout.take().unwrap()).read_line(&mut said).unwrap();
     let engine = said.trim().strip_prefix("scheduler listening at ").unwrap_or_else(|| panic!("{said}")).to_string();
+    // Shuffle files in the test's folder: a killed executor cannot remove its own.
     let executor = |port: u16| {
         let listen = format!("127.0.0.1:{port}");
+        let work = dir.path().join(format!("executor-{port}"));
+        std::fs::create_dir(&work).unwrap();
         let args = ["executor", "--scheduler", &engine, "--listen", &listen, "--tasks", "2"];
-        Process(kahuna(&wh).args(args).stdout(Stdio::null()).spawn().unwrap())
+        Process(kahuna(&wh).args(args).arg("--work-dir").arg(&work).stdout(Stdio::null()).spawn().unwrap())
     };
     let _first = executor(free_port());
     let mut second = executor(free_port());

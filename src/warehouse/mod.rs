@@ -84,12 +84,13 @@ impl Warehouse {
     pub fn new(root: impl Into<PathBuf>) -> Warehouse {
         let root = root.into();
         let absolute = std::path::absolute(&root).unwrap_or_else(|_| root.clone());
-        let store: Arc<dyn ObjectStore> = match ObjectPath::from_absolute_path(&absolute) {
-            Ok(prefix) => Arc::new(PrefixStore::new(LocalFileSystem::new(), prefix)),
-            // Not a path object_store can name (not UTF-8): every read of it then fails, naming it.
-            Err(_) => Arc::new(LocalFileSystem::new()),
-        };
-        Warehouse { location: Location::Folder(root), store }
+        // A path object_store cannot name (not UTF-8, which `--warehouse` cannot be) holds nothing.
+        let prefix = ObjectPath::from_absolute_path(&absolute)
+            .unwrap_or_else(|_| ObjectPath::from(absolute.to_string_lossy().as_ref()));
+        Warehouse {
+            location: Location::Folder(root),
+            store: Arc::new(PrefixStore::new(LocalFileSystem::new(), prefix)),
+        }
     }
 
     /// The warehouse at `location`: a folder of this machine, or a URL of an object store
