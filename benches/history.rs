@@ -21,7 +21,7 @@
 //! Our runs are `--dry-run` (nothing recorded, so every run reads the same warehouse). Prints
 //! wall, CPU and peak memory of each (medians), the ratios of CPU and wall measured in this run,
 //! and each peer's answer beside ours. The peers need `KAHUNA_BENCH_PYTHON`, a Python with
-//! duckdb, deltalake, pandas and numpy; without it they are skipped with the reason.
+//! duckdb, deltalake, pyarrow, pandas and numpy; without it they are skipped with the reason.
 
 mod common;
 
@@ -184,9 +184,9 @@ fn on_cluster(warehouse: &Path, query: &str, params: &[&str], executors: usize, 
 /// The bench's Python, if it has what the peers import.
 fn python() -> Result<String, String> {
     let python = std::env::var("KAHUNA_BENCH_PYTHON").map_err(|_| {
-        "KAHUNA_BENCH_PYTHON is not set (a venv's python with duckdb, deltalake, pandas and numpy)".to_string()
+        "KAHUNA_BENCH_PYTHON is not set (a venv's python with duckdb, deltalake, pyarrow, pandas and numpy)".to_string()
     })?;
-    match Command::new(&python).args(["-c", "import duckdb, deltalake, pandas, numpy"]).output() {
+    match Command::new(&python).args(["-c", "import duckdb, deltalake, pyarrow, pandas, numpy"]).output() {
         Ok(out) if out.status.success() => Ok(python),
         Ok(out) => {
             Err(format!("{python} cannot import the peers' packages: {}", String::from_utf8_lossy(&out.stderr).trim()))

@@ -83,7 +83,11 @@ SELECT s.cluster, coalesce(s.job_id, '(window)') AS job_id, s.state, s.host,
        coalesce(s.duration_ms, (date_part('epoch', h.last_ts) - date_part('epoch', s.start_ts)) * 1000.0) AS ms
 FROM horizon h JOIN chosen s ON s.cluster = h.cluster;
 
--- Statement 3: one smoothed histogram per job, state and host, and the peer comparison.
+-- Statement 3: the states of the window are not read again; their memory goes before the
+-- histograms are made.
+DROP TABLE wb_scope;
+
+-- Statement 4: one smoothed histogram per job, state and host, and the peer comparison.
 CREATE TABLE wb_verdicts AS
 WITH peer_median AS (
     SELECT cluster, job_id, state, median(ms) AS median_ms
@@ -117,7 +121,10 @@ SELECT cluster, CASE WHEN job_id = '(window)' THEN NULL ELSE job_id END AS job_i
        coalesce(score > 0.5, false) AND peers + 1 >= $min_hosts AND slowdown > $min_slowdown AS indicted
 FROM compared;
 
--- Statement 4: the verdict, per job and state, and per host.
+-- Statement 5: nor are the durations.
+DROP TABLE wb_durations;
+
+-- Statement 6: the verdict, per job and state, and per host.
 WITH per_job AS (
     SELECT cluster, host, job_id, bool_or(indicted) AS indicted
     FROM wb_verdicts WHERE job_id IS NOT NULL GROUP BY cluster, host, job_id

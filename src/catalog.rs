@@ -74,8 +74,62 @@ pub async fn execute(ctx: &SessionContext, plan: LogicalPlan) -> Result<DataFram
         (LogicalPlan::Ddl(DdlStatement::CreateMemoryTable(create)), Some(folder)) => {
             crate::cluster::create_table(ctx, create, &folder.0).await
         }
-        (plan, _) => Ok(ctx.execute_logical_plan(plan).await?),
+        (plan, _) => {
+            let created = match &plan {
+                LogicalPlan::Ddl(DdlStatement::CreateMemoryTable(create)) => Some(create.name.clone()),
+                _ => None,
+            };
+            let frame = ctx.execute_logical_plan(plan).await?;
+            if let Some(name) = created {
+                split_batches(ctx, name).await?;
+            }
+            Ok(frame)
+        }
     }
+}
+
+/// A session's `CREATE TABLE … AS` keeps the batches its plan made, and a window function's are
+/// whole partitions (DataFusion's `WindowAggExec` concatenates its input): a sort that later
+/// reads one under a memory limit must reserve all of it at once, and fails rather than spill.
+/// Batches longer than the session's batch size are copied into batches of that size, each
+/// holding only its own values (a slice would still hold, and count, the whole).
+async fn split_batches(ctx: &SessionContext, name: datafusion::common::TableReference) -> Result<()> {
+    use datafusion::arrow::array::{Array as _, AsArray as _, UInt32Array};
+    use datafusion::arrow::compute::take_record_batch;
+    use datafusion::arrow::datatypes::DataType;
+    let provider = ctx.table_provider(name).await?;
+    let Some(table) = provider.downcast_ref::<datafusion::catalog::MemTable>() else { return Ok(()) };
+    let size = ctx.state().config().batch_size();
+    for partition in &table.batches {
+        let mut batches = partition.write().await;
+        if batches.iter().all(|batch| batch.num_rows() <= size) {
+            continue;
+        }
+        let mut split = Vec::with_capacity(batches.len());
+        for batch in batches.drain(..) {
+            if batch.num_rows() <= size {
+                split.push(batch);
+                continue;
+            }
+            for start in (0..batch.num_rows()).step_by(size) {
+                let end = (start + size).min(batch.num_rows());
+                let piece = take_record_batch(&batch, &UInt32Array::from_iter_values(start as u32..end as u32))?;
+                // `take` copies a view array's views, not the buffers they point into.
+                let columns = piece
+                    .columns()
+                    .iter()
+                    .map(|column| match column.data_type() {
+                        DataType::Utf8View => Arc::new(column.as_string_view().gc()) as _,
+                        DataType::BinaryView => Arc::new(column.as_binary_view().gc()) as _,
+                        _ => column.clone(),
+                    })
+                    .collect();
+                split.push(datafusion::arrow::record_batch::RecordBatch::try_new(piece.schema(), columns)?);
+            }
+        }
+        *batches = split;
+    }
+    Ok(())
 }
 
 /// The mark of a session that may change nothing outside itself (those of `kahuna serve`): it
@@ -114,6 +168,9 @@ impl ReadOnly {
 }
 
 const SORT_IN_PLACE_BYTES: usize = 128 << 20;
+
+/// The fewest partitions of each stage of a statement run on a Ballista cluster.
+const CLUSTER_PARTITIONS: usize = 16;
 
 /// A fresh session (its own views and `CREATE TABLE`s) over tables already opened by others.
 pub fn session_over(snapshot: &Snapshot) -> Result<SessionContext> {
@@ -155,8 +212,17 @@ pub async fn session_on_cluster(snapshot: &Snapshot, scheduler: &str) -> Result<
         .map_err(|_| unanswered("no answer in 5 s".into()))?
         .map_err(|e| unanswered(e.to_string()))?;
     let runtime = snapshot.tables.runtime.clone();
-    let tables = crate::cluster::SessionTables(Arc::new(crate::cluster::SessionFolder::new(snapshot.warehouse())?));
-    let config = configured(SessionConfig::new(), &runtime)
+    let tables = crate::cluster::SessionTables(Arc::new(crate::cluster::SessionFolder::new(snapshot.warehouse())));
+    // Ballista 55 holds each shuffle partition another executor wrote whole in the reading
+    // executor's memory: at one partition per client core, a whole-history stage's partitions
+    // are gigabytes each (an executor of the M45 study passed 20 GB and was killed), at 16 a
+    // few hundred MB. DATAFUSION_EXECUTION_TARGET_PARTITIONS, where set, decides.
+    let mut config = SessionConfig::from_env()?;
+    if std::env::var_os("DATAFUSION_EXECUTION_TARGET_PARTITIONS").is_none() {
+        let partitions = CLUSTER_PARTITIONS.max(config.target_partitions());
+        config = config.with_target_partitions(partitions);
+    }
+    let config = configured(config, &runtime)
         .with_extension(Arc::new(tables.clone()))
         .upgrade_for_ballista()
         .set_usize(BALLISTA_CLIENT_GRPC_MAX_MESSAGE_SIZE, crate::cluster::MESSAGE_BYTES as usize)

@@ -33,7 +33,7 @@ use datafusion::prelude::{DataFrame, SessionConfig, SessionContext};
 use datafusion_proto::protobuf::{LogicalPlanNode, PhysicalPlanNode};
 
 use codec::KahunaCodec;
-use futures::{StreamExt as _, TryStreamExt as _};
+use futures::TryStreamExt as _;
 
 use crate::warehouse::Warehouse;
 use crate::warehouse::stores::ObjectStores;
@@ -88,10 +88,10 @@ pub struct SessionFolder {
 }
 
 impl SessionFolder {
-    pub fn new(warehouse: &Warehouse) -> Result<SessionFolder> {
+    pub fn new(warehouse: &Warehouse) -> SessionFolder {
         let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_nanos();
         let name = format!(".session-{:x}-{nanos:x}", std::process::id());
-        Ok(SessionFolder { warehouse: warehouse.clone(), name, tables_made: AtomicUsize::new(0) })
+        SessionFolder { warehouse: warehouse.clone(), name, tables_made: AtomicUsize::new(0) }
     }
 
     /// A folder of its own for table `table`, in the warehouse's store.
@@ -105,22 +105,13 @@ impl Drop for SessionFolder {
     /// The session's tables go with it. A store is asked on a thread of its own, with a
     /// runtime of its own: a session may end inside another runtime, or after it.
     fn drop(&mut self) {
-        if let Some(root) = self.warehouse.folder() {
-            let _ = std::fs::remove_dir_all(root.join(&self.name));
-            return;
-        }
-        let store = self.warehouse.store().clone();
+        let warehouse = self.warehouse.clone();
         let folder = ObjectPath::from(self.name.as_str());
         let removed = std::thread::spawn(move || {
-            let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-            runtime.block_on(async {
-                let listed = store.list(Some(&folder)).map_ok(|meta| meta.location).boxed();
-                store.delete_stream(listed).try_collect::<Vec<_>>().await.map(|_| ())
-            })?;
-            anyhow::Ok(())
+            tokio::runtime::Builder::new_current_thread().enable_all().build()?.block_on(warehouse.remove(&folder))
         });
         if let Ok(Err(e)) = removed.join() {
-            eprintln!("warning: the session's tables in {}/{} were not all removed: {e}", self.warehouse, self.name);
+            eprintln!("warning: the session's tables in {}/{} were not all removed: {e:#}", self.warehouse, self.name);
         }
     }
 }

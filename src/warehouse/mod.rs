@@ -442,18 +442,28 @@ impl Warehouse {
             if files.iter().any(|file| file.last_modified >= before) {
                 continue;
             }
-            let locations = futures::stream::iter(files.into_iter().map(|file| Ok(file.location))).boxed();
-            self.store.delete_stream(locations).try_collect::<Vec<_>>().await?;
-            if let Some(root) = self.folder() {
-                // A folder of this machine keeps its emptied subfolders.
-                let _ = std::fs::remove_dir_all(root.join(folder.as_ref()));
-            }
+            self.remove(folder).await?;
             removed += 1;
         }
         Ok(match removed {
             0 => Vec::new(),
             n => vec![format!("{n} cluster sessions' tables removed (their clients ended without removing them)")],
         })
+    }
+
+    /// Removes `folder` of the warehouse and everything in it.
+    pub async fn remove(&self, folder: &ObjectPath) -> Result<()> {
+        let listed = self.store.list(Some(folder)).map_ok(|file| file.location).boxed();
+        self.store
+            .delete_stream(listed)
+            .try_collect::<Vec<_>>()
+            .await
+            .with_context(|| format!("cannot remove {self}/{folder}"))?;
+        if let Some(root) = self.folder() {
+            // A folder of this machine keeps its emptied subfolders.
+            let _ = std::fs::remove_dir_all(root.join(folder.as_ref()));
+        }
+        Ok(())
     }
 
     /// Compacts `cluster`'s partitions of the ingest tables where one holds more than
