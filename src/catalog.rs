@@ -215,8 +215,8 @@ pub async fn session_on_cluster(snapshot: &Snapshot, scheduler: &str) -> Result<
     let tables = crate::cluster::SessionTables(Arc::new(crate::cluster::SessionFolder::new(snapshot.warehouse())));
     // Ballista 55 holds each shuffle partition another executor wrote whole in the reading
     // executor's memory: at one partition per client core, a whole-history stage's partitions
-    // are gigabytes each (an executor of the M45 study passed 20 GB and was killed), at 16 a
-    // few hundred MB. DATAFUSION_EXECUTION_TARGET_PARTITIONS, where set, decides.
+    // are gigabytes each (docs/cluster.md). DATAFUSION_EXECUTION_TARGET_PARTITIONS, where
+    // set, decides.
     let mut config = SessionConfig::from_env()?;
     if std::env::var_os("DATAFUSION_EXECUTION_TARGET_PARTITIONS").is_none() {
         let partitions = CLUSTER_PARTITIONS.max(config.target_partitions());
