@@ -6,8 +6,8 @@
 -- of the job gets |Pearson r| of their series; a host is *similar* when |r| >= $min_r with
 -- every peer. The paper found 89% of nodes similar in successful jobs and 43% in failed ones.
 --
--- Statement 4 prints that split by job outcome (from `jobs`; UNKNOWN where the job history was
--- not ingested); statement 5 is the per-job table, saved as `peer_correlation_jobs` (one
+-- Statement 2 prints that split by job outcome (from `jobs`; UNKNOWN where the job history was
+-- not ingested); statement 3 is the per-job table, saved as `peer_correlation_jobs` (one
 -- partition per cluster and run date) for charting.
 --
 -- @param from       timestamp = null   jobs whose Maps start at or after this time (null: all history)
@@ -18,13 +18,16 @@
 -- @param min_hosts  integer   = 2      jobs on fewer hosts are left out
 -- @output table peer_correlation_jobs
 --
--- Output (statement 4): outcome, jobs, hosts, similar_hosts, share_similar.
--- Output (statement 5): cluster, job_id, outcome, hosts, similar_hosts, share_similar,
+-- Output (statement 2): outcome, jobs, hosts, similar_hosts, share_similar.
+-- Output (statement 3): cluster, job_id, outcome, hosts, similar_hosts, share_similar,
 -- mean_abs_r, least_similar_host, its lowest |r|.
 
--- Statement 1: each Map's start and end, in seconds (a table of this run's session: its hosts
--- and its Maps are both read below, and a CTE would be computed for each).
-CREATE TABLE peer_maps AS
+-- Statement 1: each job's similarity. Each host's Maps-executing series per job, on a grid of
+-- $points over the job's span, and every host pair of the job compared
+-- (`concurrency_peer_pearson`: the series are made one job at a time, each pair compared once;
+-- the rows of one Map attempt are one interval, from its first start to its last end). A
+-- constant series (r undefined) is not similar to anything: its lowest |r| is 0.
+CREATE TABLE job_similarity AS
 WITH map_states AS (
     SELECT cluster, job_id, host, task_id, daemon, start_ts, end_ts
     FROM states
@@ -38,44 +41,26 @@ WITH map_states AS (
 -- only where no log of the job was ingested.
 logged AS (
     SELECT DISTINCT cluster, job_id FROM map_states WHERE daemon <> 'history'
-)
-SELECT m.cluster, m.job_id, m.host, m.task_id,
-       min(date_part('epoch', m.start_ts)) AS s, max(date_part('epoch', m.end_ts)) AS e
-FROM map_states m LEFT JOIN logged l ON l.cluster = m.cluster AND l.job_id = m.job_id
-WHERE m.daemon <> 'history' OR l.job_id IS NULL
-GROUP BY m.cluster, m.job_id, m.host, m.task_id;
-
--- Statement 2: each host's Maps-executing series per job, on a grid of $points over the job's
--- span, and every host pair of the job compared (`concurrency_peer_pearson`: the series are
--- made one job at a time, each pair compared once). Hosts go in as integer keys. A table, so
--- that the unnested rows are ranked by their own values below.
-CREATE TABLE peer_hosts AS
-WITH ids AS (
-    SELECT host, CAST(row_number() OVER (ORDER BY host) AS BIGINT) AS id FROM (SELECT DISTINCT host FROM peer_maps) AS h
 ),
 compared AS (
-    SELECT m.cluster, m.job_id, unnest(concurrency_peer_pearson(i.id, m.s, m.e, $points)) AS r
-    FROM peer_maps m JOIN ids i ON i.host = m.host
+    SELECT m.cluster, m.job_id,
+           unnest(concurrency_peer_pearson(m.host, date_part('epoch', m.start_ts), date_part('epoch', m.end_ts),
+                                           $points, m.task_id)) AS r
+    FROM map_states m LEFT JOIN logged l ON l.cluster = m.cluster AND l.job_id = m.job_id
+    WHERE m.daemon <> 'history' OR l.job_id IS NULL
     GROUP BY m.cluster, m.job_id
-)
-SELECT c.cluster, c.job_id, i.host, c.r['lowest_abs_r'] AS lowest_r, c.r['mean_abs_r'] AS mean_r
-FROM compared c JOIN ids i ON i.id = c.r['member'];
-
--- Statement 3: each job's similarity.
-CREATE TABLE job_similarity AS
-WITH ranked AS (
-    -- A constant series (r undefined) is not similar to anything: it counts 0.
-    SELECT cluster, job_id, host, lowest_r, mean_r, lowest_r >= $min_r AS similar,
-           row_number() OVER (PARTITION BY cluster, job_id ORDER BY lowest_r, host) AS rank
-    FROM peer_hosts
+),
+peer_hosts AS (
+    SELECT cluster, job_id, r['member'] AS host, r['lowest_abs_r'] AS lowest_r, r['mean_abs_r'] AS mean_r
+    FROM compared
 )
 SELECT r.cluster, r.job_id, coalesce(j.outcome, 'UNKNOWN') AS outcome,
-       count(*) AS hosts, sum(CASE WHEN r.similar THEN 1 ELSE 0 END) AS similar_hosts,
-       avg(CASE WHEN r.similar THEN 1.0 ELSE 0.0 END) AS share_similar,
+       count(*) AS hosts, sum(CASE WHEN r.lowest_r >= $min_r THEN 1 ELSE 0 END) AS similar_hosts,
+       avg(CASE WHEN r.lowest_r >= $min_r THEN 1.0 ELSE 0.0 END) AS share_similar,
        avg(r.mean_r) AS mean_abs_r,
-       max(CASE WHEN r.rank = 1 THEN r.host END) AS least_similar_host,
+       first_value(r.host ORDER BY r.lowest_r, r.host) AS least_similar_host,
        min(r.lowest_r) AS least_similar_r
-FROM ranked r LEFT JOIN jobs j ON j.cluster = r.cluster AND j.job_id = r.job_id
+FROM peer_hosts r LEFT JOIN jobs j ON j.cluster = r.cluster AND j.job_id = r.job_id
 GROUP BY r.cluster, r.job_id, j.outcome
 HAVING count(*) >= $min_hosts;
 

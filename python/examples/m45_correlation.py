@@ -18,25 +18,16 @@ import kahuna
 
 ctx = kahuna.connect(sys.argv[1] if len(sys.argv) > 1 else "warehouse")
 
-# Each Map's span in seconds; hosts as integer keys, which concurrency_peer_pearson takes.
-ctx.sql("""
-    CREATE TABLE maps AS
-    SELECT job_id, host, min(date_part('epoch', start_ts)) AS s, max(date_part('epoch', end_ts)) AS e
-    FROM states
-    WHERE state = 'Map' AND job_id IS NOT NULL AND host IS NOT NULL AND start_ts IS NOT NULL
-    GROUP BY job_id, host, task_id
-""").collect()
-ctx.sql("""
-    CREATE TABLE host_ids AS
-    SELECT host, CAST(row_number() OVER (ORDER BY host) AS BIGINT) AS id FROM (SELECT DISTINCT host FROM maps) AS h
-""").collect()
-
-# One row per job and host: its lowest |r| with any peer of the job.
+# One row per job and host: its lowest |r| with any peer of the job. The rows of one Map
+# attempt (task_id) are one interval, from its first start to its last end.
 hosts = ctx.sql("""
     WITH compared AS (
-        SELECT m.job_id, unnest(concurrency_peer_pearson(i.id, m.s, m.e, 120)) AS r
-        FROM maps m JOIN host_ids i ON i.host = m.host
-        GROUP BY m.job_id
+        SELECT job_id,
+               unnest(concurrency_peer_pearson(host, date_part('epoch', start_ts), date_part('epoch', end_ts),
+                                               120, task_id)) AS r
+        FROM states
+        WHERE state = 'Map' AND job_id IS NOT NULL AND host IS NOT NULL AND start_ts IS NOT NULL
+        GROUP BY job_id
     )
     SELECT c.job_id, coalesce(j.outcome, 'UNKNOWN') AS outcome, c.r['lowest_abs_r'] AS lowest_r
     FROM compared c LEFT JOIN jobs j ON j.job_id = c.job_id

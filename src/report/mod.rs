@@ -723,7 +723,7 @@ async fn peer_correlation(cx: &Session<'_>) -> Figure {
             let failed = histogram.get(&false).unwrap_or(&none);
             let mut body = svg::paired_bars(&categories, ("peers", ok), ("host", failed), "jobs");
             body.push_str(r#"<p class="legend"><span><i class="peers"></i>succeeded</span><span><i class="host"></i>failed or unknown</span></p>"#);
-            // Statement 4: the split by outcome, printed beside the chart.
+            // Statement 2: the split by outcome, printed beside the chart.
             if let Some(split) = ran.earlier.len().checked_sub(2).map(|i| Rows(ran.earlier[i].clone()))
                 && let (Ok(outcome), Ok(jobs), Ok(share)) =
                     (split.text("outcome"), split.num("jobs"), split.num("share_similar"))

@@ -9,14 +9,17 @@
 //! 120 points, 2.7 GB each time. Here a group keeps only its intervals, and makes its series
 //! one group at a time.
 
+use std::hash::BuildHasher;
 use std::sync::{Arc, LazyLock};
 
 use datafusion::arrow::array::{
-    Array, ArrayRef, AsArray, Float64Array, Float64Builder, Int64Array, ListArray, StructArray,
+    Array, ArrayRef, AsArray, Float64Array, Float64Builder, Int64Array, ListArray, StringViewArray, StructArray,
 };
 use datafusion::arrow::buffer::OffsetBuffer;
+use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::{DataType, Field, FieldRef, Fields, Float64Type, Int64Type};
-use datafusion::common::{Result, ScalarValue};
+use datafusion::common::hash_utils::RandomState;
+use datafusion::common::{HashMap, Result, ScalarValue};
 use datafusion::logical_expr::expr::{AggregateFunctionParams, WindowFunctionParams};
 use datafusion::logical_expr::function::{AccumulatorArgs, StateFieldsArgs};
 use datafusion::logical_expr::utils::format_state_name;
@@ -26,8 +29,8 @@ use datafusion::logical_expr::{
 };
 
 use crate::args::{
-    Literals, check_arity, exec_error, list_item, logical_literals, physical_literals, require_integer, require_number,
-    to_f64,
+    Literals, arg_error, check_arity, exec_error, list_item, logical_literals, physical_literals, require_integer,
+    require_number, to_f64,
 };
 use crate::cells::lists_side_by_side;
 use crate::series::{Grid, MAX_STEPS, peer_correlations, running_sums};
@@ -39,7 +42,7 @@ const FUNC: &str = "concurrency_peer_pearson";
 /// one instant still has a grid.
 const MIN_SPAN: f64 = 0.001;
 
-/// `concurrency_peer_pearson(member, start, end, points)`.
+/// `concurrency_peer_pearson(member, start, end, points[, key])`.
 #[derive(Debug, PartialEq, Eq, Hash)]
 pub struct ConcurrencyPeerPearson {
     signature: Signature,
@@ -52,65 +55,229 @@ impl Default for ConcurrencyPeerPearson {
 }
 
 /// The grid's number of steps.
-#[derive(Debug, Clone, Copy)]
-struct Points(usize);
+fn points(lits: &[Option<ScalarValue>]) -> Result<usize> {
+    Literals { func: FUNC, lits }.positive_int(3, "points", MAX_STEPS)
+}
 
-impl Points {
-    fn parse(lits: &[Option<ScalarValue>]) -> Result<Self> {
-        Ok(Self(Literals { func: FUNC, lits }.positive_int(3, "points", MAX_STEPS)?))
+fn is_text(t: &DataType) -> bool {
+    matches!(t, DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View)
+}
+
+/// What a member is: an integer, or a string (a host name), given back as it came.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum MemberType {
+    Integer,
+    Text,
+}
+
+impl MemberType {
+    fn of(t: &DataType) -> Self {
+        if t.is_integer() || matches!(t, DataType::Null) { Self::Integer } else { Self::Text }
+    }
+
+    fn data_type(self) -> DataType {
+        match self {
+            Self::Integer => DataType::Int64,
+            Self::Text => DataType::Utf8View,
+        }
     }
 }
 
-/// A member's interval: its start, and its end (NaN: still running).
-type Interval = (i64, f64, f64);
+/// The members one aggregate has seen, each numbered once by its bytes (an integer's
+/// little-endian bytes, a string's UTF-8): a group's intervals then hold a number, not a copy.
+#[derive(Debug, Default)]
+struct Members {
+    ids: HashMap<Box<[u8]>, u32>,
+    keys: Vec<Box<[u8]>>,
+}
 
-impl KeptSamples for Points {
+impl Members {
+    fn id(&mut self, key: &[u8]) -> Result<u32> {
+        if let Some(&id) = self.ids.get(key) {
+            return Ok(id);
+        }
+        let id =
+            u32::try_from(self.keys.len()).map_err(|_| exec_error(FUNC, "more than 2^32 members in one aggregate"))?;
+        self.ids.insert(key.into(), id);
+        self.keys.push(key.into());
+        Ok(id)
+    }
+
+    /// Each row's member number (None: NULL), from a column of the member's type.
+    fn ids(&mut self, column: &ArrayRef, kind: MemberType) -> Result<Vec<Option<u32>>> {
+        let wrong = || exec_error(FUNC, format!("member must be an integer or a string, got {}", column.data_type()));
+        match kind {
+            MemberType::Integer => {
+                let values = column.as_primitive_opt::<Int64Type>().ok_or_else(wrong)?;
+                values.iter().map(|v| v.map(|v| self.id(&v.to_le_bytes())).transpose()).collect()
+            }
+            MemberType::Text => {
+                let values = column.as_string_view_opt().ok_or_else(wrong)?;
+                values.iter().map(|v| v.map(|v| self.id(v.as_bytes())).transpose()).collect()
+            }
+        }
+    }
+
+    /// The members of `ids` as a column of the member's type.
+    fn column(&self, ids: impl Iterator<Item = u32>, kind: MemberType) -> ArrayRef {
+        let key = |id: u32| &*self.keys[id as usize];
+        match kind {
+            MemberType::Integer => {
+                Arc::new(ids.map(|id| i64::from_le_bytes(key(id).try_into().expect("8 bytes"))).collect::<Int64Array>())
+            }
+            MemberType::Text => {
+                Arc::new(ids.map(|id| Some(String::from_utf8_lossy(key(id)))).collect::<StringViewArray>())
+            }
+        }
+    }
+
+    /// Each member's place when the members are in order (integers by value, strings by bytes).
+    fn ranks(&self, kind: MemberType) -> Vec<u32> {
+        let mut order: Vec<u32> = (0..self.keys.len() as u32).collect();
+        match kind {
+            MemberType::Integer => order.sort_unstable_by_key(|&id| {
+                i64::from_le_bytes(self.keys[id as usize][..].try_into().expect("8 bytes"))
+            }),
+            MemberType::Text => order.sort_unstable_by(|&a, &b| self.keys[a as usize].cmp(&self.keys[b as usize])),
+        }
+        let mut rank = vec![0; order.len()];
+        for (place, id) in order.into_iter().enumerate() {
+            rank[id as usize] = place as u32;
+        }
+        rank
+    }
+
+    fn size(&self) -> usize {
+        self.keys.iter().map(|k| 2 * (k.len() + size_of::<Box<[u8]>>()) + size_of::<u32>()).sum()
+    }
+}
+
+/// The interval keys one aggregate has seen, one after another: an interval holds its key's
+/// number and hash, and intervals of one member are merged when their keys are equal.
+#[derive(Debug, Default)]
+struct Keys {
+    bytes: Vec<u8>,
+    ends: Vec<usize>,
+}
+
+/// An interval without a key: merged with no other.
+const NO_KEY: u32 = u32::MAX;
+
+impl Keys {
+    fn push(&mut self, key: &str) -> Result<(u32, u64)> {
+        let number = u32::try_from(self.ends.len())
+            .ok()
+            .filter(|&n| n != NO_KEY)
+            .ok_or_else(|| exec_error(FUNC, "more than 2^32 - 1 interval keys in one aggregate"))?;
+        self.bytes.extend_from_slice(key.as_bytes());
+        self.ends.push(self.bytes.len());
+        Ok((number, RandomState::default().hash_one(key.as_bytes())))
+    }
+
+    fn get(&self, number: u32) -> &[u8] {
+        let at = number as usize;
+        &self.bytes[if at == 0 { 0 } else { self.ends[at - 1] }..self.ends[at]]
+    }
+
+    fn size(&self) -> usize {
+        self.bytes.capacity() + self.ends.capacity() * size_of::<usize>()
+    }
+}
+
+/// A member's interval: its start, its end (NaN: still running), and its key (with its hash,
+/// so that sorting compares the bytes only of keys that may be equal).
+#[derive(Debug, Clone, Copy)]
+struct Interval {
+    member: u32,
+    key: u32,
+    hash: u64,
+    start: f64,
+    end: f64,
+}
+
+/// The grid's number of steps, the member's type, and the members and keys seen.
+#[derive(Debug)]
+struct Peers {
+    points: usize,
+    member_type: MemberType,
+    members: Members,
+    keys: Keys,
+}
+
+impl Peers {
+    fn new(args: &AccumulatorArgs) -> Result<Self> {
+        Ok(Self {
+            points: points(&physical_literals(args.exprs))?,
+            member_type: MemberType::of(args.expr_fields[0].data_type()),
+            members: Members::default(),
+            keys: Keys::default(),
+        })
+    }
+
+    fn interval(&mut self, member: u32, key: Option<&str>, start: f64, end: Option<f64>) -> Result<Interval> {
+        let (key, hash) = key.map_or(Ok((NO_KEY, 0)), |key| self.keys.push(key))?;
+        Ok(Interval { member, key, hash, start, end: end.unwrap_or(f64::NAN) })
+    }
+}
+
+impl KeptSamples for Peers {
     type Sample = Interval;
 
     /// The rows that count: member and start not NULL.
-    fn read(&self, values: &[ArrayRef], mut f: impl FnMut(usize, Interval)) -> Result<()> {
-        let Some(members) = values[0].as_primitive_opt::<Int64Type>() else {
-            return Err(exec_error(FUNC, format!("member must be a 64-bit integer, got {}", values[0].data_type())));
-        };
+    fn read(&mut self, values: &[ArrayRef], mut f: impl FnMut(usize, Interval)) -> Result<()> {
+        let members = self.members.ids(&values[0], self.member_type)?;
         let (starts, ends) = (to_f64(&values[1])?, to_f64(&values[2])?);
-        for row in 0..members.len() {
-            if members.is_valid(row) && starts.is_valid(row) {
-                let end = if ends.is_valid(row) { ends.value(row) } else { f64::NAN };
-                f(row, (members.value(row), starts.value(row), end));
+        let keys = values.get(4).map(|keys| cast(keys, &DataType::Utf8View)).transpose()?;
+        let keys = keys.as_ref().map(|keys| keys.as_string_view());
+        for (row, member) in members.into_iter().enumerate() {
+            if let Some(member) = member.filter(|_| starts.is_valid(row)) {
+                let key = keys.filter(|keys| keys.is_valid(row)).map(|keys| keys.value(row));
+                let end = ends.is_valid(row).then(|| ends.value(row));
+                f(row, self.interval(member, key, starts.value(row), end)?);
             }
         }
         Ok(())
     }
 
-    /// Each group's intervals, as three lists side by side (a NULL end for one still running).
+    /// Each group's intervals, as four lists side by side (a NULL end for one still running, a
+    /// NULL key for one without).
     fn state(&self, groups: &[Vec<Interval>]) -> Vec<ArrayRef> {
         let offsets = OffsetBuffer::from_lengths(groups.iter().map(Vec::len));
         let list = |values: ArrayRef| -> ArrayRef {
             Arc::new(ListArray::new(list_item(values.data_type().clone()), offsets.clone(), values, None))
         };
         let all = || groups.iter().flatten();
+        let keys: StringViewArray =
+            all().map(|i| (i.key != NO_KEY).then(|| String::from_utf8_lossy(self.keys.get(i.key)))).collect();
         vec![
-            list(Arc::new(all().map(|i| i.0).collect::<Int64Array>())),
-            list(Arc::new(all().map(|i| i.1).collect::<Float64Array>())),
-            list(Arc::new(all().map(|i| (!i.2.is_nan()).then_some(i.2)).collect::<Float64Array>())),
+            list(self.members.column(all().map(|i| i.member), self.member_type)),
+            list(Arc::new(all().map(|i| i.start).collect::<Float64Array>())),
+            list(Arc::new(all().map(|i| (!i.end.is_nan()).then_some(i.end)).collect::<Float64Array>())),
+            list(Arc::new(keys)),
         ]
     }
 
     /// Only the values of the state's rows: a state is often a slice of a larger one.
-    fn merge(&self, states: &[ArrayRef], mut f: impl FnMut(usize, Interval)) -> Result<()> {
-        let [members, starts, ends] = lists_side_by_side(FUNC, states)?;
-        let (Some(m), Some(s), Some(e)) = (
-            members.values().as_primitive_opt::<Int64Type>(),
+    fn merge(&mut self, states: &[ArrayRef], mut f: impl FnMut(usize, Interval)) -> Result<()> {
+        let [members, starts, ends, keys] = lists_side_by_side(FUNC, states)?;
+        let (Some(s), Some(e), Some(k)) = (
             starts.values().as_primitive_opt::<Float64Type>(),
             ends.values().as_primitive_opt::<Float64Type>(),
+            keys.values().as_string_view_opt(),
         ) else {
-            return Err(exec_error(FUNC, "partial state is not lists of members, starts and ends"));
+            return Err(exec_error(FUNC, "partial state is not lists of members, starts, ends and keys"));
         };
-        for (row, range) in members.value_offsets().windows(2).enumerate() {
-            for value in range[0] as usize..range[1] as usize {
-                if m.is_valid(value) && s.is_valid(value) {
-                    let end = if e.is_valid(value) { e.value(value) } else { f64::NAN };
-                    f(row, (m.value(value), s.value(value), end));
+        let offsets = members.value_offsets();
+        let first = offsets[0] as usize;
+        let used = members.values().slice(first, offsets[offsets.len() - 1] as usize - first);
+        let ids = self.members.ids(&used, self.member_type)?;
+        for (row, range) in offsets.windows(2).enumerate() {
+            let values = range[0] as usize..range[1] as usize;
+            for (value, member) in values.clone().zip(&ids[values.start - first..values.end - first]) {
+                if let Some(member) = member.filter(|_| s.is_valid(value)) {
+                    let key = k.is_valid(value).then(|| k.value(value));
+                    let end = e.is_valid(value).then(|| e.value(value));
+                    f(row, self.interval(member, key, s.value(value), end)?);
                 }
             }
         }
@@ -118,18 +285,57 @@ impl KeptSamples for Points {
     }
 
     fn evaluate(&self, groups: &mut [Vec<Interval>]) -> Result<ArrayRef> {
+        let ranks = self.members.ranks(self.member_type);
         let mut out = Similarity::default();
         for intervals in groups {
-            out.group(self.0, intervals)?;
+            self.merge_keyed(&ranks, intervals);
+            out.group(self.points, intervals)?;
         }
-        out.into_array()
+        out.into_array(&self.members, self.member_type)
+    }
+
+    fn apart(&self) -> Self {
+        Self { points: self.points, member_type: self.member_type, members: Members::default(), keys: Keys::default() }
+    }
+
+    fn keys_size(&self) -> usize {
+        self.members.size() + self.keys.size()
+    }
+}
+
+impl Peers {
+    /// Orders a group's intervals by member, and makes those of one member and key one
+    /// interval, from the earliest start to the latest end (NaN only if no part has ended).
+    fn merge_keyed(&self, ranks: &[u32], intervals: &mut Vec<Interval>) {
+        let keys = &self.keys;
+        let key_order = |a: &Interval, b: &Interval| {
+            (a.key == NO_KEY)
+                .cmp(&(b.key == NO_KEY))
+                .then(a.hash.cmp(&b.hash))
+                .then_with(|| if a.key == NO_KEY { a.key.cmp(&b.key) } else { keys.get(a.key).cmp(keys.get(b.key)) })
+        };
+        intervals.sort_unstable_by(|a, b| {
+            ranks[a.member as usize].cmp(&ranks[b.member as usize]).then_with(|| key_order(a, b))
+        });
+        intervals.dedup_by(|later, kept| {
+            let same = later.member == kept.member
+                && later.key != NO_KEY
+                && kept.key != NO_KEY
+                && later.hash == kept.hash
+                && keys.get(later.key) == keys.get(kept.key);
+            if same {
+                kept.start = kept.start.min(later.start);
+                kept.end = if kept.end.is_nan() { later.end } else { kept.end.max(later.end) };
+            }
+            same
+        });
     }
 }
 
 /// Each group's members, one after another.
 #[derive(Default)]
 struct Similarity {
-    members: Vec<i64>,
+    members: Vec<u32>,
     lowest: Vec<f64>,
     mean: Float64Builder,
     per_group: Vec<usize>,
@@ -139,24 +345,24 @@ struct Similarity {
 }
 
 impl Similarity {
-    /// Appends one group's members, by member: the series over the group's span, as
-    /// `concurrency_series((start - t0) / length * points, (end - t0) / length * points, 0,
-    /// points, 1)` makes them, compared as `peer_pearson` compares them.
-    fn group(&mut self, points: usize, intervals: &mut [Interval]) -> Result<()> {
+    /// Appends one group's members, in the order of its (ordered) intervals: the series over
+    /// the group's span, as `concurrency_series((start - t0) / length * points, (end - t0) /
+    /// length * points, 0, points, 1)` makes them, compared as `peer_pearson` compares them.
+    fn group(&mut self, points: usize, intervals: &[Interval]) -> Result<()> {
         let before = self.members.len();
-        intervals.sort_unstable_by_key(|i| i.0);
-        let t0 = intervals.iter().map(|i| i.1).fold(f64::INFINITY, f64::min);
-        let last = intervals.iter().map(|i| if i.2.is_nan() { i.1 } else { i.2 }).fold(f64::NEG_INFINITY, f64::max);
+        let t0 = intervals.iter().map(|i| i.start).fold(f64::INFINITY, f64::min);
+        let last =
+            intervals.iter().map(|i| if i.end.is_nan() { i.start } else { i.end }).fold(f64::NEG_INFINITY, f64::max);
         let length = (last - t0).max(MIN_SPAN);
         let scaled = |t: f64| if t.is_nan() { f64::INFINITY } else { (t - t0) / length * points as f64 };
         let grid = Grid { from: 0.0, step: 1.0, steps: points };
-        let members: Vec<&[Interval]> = intervals.chunk_by(|a, b| a.0 == b.0).collect();
+        let members: Vec<&[Interval]> = intervals.chunk_by(|a, b| a.member == b.member).collect();
         let delta = &mut self.delta;
         delta.clear();
         delta.resize(members.len() * (points + 1), 0.0);
         for (cells, member) in delta.chunks_exact_mut(points + 1).zip(&members) {
-            for &(_, start, end) in *member {
-                if let Some((first, stop)) = grid.covered(scaled(start), scaled(end)) {
+            for interval in *member {
+                if let Some((first, stop)) = grid.covered(scaled(interval.start), scaled(interval.end)) {
                     cells[first] += 1.0;
                     cells[stop] -= 1.0;
                 }
@@ -166,7 +372,7 @@ impl Similarity {
         for (member, found) in members.iter().zip(peer_correlations(FUNC, &series)?) {
             // A member without peers (alone in its group) is left out, as peer_pearson's NULL.
             let Some((lowest, mean)) = found else { continue };
-            self.members.push(member[0].0);
+            self.members.push(member[0].member);
             self.lowest.push(lowest);
             self.mean.append_option(mean);
         }
@@ -174,20 +380,20 @@ impl Similarity {
         Ok(())
     }
 
-    fn into_array(mut self) -> Result<ArrayRef> {
+    fn into_array(mut self, members: &Members, member_type: MemberType) -> Result<ArrayRef> {
         if self.members.len() > i32::MAX as usize {
             let rows = self.members.len();
             let message = format!("{rows} rows are more than one list array holds; aggregate fewer groups at once");
             return Err(exec_error(FUNC, message));
         }
         let columns: Vec<ArrayRef> = vec![
-            Arc::new(Int64Array::from(self.members)),
+            members.column(self.members.into_iter(), member_type),
             Arc::new(Float64Array::from(self.lowest)),
             Arc::new(self.mean.finish()),
         ];
-        let entries = StructArray::try_new(similarity_fields(), columns, None)?;
+        let entries = StructArray::try_new(similarity_fields(member_type), columns, None)?;
         Ok(Arc::new(ListArray::try_new(
-            similarity_item(),
+            similarity_item(member_type),
             OffsetBuffer::from_lengths(self.per_group),
             Arc::new(entries),
             None,
@@ -195,23 +401,28 @@ impl Similarity {
     }
 }
 
-fn similarity_fields() -> Fields {
+fn similarity_fields(member_type: MemberType) -> Fields {
     Fields::from(vec![
-        Field::new("member", DataType::Int64, false),
+        Field::new("member", member_type.data_type(), false),
         Field::new("lowest_abs_r", DataType::Float64, false),
         Field::new("mean_abs_r", DataType::Float64, true),
     ])
 }
 
-fn similarity_item() -> FieldRef {
-    Arc::new(Field::new_list_field(DataType::Struct(similarity_fields()), true))
+fn similarity_item(member_type: MemberType) -> FieldRef {
+    Arc::new(Field::new_list_field(DataType::Struct(similarity_fields(member_type)), true))
 }
 
-fn state_fields(name: &str) -> Vec<FieldRef> {
+fn state_fields(name: &str, member_type: MemberType) -> Vec<FieldRef> {
     let list = |field: &str, t: DataType| {
         Arc::new(Field::new(format_state_name(name, field), DataType::List(list_item(t)), true))
     };
-    vec![list("members", DataType::Int64), list("starts", DataType::Float64), list("ends", DataType::Float64)]
+    vec![
+        list("members", member_type.data_type()),
+        list("starts", DataType::Float64),
+        list("ends", DataType::Float64),
+        list("keys", DataType::Utf8View),
+    ]
 }
 
 static CONCURRENCY_PEER_PEARSON_DOC: LazyLock<Documentation> = LazyLock::new(|| {
@@ -223,11 +434,13 @@ static CONCURRENCY_PEER_PEARSON_DOC: LazyLock<Documentation> = LazyLock::new(|| 
          0.001 long: the series `concurrency_series((start - t0) / length * points, (end - t0) / length \
          * points, 0, points, 1)` grouped by member gives. Each member is then compared with the others \
          as `peer_pearson` compares them. Returns a list of `{member, lowest_abs_r, mean_abs_r}` ordered \
-         by member; a member alone in its group is left out. Rows with a NULL member or start are \
-         skipped; a NULL end is an interval still running. Only the intervals are kept between rows and \
-         groups, never the series: over months of jobs, that is the difference between megabytes and \
-         gigabytes.",
-        "concurrency_peer_pearson(member, start, end, points)",
+         by member; a member alone in its group is left out. With a `key` (a task attempt), the rows of \
+         one member and key are one interval, from their earliest start to their latest end, as \
+         `min(start)`, `max(end)` grouped by member and key would make it. Rows with a NULL member or \
+         start are skipped; a NULL end is an interval still running; a NULL key is an interval of its \
+         own. Only the intervals are kept between rows and groups, never the series: over months of \
+         jobs, that is the difference between megabytes and gigabytes.",
+        "concurrency_peer_pearson(member, start, end, points[, key])",
     )
     .with_sql_example(concat!(
         "SELECT r['member'] AS host, r['lowest_abs_r'] AS lowest, r['mean_abs_r'] AS mean\n",
@@ -238,10 +451,11 @@ static CONCURRENCY_PEER_PEARSON_DOC: LazyLock<Documentation> = LazyLock::new(|| 
         "-- 3 0 1\n",
         "-- 4 0 NULL   (4 runs from start to end: constant, its r undefined, so 0 for every peer)"
     ))
-    .with_argument("member", "Integer column: whose interval it is (a host; map host names to ids and back).")
+    .with_argument("member", "Integer or string column: whose interval it is (a host), given back as it came.")
     .with_argument("start", "Numeric column: when the interval starts.")
     .with_argument("end", "Numeric column: when it ends (NULL: still running).")
     .with_argument("points", "Positive integer literal, at most 10,000,000: the steps of each series.")
+    .with_argument("key", "Optional string column: rows of one member with the same key are one interval.")
     .build()
 });
 
@@ -255,34 +469,43 @@ impl AggregateUDFImpl for ConcurrencyPeerPearson {
     }
 
     fn coerce_types(&self, t: &[DataType]) -> Result<Vec<DataType>> {
-        check_arity(FUNC, t, 4, 4)?;
-        require_integer(FUNC, 0, "member", &t[0])?;
+        check_arity(FUNC, t, 4, 5)?;
+        if !(t[0].is_integer() || is_text(&t[0]) || t[0] == DataType::Null) {
+            return Err(arg_error(FUNC, 0, "member", format!("must be an integer or a string, got {}", t[0])));
+        }
         require_number(FUNC, 1, "start", &t[1])?;
         require_number(FUNC, 2, "end", &t[2])?;
         require_integer(FUNC, 3, "points", &t[3])?;
-        Ok(vec![DataType::Int64, DataType::Float64, DataType::Float64, t[3].clone()])
+        let mut coerced = vec![MemberType::of(&t[0]).data_type(), DataType::Float64, DataType::Float64, t[3].clone()];
+        if let Some(key) = t.get(4) {
+            if !(is_text(key) || *key == DataType::Null) {
+                return Err(arg_error(FUNC, 4, "key", format!("must be a string, got {key}")));
+            }
+            coerced.push(DataType::Utf8View);
+        }
+        Ok(coerced)
     }
 
-    fn return_type(&self, _: &[DataType]) -> Result<DataType> {
-        Ok(DataType::List(similarity_item()))
+    fn return_type(&self, t: &[DataType]) -> Result<DataType> {
+        Ok(DataType::List(similarity_item(MemberType::of(&t[0]))))
     }
 
     fn schema_name(&self, params: &AggregateFunctionParams) -> Result<String> {
-        Points::parse(&logical_literals(&params.args))?;
+        points(&logical_literals(&params.args))?;
         udaf_default_schema_name(self, params)
     }
 
     fn window_function_schema_name(&self, params: &WindowFunctionParams) -> Result<String> {
-        Points::parse(&logical_literals(&params.args))?;
+        points(&logical_literals(&params.args))?;
         udaf_default_window_function_schema_name(self, params)
     }
 
     fn accumulator(&self, args: AccumulatorArgs) -> Result<Box<dyn Accumulator>> {
-        Ok(Box::new(SampleAccumulator::new(Points::parse(&physical_literals(args.exprs))?)))
+        Ok(Box::new(SampleAccumulator::new(Peers::new(&args)?)))
     }
 
     fn state_fields(&self, args: StateFieldsArgs) -> Result<Vec<FieldRef>> {
-        Ok(state_fields(args.name))
+        Ok(state_fields(args.name, MemberType::of(args.input_fields[0].data_type())))
     }
 
     fn groups_accumulator_supported(&self, _: AccumulatorArgs) -> bool {
@@ -290,7 +513,7 @@ impl AggregateUDFImpl for ConcurrencyPeerPearson {
     }
 
     fn create_groups_accumulator(&self, args: AccumulatorArgs) -> Result<Box<dyn GroupsAccumulator>> {
-        Ok(Box::new(SampleGroups::new(Points::parse(&physical_literals(args.exprs))?)))
+        Ok(Box::new(SampleGroups::new(Peers::new(&args)?)))
     }
 
     fn documentation(&self) -> Option<&Documentation> {
@@ -334,6 +557,44 @@ mod tests {
         }
     }
 
+    /// String members and keys: the rows of one member and key are the interval `min(start)`,
+    /// `max(end)` grouped by member and key makes (several rows share a key here, some with a
+    /// NULL end, some with a NULL key, which stay intervals of their own), and members come back
+    /// as the strings they were, in order.
+    #[tokio::test]
+    async fn rows_of_one_key_are_one_interval() {
+        let data = "SELECT value % 3 AS g, 'host-' || CAST(value * 7 % 5 AS VARCHAR) AS m, \
+                    CASE WHEN value % 11 = 0 THEN NULL ELSE 'attempt-' || CAST(value % 13 AS VARCHAR) END AS k, \
+                    CAST(value * 37 % 101 AS DOUBLE) AS s, \
+                    CASE WHEN value % 17 = 0 THEN NULL ELSE CAST(value * 37 % 101 + value * 13 % 29 AS DOUBLE) END AS e \
+                    FROM generate_series(1, 400)";
+        let keyed = format!(
+            "SELECT g, r['member'] AS m, r['lowest_abs_r'] AS lowest, r['mean_abs_r'] AS mean FROM \
+             (SELECT g, unnest(concurrency_peer_pearson(m, s, e, 24, k)) AS r FROM ({data}) GROUP BY g)"
+        );
+        let by_sql = format!(
+            "SELECT g, r['member'] AS m, r['lowest_abs_r'] AS lowest, r['mean_abs_r'] AS mean FROM \
+             (SELECT g, unnest(concurrency_peer_pearson(m, s, e, 24)) AS r FROM \
+              (SELECT g, m, min(s) AS s, max(e) AS e FROM ({data}) WHERE k IS NOT NULL GROUP BY g, m, k \
+               UNION ALL SELECT g, m, s, e FROM ({data}) WHERE k IS NULL) GROUP BY g)"
+        );
+        let sql = format!(
+            "SELECT k.g, k.m, k.lowest = q.lowest, abs(k.mean - q.mean) < 1e-12, round(k.lowest, 4) \
+             FROM ({keyed}) k FULL JOIN ({by_sql}) q ON k.g = q.g AND k.m = q.m ORDER BY k.g, k.m"
+        );
+        let ordered = format!(
+            "SELECT g, l[1]['member'], l[2]['member'], l[5]['member'], cardinality(l) FROM \
+             (SELECT g, concurrency_peer_pearson(m, s, e, 24, k) AS l FROM ({data}) GROUP BY g) ORDER BY g"
+        );
+        for ctx in [ctx(1), ctx(4), ctx_skipping_partial_aggregation(4)] {
+            let got = strings(&ctx, &sql).await;
+            assert_eq!(got.len(), 15, "{got:?}");
+            assert!(got.iter().all(|row| row.contains("|true|true|")), "{got:?}");
+            let ends = "|host-0|host-1|host-4|5";
+            assert_eq!(strings(&ctx, &ordered).await, [format!("0{ends}"), format!("1{ends}"), format!("2{ends}")]);
+        }
+    }
+
     /// Members 1 and 2 run alike (r = 1), member 3 the other way round (r = −1, |r| = 1); member
     /// 4's one interval spans the whole group (constant: r undefined, lowest 0, no mean). The
     /// span is [0, 40), 4 steps of 10; a NULL member and a NULL start are skipped.
@@ -356,8 +617,10 @@ mod tests {
             err.contains("concurrency_peer_pearson: argument 4 (points) must be a positive integer literal"),
             "{err}"
         );
-        let err = query_err(&ctx, "SELECT concurrency_peer_pearson('a', 0, 1, 4)").await;
-        assert!(err.contains("concurrency_peer_pearson: argument 1 (member)"), "{err}");
+        let err = query_err(&ctx, "SELECT concurrency_peer_pearson(true, 0, 1, 4)").await;
+        assert!(err.contains("concurrency_peer_pearson: argument 1 (member) must be an integer or a string"), "{err}");
+        let err = query_err(&ctx, "SELECT concurrency_peer_pearson('a', 0, 1, 4, 5)").await;
+        assert!(err.contains("concurrency_peer_pearson: argument 5 (key) must be a string"), "{err}");
         let err = query_err(&ctx, "SELECT concurrency_peer_pearson(1, 0, 1)").await;
         assert!(err.contains("concurrency_peer_pearson"), "{err}");
     }

@@ -90,7 +90,7 @@ impl KeptSamples for Params {
     type Sample = MemberSample;
 
     /// The rows that count: member, bin and ts not NULL, ts finite.
-    fn read(&self, values: &[ArrayRef], mut f: impl FnMut(usize, MemberSample)) -> Result<()> {
+    fn read(&mut self, values: &[ArrayRef], mut f: impl FnMut(usize, MemberSample)) -> Result<()> {
         let Some(members) = values[0].as_primitive_opt::<Int64Type>() else {
             return Err(exec_error(FUNC, format!("member must be a 64-bit integer, got {}", values[0].data_type())));
         };
@@ -116,7 +116,7 @@ impl KeptSamples for Params {
     }
 
     /// Only the values of the state's rows: a state is often a slice of a larger one.
-    fn merge(&self, states: &[ArrayRef], mut f: impl FnMut(usize, MemberSample)) -> Result<()> {
+    fn merge(&mut self, states: &[ArrayRef], mut f: impl FnMut(usize, MemberSample)) -> Result<()> {
         let [members, ts, bins] = lists_side_by_side(FUNC, states)?;
         let (Some(m), Some(t), Some(b)) = (
             members.values().as_primitive_opt::<Int64Type>(),
@@ -141,6 +141,10 @@ impl KeptSamples for Params {
             out.group(self, samples)?;
         }
         out.into_array()
+    }
+
+    fn apart(&self) -> Self {
+        *self
     }
 }
 

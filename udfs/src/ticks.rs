@@ -249,22 +249,31 @@ pub(crate) trait KeptSamples: std::fmt::Debug + Send + Sync + 'static {
     type Sample: Copy + std::fmt::Debug + Send + Sync + 'static;
 
     /// Calls `f(row, sample)` for the input rows that count.
-    fn read(&self, values: &[ArrayRef], f: impl FnMut(usize, Self::Sample)) -> Result<()>;
+    fn read(&mut self, values: &[ArrayRef], f: impl FnMut(usize, Self::Sample)) -> Result<()>;
 
     /// Each group's samples as a partial state.
     fn state(&self, groups: &[Vec<Self::Sample>]) -> Vec<ArrayRef>;
 
     /// Calls `f(row, sample)` for each sample of each row of a partial state.
-    fn merge(&self, states: &[ArrayRef], f: impl FnMut(usize, Self::Sample)) -> Result<()>;
+    fn merge(&mut self, states: &[ArrayRef], f: impl FnMut(usize, Self::Sample)) -> Result<()>;
 
     /// One result row per group.
     fn evaluate(&self, groups: &mut [Vec<Self::Sample>]) -> Result<ArrayRef>;
+
+    /// The same parameters without the keys `read` and `merge` have kept, for rows read apart
+    /// from the groups (`convert_to_state`).
+    fn apart(&self) -> Self;
+
+    /// Bytes held beside the samples (keys the samples refer to).
+    fn keys_size(&self) -> usize {
+        0
+    }
 }
 
 impl KeptSamples for TickParams {
     type Sample = Sample;
 
-    fn read(&self, values: &[ArrayRef], f: impl FnMut(usize, Sample)) -> Result<()> {
+    fn read(&mut self, values: &[ArrayRef], f: impl FnMut(usize, Sample)) -> Result<()> {
         samples(self, values, f)
     }
 
@@ -284,7 +293,7 @@ impl KeptSamples for TickParams {
         vec![ts, bins]
     }
 
-    fn merge(&self, states: &[ArrayRef], mut f: impl FnMut(usize, Sample)) -> Result<()> {
+    fn merge(&mut self, states: &[ArrayRef], mut f: impl FnMut(usize, Sample)) -> Result<()> {
         let mut bad = None;
         merge_samples(self.func, states, |row, t, bin| match self.sample(t, bin as i64) {
             Ok(sample) => f(row, sample),
@@ -299,6 +308,10 @@ impl KeptSamples for TickParams {
             out.sweep(self, samples);
         }
         out.into_array(self.bins)
+    }
+
+    fn apart(&self) -> Self {
+        *self
     }
 }
 
@@ -354,16 +367,17 @@ impl<K: KeptSamples> GroupsAccumulator for SampleGroups<K> {
     /// nearly as many as rows).
     fn convert_to_state(&self, values: &[ArrayRef], opt_filter: Option<&BooleanArray>) -> Result<Vec<ArrayRef>> {
         let mut rows = vec![Vec::new(); values[0].len()];
-        self.kind.read(values, |row, sample| {
+        let mut kind = self.kind.apart();
+        kind.read(values, |row, sample| {
             if passes(opt_filter, row) {
                 rows[row].push(sample);
             }
         })?;
-        Ok(self.kind.state(&rows))
+        Ok(kind.state(&rows))
     }
 
     fn size(&self) -> usize {
-        size_of::<Self>() + samples_size(&self.groups)
+        size_of::<Self>() + samples_size(&self.groups) + self.kind.keys_size()
     }
 }
 
@@ -401,7 +415,7 @@ impl<K: KeptSamples> Accumulator for SampleAccumulator<K> {
     }
 
     fn size(&self) -> usize {
-        size_of::<Self>() + samples_size(std::slice::from_ref(&self.samples))
+        size_of::<Self>() + samples_size(std::slice::from_ref(&self.samples)) + self.kind.keys_size()
     }
 }
 
