@@ -11,7 +11,7 @@ pub mod eval;
 pub mod queries;
 pub mod results;
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashSet};
 use std::fmt::Write as _;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -199,10 +199,11 @@ pub async fn run_in(ctx: &SessionContext, warehouse: &Warehouse, request: &Reque
     match &query.output {
         Output::Verdict => {
             verdict = verdict_rows(&last, &default_cluster).with_context(|| query.origin.clone())?;
-            let batch = results::diagnoses_batch(&info, &verdict)?;
             match record {
                 Record::Nothing => {}
-                Record::Append => results::write(warehouse, DIAGNOSES, batch, None).await?,
+                Record::Append => {
+                    results::write(warehouse, DIAGNOSES, results::diagnoses_batch(&info, &verdict)?, None).await?
+                }
                 Record::Replace => {
                     // What an earlier run of the same query with the same parameters wrote: two
                     // scheduled jobs of one query (say Map and ReduceCopy) keep each other's rows.
@@ -211,7 +212,8 @@ pub async fn run_in(ctx: &SessionContext, warehouse: &Warehouse, request: &Reque
                         date: request.run_date,
                         run: Some((query.name.clone(), info.parameters.clone())),
                     };
-                    results::write(warehouse, DIAGNOSES, batch, Some(replace)).await?;
+                    results::write(warehouse, DIAGNOSES, results::diagnoses_batch(&info, &verdict)?, Some(replace))
+                        .await?;
                 }
             }
         }
@@ -310,7 +312,8 @@ fn verdict_rows(batches: &[RecordBatch], default_cluster: &str) -> Result<Vec<Di
 pub fn summarize(query: &Query, verdict: &[Diagnosis]) -> String {
     let mut out = String::new();
     let indicted: Vec<&Diagnosis> = verdict.iter().filter(|d| d.indicted).collect();
-    let hosts: BTreeSet<(&str, &str)> =
+    // Counted only, over a verdict of up to a million rows.
+    let hosts: HashSet<(&str, &str)> =
         verdict.iter().map(|d| (d.cluster.as_str(), d.host.as_deref().unwrap_or("?"))).collect();
     if indicted.is_empty() {
         let _ = writeln!(
