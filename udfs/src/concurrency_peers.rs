@@ -164,14 +164,18 @@ struct Keys {
 const NO_KEY: u32 = u32::MAX;
 
 impl Keys {
-    fn push(&mut self, key: &str) -> Result<(u32, u64)> {
+    fn push(&mut self, key: &[u8]) -> Result<u32> {
         let number = u32::try_from(self.ends.len())
             .ok()
             .filter(|&n| n != NO_KEY)
             .ok_or_else(|| exec_error(FUNC, "more than 2^32 - 1 interval keys in one aggregate"))?;
-        self.bytes.extend_from_slice(key.as_bytes());
+        self.append(key);
+        Ok(number)
+    }
+
+    fn append(&mut self, key: &[u8]) {
+        self.bytes.extend_from_slice(key);
         self.ends.push(self.bytes.len());
-        Ok((number, RandomState::default().hash_one(key.as_bytes())))
     }
 
     fn get(&self, number: u32) -> &[u8] {
@@ -215,7 +219,10 @@ impl Peers {
     }
 
     fn interval(&mut self, member: u32, key: Option<&str>, start: f64, end: Option<f64>) -> Result<Interval> {
-        let (key, hash) = key.map_or(Ok((NO_KEY, 0)), |key| self.keys.push(key))?;
+        let (key, hash) = match key {
+            Some(key) => (self.keys.push(key.as_bytes())?, RandomState::default().hash_one(key.as_bytes())),
+            None => (NO_KEY, 0),
+        };
         Ok(Interval { member, key, hash, start, end: end.unwrap_or(f64::NAN) })
     }
 }
@@ -300,6 +307,16 @@ impl KeptSamples for Peers {
 
     fn keys_size(&self) -> usize {
         self.members.size() + self.keys.size()
+    }
+
+    fn keep_keys_of(&mut self, kept: &mut [Vec<Interval>]) {
+        let mut keys = Keys::default();
+        for interval in kept.iter_mut().flatten().filter(|i| i.key != NO_KEY) {
+            let number = keys.ends.len() as u32;
+            keys.append(self.keys.get(interval.key));
+            interval.key = number;
+        }
+        self.keys = keys;
     }
 }
 
@@ -523,7 +540,50 @@ impl AggregateUDFImpl for ConcurrencyPeerPearson {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+
+    use datafusion::arrow::array::{ArrayRef, Float64Array, Int64Array, StringViewArray};
+    use datafusion::logical_expr::{EmitTo, GroupsAccumulator};
+
+    use super::{Keys, MemberType, Members, Peers};
     use crate::test_util::{ctx, ctx_skipping_partial_aggregation, query_err, strings};
+    use crate::ticks::SampleGroups;
+
+    fn accumulator() -> SampleGroups<Peers> {
+        let kind =
+            Peers { points: 8, member_type: MemberType::Text, members: Members::default(), keys: Keys::default() };
+        SampleGroups::new(kind)
+    }
+
+    /// `rows` rows of group `group`: 5 hosts, a 100-byte key per row (two rows per key).
+    fn rows(rows: usize) -> Vec<ArrayRef> {
+        let hosts: StringViewArray = (0..rows).map(|i| Some(format!("host-{}", i % 5))).collect();
+        let keys: StringViewArray = (0..rows).map(|i| Some(format!("{:0>100}", i / 2))).collect();
+        vec![
+            Arc::new(hosts),
+            Arc::new((0..rows).map(|i| i as f64).collect::<Float64Array>()),
+            Arc::new((0..rows).map(|i| i as f64 + 3.0).collect::<Float64Array>()),
+            Arc::new(Int64Array::from(vec![8; rows])),
+            Arc::new(keys),
+        ]
+    }
+
+    /// A partial aggregate that emits its first groups early (under a memory limit) gives their
+    /// keys' memory back, and the groups it keeps still find theirs.
+    #[test]
+    fn groups_emitted_early_take_their_keys_with_them() {
+        let (early, late) = (rows(2000), rows(40));
+        let mut both = accumulator();
+        both.update_batch(&early, &[0; 2000], None, 1).unwrap();
+        both.update_batch(&late, &[1; 40], None, 2).unwrap();
+        let before = both.size();
+        both.state(EmitTo::First(1)).unwrap();
+        // 2000 keys of 100 bytes went with the first group.
+        assert!(before - both.size() > 200_000, "{before} -> {}", both.size());
+        let mut alone = accumulator();
+        alone.update_batch(&late, &[0; 40], None, 1).unwrap();
+        assert_eq!(both.evaluate(EmitTo::All).unwrap().as_ref(), alone.evaluate(EmitTo::All).unwrap().as_ref());
+    }
 
     /// Random intervals of 3 groups (one of a single member), some still running, some NULL:
     /// the aggregate gives, for every member, what concurrency_series and peer_pearson give in

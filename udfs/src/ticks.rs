@@ -268,6 +268,10 @@ pub(crate) trait KeptSamples: std::fmt::Debug + Send + Sync + 'static {
     fn keys_size(&self) -> usize {
         0
     }
+
+    /// Keeps only the keys the samples of `kept` refer to, once the other groups are emitted:
+    /// a partial aggregate that emits early under a memory limit must give their memory back.
+    fn keep_keys_of(&mut self, _kept: &mut [Vec<Self::Sample>]) {}
 }
 
 impl KeptSamples for TickParams {
@@ -350,11 +354,15 @@ impl<K: KeptSamples> GroupsAccumulator for SampleGroups<K> {
     }
 
     fn evaluate(&mut self, emit_to: EmitTo) -> Result<ArrayRef> {
-        self.kind.evaluate(&mut emit_to.take_needed(&mut self.groups))
+        let out = self.kind.evaluate(&mut emit_to.take_needed(&mut self.groups));
+        self.kind.keep_keys_of(&mut self.groups);
+        out
     }
 
     fn state(&mut self, emit_to: EmitTo) -> Result<Vec<ArrayRef>> {
-        Ok(self.kind.state(&emit_to.take_needed(&mut self.groups)))
+        let state = self.kind.state(&emit_to.take_needed(&mut self.groups));
+        self.kind.keep_keys_of(&mut self.groups);
+        Ok(state)
     }
 
     fn merge_batch(&mut self, values: &[ArrayRef], group_indices: &[usize], total_num_groups: usize) -> Result<()> {
