@@ -53,6 +53,12 @@ compared AS (
 peer_hosts AS (
     SELECT cluster, job_id, r['member'] AS host, r['lowest_abs_r'] AS lowest_r, r['mean_abs_r'] AS mean_r
     FROM compared
+),
+-- One outcome per job: a job's history can be ingested twice (Hadoop writes it to the
+-- JobTracker's history folder and to the job's output, `_logs/history`); the last to finish.
+outcomes AS (
+    SELECT cluster, job_id, first_value(outcome ORDER BY finish_ts DESC NULLS LAST, outcome) AS outcome
+    FROM jobs GROUP BY cluster, job_id
 )
 SELECT r.cluster, r.job_id, coalesce(j.outcome, 'UNKNOWN') AS outcome,
        count(*) AS hosts, sum(CASE WHEN r.lowest_r >= $min_r THEN 1 ELSE 0 END) AS similar_hosts,
@@ -60,7 +66,7 @@ SELECT r.cluster, r.job_id, coalesce(j.outcome, 'UNKNOWN') AS outcome,
        avg(r.mean_r) AS mean_abs_r,
        first_value(r.host ORDER BY r.lowest_r, r.host) AS least_similar_host,
        min(r.lowest_r) AS least_similar_r
-FROM peer_hosts r LEFT JOIN jobs j ON j.cluster = r.cluster AND j.job_id = r.job_id
+FROM peer_hosts r LEFT JOIN outcomes j ON j.cluster = r.cluster AND j.job_id = r.job_id
 GROUP BY r.cluster, r.job_id, j.outcome
 HAVING count(*) >= $min_hosts;
 

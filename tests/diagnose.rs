@@ -349,6 +349,18 @@ fn ingest(wh: &Path, cluster: &str, paths: &[PathBuf]) {
     assert!(out.status.success(), "{}", text(&out.stderr));
 }
 
+fn copy_folder(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        if entry.file_type().unwrap().is_dir() {
+            copy_folder(&entry.path(), &to.join(entry.file_name()));
+        } else {
+            std::fs::copy(entry.path(), to.join(entry.file_name())).unwrap();
+        }
+    }
+}
+
 fn diagnose(wh: &Path, args: &[&str]) -> String {
     let out = kahuna(wh, &[&["diagnose"], args].concat());
     assert!(out.status.success(), "{args:?}: {}", text(&out.stderr));
@@ -379,6 +391,10 @@ async fn every_diagnosis_finds_a_simulated_cpu_hog_and_counts_each_map_once() {
     ingest(wh.path(), "hog", &parts(&hog, &["logs", "sadc", "history"]));
     ingest(wh.path(), "hog-logs", &parts(&hog, &["logs", "sadc"]));
     ingest(wh.path(), "hog-history", &parts(&hog, &["history"]));
+    // The job history twice: Hadoop also writes it to the job's output folder (`_logs/history`).
+    let output_copy = runs.path().join("hog-output").join("_logs").join("history");
+    copy_folder(&hog.join("history"), &output_copy);
+    ingest(wh.path(), "hog-history-twice", &[hog.join("history"), output_copy]);
     let maps = rows(
         wh.path(),
         "SELECT daemon, count(*) FROM states WHERE cluster = 'hog' AND state = 'Map' GROUP BY daemon ORDER BY daemon",
@@ -434,7 +450,7 @@ async fn every_diagnosis_finds_a_simulated_cpu_hog_and_counts_each_map_once() {
     assert!(!from_logs.is_empty() && from_logs == from_history, "{from_logs:?}\n{from_history:?}");
 
     // The Pearson study: each Map once, whichever sources were ingested.
-    for cluster in ["hog", "hog-logs", "hog-history"] {
+    for cluster in ["hog", "hog-logs", "hog-history", "hog-history-twice"] {
         diagnose(wh.path(), &["peer_correlation", "--cluster", cluster]);
     }
     let study = |cluster: &str| {
@@ -452,6 +468,8 @@ async fn every_diagnosis_finds_a_simulated_cpu_hog_and_counts_each_map_once() {
         history.iter().map(|r| r[2].clone()).collect::<Vec<_>>(),
         both.iter().map(|r| r[2].clone()).collect::<Vec<_>>()
     );
+    // Each job once, with its one outcome; each Map attempt once.
+    assert_eq!(rows(wh.path(), &study("hog-history-twice")).await, history);
 
     // SALSA, then the combined verdict from the newest runs of all of them.
     diagnose(wh.path(), &["salsa_fingerpoint", "--cluster", "hog"]);
