@@ -28,9 +28,14 @@ hosts = ctx.sql("""
         FROM states
         WHERE state = 'Map' AND job_id IS NOT NULL AND host IS NOT NULL AND start_ts IS NOT NULL
         GROUP BY job_id
+    ),
+    -- One outcome per job, though its history may have been ingested twice.
+    outcomes AS (
+        SELECT job_id, first_value(outcome ORDER BY finish_ts DESC NULLS LAST, outcome) AS outcome
+        FROM jobs GROUP BY job_id
     )
     SELECT c.job_id, coalesce(j.outcome, 'UNKNOWN') AS outcome, c.r['lowest_abs_r'] AS lowest_r
-    FROM compared c LEFT JOIN jobs j ON j.job_id = c.job_id
+    FROM compared c LEFT JOIN outcomes j ON j.job_id = c.job_id
 """).to_pandas()
 
 hosts["similar"] = hosts["lowest_r"].fillna(0) >= 0.6
