@@ -165,17 +165,18 @@ const NO_KEY: u32 = u32::MAX;
 
 impl Keys {
     fn push(&mut self, key: &[u8]) -> Result<u32> {
-        let number = u32::try_from(self.ends.len())
-            .ok()
-            .filter(|&n| n != NO_KEY)
-            .ok_or_else(|| exec_error(FUNC, "more than 2^32 - 1 interval keys in one aggregate"))?;
-        self.append(key);
+        let number = self.append(key);
+        if self.ends.len() > NO_KEY as usize {
+            return Err(exec_error(FUNC, "more than 2^32 - 1 interval keys in one aggregate"));
+        }
         Ok(number)
     }
 
-    fn append(&mut self, key: &[u8]) {
+    /// Keeps a key and gives its number (wrapping past 2^32; `push` checks).
+    fn append(&mut self, key: &[u8]) -> u32 {
         self.bytes.extend_from_slice(key);
         self.ends.push(self.bytes.len());
+        (self.ends.len() - 1) as u32
     }
 
     fn get(&self, number: u32) -> &[u8] {
@@ -189,7 +190,8 @@ impl Keys {
 }
 
 /// A member's interval: its start, its end (NaN: still running), and its key (with its hash,
-/// so that sorting compares the bytes only of keys that may be equal).
+/// filled in just before the final sort so that it compares the bytes only of keys that may be
+/// equal).
 #[derive(Debug, Clone, Copy)]
 struct Interval {
     member: u32,
@@ -219,11 +221,8 @@ impl Peers {
     }
 
     fn interval(&mut self, member: u32, key: Option<&str>, start: f64, end: Option<f64>) -> Result<Interval> {
-        let (key, hash) = match key {
-            Some(key) => (self.keys.push(key.as_bytes())?, RandomState::default().hash_one(key.as_bytes())),
-            None => (NO_KEY, 0),
-        };
-        Ok(Interval { member, key, hash, start, end: end.unwrap_or(f64::NAN) })
+        let key = key.map_or(Ok(NO_KEY), |key| self.keys.push(key.as_bytes()))?;
+        Ok(Interval { member, key, hash: 0, start, end: end.unwrap_or(f64::NAN) })
     }
 }
 
@@ -312,9 +311,7 @@ impl KeptSamples for Peers {
     fn keep_keys_of(&mut self, kept: &mut [Vec<Interval>]) {
         let mut keys = Keys::default();
         for interval in kept.iter_mut().flatten().filter(|i| i.key != NO_KEY) {
-            let number = keys.ends.len() as u32;
-            keys.append(self.keys.get(interval.key));
-            interval.key = number;
+            interval.key = keys.append(self.keys.get(interval.key));
         }
         self.keys = keys;
     }
@@ -325,6 +322,9 @@ impl Peers {
     /// interval, from the earliest start to the latest end (NaN only if no part has ended).
     fn merge_keyed(&self, ranks: &[u32], intervals: &mut Vec<Interval>) {
         let keys = &self.keys;
+        for interval in intervals.iter_mut().filter(|i| i.key != NO_KEY) {
+            interval.hash = RandomState::default().hash_one(keys.get(interval.key));
+        }
         let key_order = |a: &Interval, b: &Interval| {
             (a.key == NO_KEY)
                 .cmp(&(b.key == NO_KEY))
