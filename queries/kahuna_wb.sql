@@ -50,9 +50,8 @@
 -- Per host (job_id NULL, subject 'host'): score (its share of the blame), indicted, jobs
 -- (compared in), jobs_indicted.
 
--- Statement 1: the states of the window, read once (the intermediate results are tables of
--- this run's session, so that each is computed once).
-CREATE TABLE wb_scope AS
+-- Statement 1: the states of the window (a view: read where each statement needs them).
+CREATE VIEW wb_scope AS
 SELECT cluster, job_id, state, host, daemon, start_ts, end_ts, duration_ms
 FROM states
 WHERE ($cluster IS NULL OR cluster = $cluster)
@@ -61,82 +60,55 @@ WHERE ($cluster IS NULL OR cluster = $cluster)
   AND array_has(string_to_array($states, ','), state)
   AND host IS NOT NULL AND start_ts IS NOT NULL;
 
--- Statement 2: every state's duration, from one source.
-CREATE TABLE wb_durations AS
-WITH scope AS (SELECT * FROM wb_scope),
-logged AS (
-    SELECT DISTINCT cluster, job_id, state FROM scope WHERE daemon <> 'history' AND job_id IS NOT NULL
-),
-chosen AS (
-    SELECT cluster, job_id, state, host, start_ts, end_ts, duration_ms FROM scope WHERE daemon <> 'history'
-    UNION ALL
-    SELECT s.cluster, s.job_id, s.state, s.host, s.start_ts, s.end_ts, s.duration_ms
-    FROM scope s
-    LEFT JOIN logged l ON l.cluster = s.cluster AND l.job_id = s.job_id AND l.state = s.state
-    WHERE s.daemon = 'history' AND l.job_id IS NULL
-),
--- The end of the data, per cluster: how long an unterminated state has run so far.
-horizon AS (
-    SELECT cluster, max(coalesce(end_ts, start_ts)) AS last_ts FROM chosen GROUP BY cluster
-)
-SELECT s.cluster, coalesce(s.job_id, '(window)') AS job_id, s.state, s.host,
-       coalesce(s.duration_ms, (date_part('epoch', h.last_ts) - date_part('epoch', s.start_ts)) * 1000.0) AS ms
-FROM horizon h JOIN chosen s ON s.cluster = h.cluster;
+-- Statement 2: the end of the data, per cluster: how long an unterminated state has run so
+-- far. A table of one row per cluster, so that each state is joined to it where it is read
+-- rather than hash-partitioned by cluster.
+CREATE TABLE wb_horizon AS
+SELECT cluster, date_part('epoch', max(coalesce(end_ts, start_ts))) AS last_s FROM wb_scope GROUP BY cluster;
 
--- Statement 3: the states of the window are not read again; their memory goes before the
--- histograms are made.
-DROP TABLE wb_scope;
-
--- Statement 4: one smoothed histogram per job, state and host, and the peer comparison.
+-- Statement 3: per job and state, each host's durations against its peers'.
 CREATE TABLE wb_verdicts AS
-WITH peer_median AS (
-    SELECT cluster, job_id, state, median(ms) AS median_ms
-    FROM wb_durations GROUP BY cluster, job_id, state
+WITH durations AS (
+    SELECT s.cluster, s.job_id, s.state, s.host, s.daemon,
+           coalesce(s.duration_ms, (h.last_s - date_part('epoch', s.start_ts)) * 1000.0) AS ms
+    FROM wb_horizon h JOIN wb_scope s ON s.cluster = h.cluster
 ),
-ratios AS (
-    SELECT d.cluster, d.job_id, d.state, d.host, d.ms, m.median_ms, d.ms / greatest(m.median_ms, 0.001) AS ratio
-    FROM peer_median m JOIN wb_durations d
-      ON d.cluster = m.cluster AND d.job_id = m.job_id AND d.state = m.state
+-- Each host's smoothed histogram of its durations over the group's median, log-spaced bins
+-- from $lo to $hi, compared with its peers' (duration_peer_scores): a job's states come from
+-- its logs, from the history only where no log was ingested.
+groups AS (
+    SELECT cluster, job_id, state,
+           duration_peer_scores(host, ms, $lo, $hi, $bins, $weight, $bandwidth, $min_states, $threshold)
+               FILTER (WHERE daemon <> 'history') AS logged,
+           duration_peer_scores(host, ms, $lo, $hi, $bins, $weight, $bandwidth, $min_states, $threshold)
+               FILTER (WHERE daemon = 'history') AS history
+    FROM durations GROUP BY cluster, job_id, state
 ),
--- Each host's histogram of ratios, log-spaced bins from $lo to $hi, smoothed.
-per_host AS (
-    SELECT cluster, job_id, state, host, count(*) AS n, median(ms) AS host_median_ms,
-           max(median_ms) AS peer_median_ms, avg(ratio) AS slowdown,
-           kde_smooth(state_histogram(ratio, $lo, $hi, $bins, 'log',
-                                      CASE WHEN $weight = 'count' THEN 1.0 ELSE greatest(ratio, 0.0) END),
-                      $bandwidth) AS hist
-    FROM ratios GROUP BY cluster, job_id, state, host
-    HAVING count(*) >= $min_states
-),
--- The odd one out is farther than $threshold from more than half of its peers: what `indict`
--- says, taken from the score so that each pair of histograms is compared once, not twice.
 compared AS (
-    SELECT cluster, job_id, state, host, n, host_median_ms, peer_median_ms, slowdown,
-           count(*) OVER (PARTITION BY cluster, job_id, state) - 1 AS peers,
-           peer_score(hist, $threshold) OVER (PARTITION BY cluster, job_id, state) AS score
-    FROM per_host
+    SELECT cluster, job_id, state, unnest(coalesce(logged, history)) AS c FROM groups
 )
-SELECT cluster, CASE WHEN job_id = '(window)' THEN NULL ELSE job_id END AS job_id,
-       host, state, score, n, peers, host_median_ms, peer_median_ms, slowdown,
-       coalesce(score > 0.5, false) AND peers + 1 >= $min_hosts AND slowdown > $min_slowdown AS indicted
+-- The odd one out is farther than $threshold from more than half of its peers, as `indict`
+-- says.
+SELECT cluster, job_id, c['member'] AS host, state, c['score'] AS score, c['samples'] AS n,
+       c['peers'] AS peers, c['median'] AS host_median_ms, c['peer_median'] AS peer_median_ms,
+       c['slowdown'] AS slowdown,
+       coalesce(c['score'] > 0.5, false) AND c['peers'] + 1 >= $min_hosts AND c['slowdown'] > $min_slowdown AS indicted
 FROM compared;
 
--- Statement 5: nor are the durations.
-DROP TABLE wb_durations;
+-- Statement 4: per job, whether it indicts the host (in any state); read twice below.
+CREATE TABLE wb_per_job AS
+SELECT cluster, host, job_id, bool_or(indicted) AS indicted
+FROM wb_verdicts WHERE job_id IS NOT NULL GROUP BY cluster, host, job_id;
 
--- Statement 6: the verdict, per job and state, and per host.
-WITH per_job AS (
-    SELECT cluster, host, job_id, bool_or(indicted) AS indicted
-    FROM wb_verdicts WHERE job_id IS NOT NULL GROUP BY cluster, host, job_id
-),
-job_blame AS (
+-- Statement 5: the verdict, per job and state, and per host.
+WITH job_blame AS (
     SELECT cluster, job_id, 1.0 / sum(CASE WHEN indicted THEN 1 ELSE 0 END) AS share
-    FROM per_job GROUP BY cluster, job_id HAVING bool_or(indicted)
+    FROM wb_per_job GROUP BY cluster, job_id HAVING bool_or(indicted)
 ),
 rollup AS (
     SELECT p.cluster, p.host, count(*) AS jobs, sum(CASE WHEN p.indicted THEN 1 ELSE 0 END) AS jobs_indicted,
            sum(CASE WHEN p.indicted THEN b.share ELSE 0 END) AS blame
-    FROM per_job p LEFT JOIN job_blame b ON b.cluster = p.cluster AND b.job_id = p.job_id
+    FROM wb_per_job p LEFT JOIN job_blame b ON b.cluster = p.cluster AND b.job_id = p.job_id
     GROUP BY p.cluster, p.host
 ),
 odd_jobs AS (

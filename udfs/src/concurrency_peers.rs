@@ -13,13 +13,13 @@ use std::hash::BuildHasher;
 use std::sync::{Arc, LazyLock};
 
 use datafusion::arrow::array::{
-    Array, ArrayRef, AsArray, Float64Array, Float64Builder, Int64Array, ListArray, StringViewArray, StructArray,
+    Array, ArrayRef, AsArray, Float64Array, Float64Builder, ListArray, StringViewArray, StructArray,
 };
 use datafusion::arrow::buffer::OffsetBuffer;
 use datafusion::arrow::compute::cast;
-use datafusion::arrow::datatypes::{DataType, Field, FieldRef, Fields, Float64Type, Int64Type};
+use datafusion::arrow::datatypes::{DataType, Field, FieldRef, Fields, Float64Type};
 use datafusion::common::hash_utils::RandomState;
-use datafusion::common::{HashMap, Result, ScalarValue};
+use datafusion::common::{Result, ScalarValue};
 use datafusion::logical_expr::expr::{AggregateFunctionParams, WindowFunctionParams};
 use datafusion::logical_expr::function::{AccumulatorArgs, StateFieldsArgs};
 use datafusion::logical_expr::utils::format_state_name;
@@ -33,6 +33,7 @@ use crate::args::{
     require_number, to_f64,
 };
 use crate::cells::lists_side_by_side;
+use crate::members::{MemberType, Members, is_text, member_type};
 use crate::series::{Grid, MAX_STEPS, peer_correlations, running_sums};
 use crate::ticks::{KeptSamples, SampleAccumulator, SampleGroups};
 
@@ -57,99 +58,6 @@ impl Default for ConcurrencyPeerPearson {
 /// The grid's number of steps.
 fn points(lits: &[Option<ScalarValue>]) -> Result<usize> {
     Literals { func: FUNC, lits }.positive_int(3, "points", MAX_STEPS)
-}
-
-fn is_text(t: &DataType) -> bool {
-    matches!(t, DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View)
-}
-
-/// What a member is: an integer, or a string (a host name), given back as it came.
-#[derive(Debug, Clone, Copy, PartialEq)]
-enum MemberType {
-    Integer,
-    Text,
-}
-
-impl MemberType {
-    fn of(t: &DataType) -> Self {
-        if t.is_integer() || matches!(t, DataType::Null) { Self::Integer } else { Self::Text }
-    }
-
-    fn data_type(self) -> DataType {
-        match self {
-            Self::Integer => DataType::Int64,
-            Self::Text => DataType::Utf8View,
-        }
-    }
-}
-
-/// The members one aggregate has seen, each numbered once by its bytes (an integer's
-/// little-endian bytes, a string's UTF-8): a group's intervals then hold a number, not a copy.
-#[derive(Debug, Default)]
-struct Members {
-    ids: HashMap<Box<[u8]>, u32>,
-    keys: Vec<Box<[u8]>>,
-}
-
-impl Members {
-    fn id(&mut self, key: &[u8]) -> Result<u32> {
-        if let Some(&id) = self.ids.get(key) {
-            return Ok(id);
-        }
-        let id =
-            u32::try_from(self.keys.len()).map_err(|_| exec_error(FUNC, "more than 2^32 members in one aggregate"))?;
-        self.ids.insert(key.into(), id);
-        self.keys.push(key.into());
-        Ok(id)
-    }
-
-    /// Each row's member number (None: NULL), from a column of the member's type.
-    fn ids(&mut self, column: &ArrayRef, kind: MemberType) -> Result<Vec<Option<u32>>> {
-        let wrong = || exec_error(FUNC, format!("member must be an integer or a string, got {}", column.data_type()));
-        match kind {
-            MemberType::Integer => {
-                let values = column.as_primitive_opt::<Int64Type>().ok_or_else(wrong)?;
-                values.iter().map(|v| v.map(|v| self.id(&v.to_le_bytes())).transpose()).collect()
-            }
-            MemberType::Text => {
-                let values = column.as_string_view_opt().ok_or_else(wrong)?;
-                values.iter().map(|v| v.map(|v| self.id(v.as_bytes())).transpose()).collect()
-            }
-        }
-    }
-
-    /// The members of `ids` as a column of the member's type.
-    fn column(&self, ids: impl Iterator<Item = u32>, kind: MemberType) -> ArrayRef {
-        let key = |id: u32| &*self.keys[id as usize];
-        match kind {
-            MemberType::Integer => {
-                Arc::new(ids.map(|id| i64::from_le_bytes(key(id).try_into().expect("8 bytes"))).collect::<Int64Array>())
-            }
-            MemberType::Text => {
-                Arc::new(ids.map(|id| Some(String::from_utf8_lossy(key(id)))).collect::<StringViewArray>())
-            }
-        }
-    }
-
-    /// Each member's place when the members are in order (integers by value, strings by bytes).
-    fn ranks(&self, kind: MemberType) -> Vec<u32> {
-        let mut order: Vec<u32> = (0..self.keys.len() as u32).collect();
-        match kind {
-            MemberType::Integer => order.sort_unstable_by_key(|&id| {
-                i64::from_le_bytes(self.keys[id as usize][..].try_into().expect("8 bytes"))
-            }),
-            MemberType::Text => order.sort_unstable_by(|&a, &b| self.keys[a as usize].cmp(&self.keys[b as usize])),
-        }
-        let mut rank = vec![0; order.len()];
-        for (place, id) in order.into_iter().enumerate() {
-            rank[id as usize] = place as u32;
-        }
-        rank
-    }
-
-    fn size(&self) -> usize {
-        self.keys.iter().map(|k| 2 * (k.len() + size_of::<Box<[u8]>>()) + size_of::<u32>()).sum()
-    }
 }
 
 /// The interval keys one aggregate has seen, one after another: an interval holds its key's
@@ -215,7 +123,7 @@ impl Peers {
         Ok(Self {
             points: points(&physical_literals(args.exprs))?,
             member_type: MemberType::of(args.expr_fields[0].data_type()),
-            members: Members::default(),
+            members: Members::new(FUNC),
             keys: Keys::default(),
         })
     }
@@ -301,7 +209,7 @@ impl KeptSamples for Peers {
     }
 
     fn apart(&self) -> Self {
-        Self { points: self.points, member_type: self.member_type, members: Members::default(), keys: Keys::default() }
+        Self { points: self.points, member_type: self.member_type, members: Members::new(FUNC), keys: Keys::default() }
     }
 
     fn keys_size(&self) -> usize {
@@ -487,13 +395,11 @@ impl AggregateUDFImpl for ConcurrencyPeerPearson {
 
     fn coerce_types(&self, t: &[DataType]) -> Result<Vec<DataType>> {
         check_arity(FUNC, t, 4, 5)?;
-        if !(t[0].is_integer() || is_text(&t[0]) || t[0] == DataType::Null) {
-            return Err(arg_error(FUNC, 0, "member", format!("must be an integer or a string, got {}", t[0])));
-        }
+        let member = member_type(FUNC, 0, &t[0])?;
         require_number(FUNC, 1, "start", &t[1])?;
         require_number(FUNC, 2, "end", &t[2])?;
         require_integer(FUNC, 3, "points", &t[3])?;
-        let mut coerced = vec![MemberType::of(&t[0]).data_type(), DataType::Float64, DataType::Float64, t[3].clone()];
+        let mut coerced = vec![member, DataType::Float64, DataType::Float64, t[3].clone()];
         if let Some(key) = t.get(4) {
             if !(is_text(key) || *key == DataType::Null) {
                 return Err(arg_error(FUNC, 4, "key", format!("must be a string, got {key}")));
@@ -545,13 +451,18 @@ mod tests {
     use datafusion::arrow::array::{ArrayRef, Float64Array, Int64Array, StringViewArray};
     use datafusion::logical_expr::{EmitTo, GroupsAccumulator};
 
-    use super::{Keys, MemberType, Members, Peers};
+    use super::{Keys, Peers};
+    use crate::members::{MemberType, Members};
     use crate::test_util::{ctx, ctx_skipping_partial_aggregation, query_err, strings};
     use crate::ticks::SampleGroups;
 
     fn accumulator() -> SampleGroups<Peers> {
-        let kind =
-            Peers { points: 8, member_type: MemberType::Text, members: Members::default(), keys: Keys::default() };
+        let kind = Peers {
+            points: 8,
+            member_type: MemberType::Text,
+            members: Members::new(super::FUNC),
+            keys: Keys::default(),
+        };
         SampleGroups::new(kind)
     }
 

@@ -89,15 +89,20 @@ impl ValueBinner {
         if log && lo <= 0.0 {
             return Err(arg_error(Self::FUNC, 1, "lo", format!("must be positive with the 'log' scale, got {lo}")));
         }
+        Ok(Self::new(lo, hi, bins, log))
+    }
+
+    /// `bins` bins over `[lo, hi]` (`lo < hi`, `lo > 0` when `log`).
+    pub(crate) fn new(lo: f64, hi: f64, bins: usize, log: bool) -> Self {
         let (origin, span) = if log { (lo.ln(), hi.ln() - lo.ln()) } else { (lo, hi - lo) };
-        Ok(Self { origin, bins_per_unit: bins as f64 / span, bins, log })
+        Self { origin, bins_per_unit: bins as f64 / span, bins, log }
     }
 
     /// The bin of one finite-or-infinite, non-NaN value. The float-to-int `as` saturates
     /// (negative and -inf give 0, +inf gives usize::MAX, and the `ln` of a non-positive value
     /// is -inf or NaN, which gives 0), so clamping needs only the `min`.
     #[inline]
-    fn bin(&self, v: f64) -> usize {
+    pub(crate) fn bin(&self, v: f64) -> usize {
         let x = if self.log { v.ln() } else { v };
         (((x - self.origin) * self.bins_per_unit) as usize).min(self.bins - 1)
     }

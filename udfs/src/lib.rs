@@ -21,8 +21,10 @@ mod args;
 mod cells;
 mod concurrency_peers;
 mod distance;
+mod duration_peers;
 mod gmm;
 mod histogram;
+mod members;
 mod peer;
 mod series;
 mod tick_peers;
@@ -100,6 +102,13 @@ accessor!(
     concurrency_peers::ConcurrencyPeerPearson::default(),
     "concurrency_peer_pearson"
 );
+accessor!(
+    duration_peer_scores_udaf,
+    AggregateUDF,
+    new_from_impl,
+    duration_peers::DurationPeerScores::default(),
+    "duration_peer_scores"
+);
 accessor!(gmm_fit_udaf, AggregateUDF, new_from_impl, gmm::GmmFit::default(), "gmm_fit");
 accessor!(peer_scores_udaf, AggregateUDF, new_from_impl, peer::PeerScores::default(), "peer_scores");
 accessor!(longest_run_udaf, AggregateUDF, new_from_impl, alarm::LongestRun::default(), "longest_run");
@@ -140,6 +149,7 @@ pub mod expr_fn {
     expr_fn!(decayed_histogram, decayed_histogram_udaf, args);
     expr_fn!(tick_histograms, tick_histograms_udaf, args);
     expr_fn!(tick_peer_scores, tick_peer_scores_udaf, args);
+    expr_fn!(duration_peer_scores, duration_peer_scores_udaf, args);
     expr_fn!(concurrency_series, concurrency_series_udaf, [start, end, from, to, step]);
     expr_fn!(concurrency_peer_pearson, concurrency_peer_pearson_udaf, [member, start, end, points]);
     expr_fn!(gmm_fit, gmm_fit_udaf, args);
@@ -159,8 +169,9 @@ pub fn scalar_functions() -> Vec<Arc<ScalarUDF>> {
 
 /// The aggregate functions: `state_histogram`, `label_histogram`, `decayed_histogram`,
 /// `tick_histograms`, `concurrency_series`, `concurrency_peer_pearson`, `gmm_fit`, `peer_scores`,
-/// `tick_peer_scores`, `longest_run`, in the order of the README's reference, which follows this
-/// list: `tick_peer_scores` after the functions it combines.
+/// `tick_peer_scores`, `duration_peer_scores`, `longest_run`, in the order of the README's
+/// reference, which follows this list: `tick_peer_scores` and `duration_peer_scores` after the
+/// functions they combine.
 pub fn aggregate_functions() -> Vec<Arc<AggregateUDF>> {
     vec![
         state_histogram_udaf(),
@@ -172,6 +183,7 @@ pub fn aggregate_functions() -> Vec<Arc<AggregateUDF>> {
         gmm_fit_udaf(),
         peer_scores_udaf(),
         tick_peer_scores_udaf(),
+        duration_peer_scores_udaf(),
         longest_run_udaf(),
     ]
 }
@@ -336,7 +348,7 @@ mod tests {
         names.sort();
         names.dedup();
         assert_eq!(names.len(), count, "duplicate function names: {names:?}");
-        assert_eq!(count, 19);
+        assert_eq!(count, 20);
     }
 
     #[tokio::test]

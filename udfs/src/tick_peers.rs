@@ -150,7 +150,7 @@ impl KeptSamples for Params {
 
 /// The median as DataFusion's `median` computes it (the mean of the middle two for an even
 /// count), so that a query moved onto this function keeps its verdicts to the last bit.
-fn median(values: &mut [f64]) -> f64 {
+pub(crate) fn median(values: &mut [f64]) -> f64 {
     let len = values.len();
     let (low, &mut middle, _) = values.select_nth_unstable_by(len / 2, f64::total_cmp);
     match low.iter().copied().max_by(f64::total_cmp) {

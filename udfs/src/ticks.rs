@@ -14,7 +14,7 @@ use datafusion::arrow::array::{
     Array, ArrayRef, AsArray, BooleanArray, Float64Array, Int64Array, ListArray, StructArray,
 };
 use datafusion::arrow::buffer::OffsetBuffer;
-use datafusion::arrow::compute::cast;
+use datafusion::arrow::compute::{self, cast};
 use datafusion::arrow::datatypes::{DataType, Field, FieldRef, Fields, Int64Type};
 use datafusion::common::{Result, ScalarValue};
 use datafusion::logical_expr::expr::{AggregateFunctionParams, WindowFunctionParams};
@@ -346,11 +346,21 @@ impl<K: KeptSamples> GroupsAccumulator for SampleGroups<K> {
     ) -> Result<()> {
         self.groups.resize_with(total_num_groups, Vec::new);
         let groups = &mut self.groups;
-        self.kind.read(values, |row, sample| {
-            if passes(opt_filter, row) {
-                groups[group_indices[row]].push(sample);
+        // Rows a FILTER leaves out are not read at all: reading them would keep their keys.
+        match opt_filter {
+            Some(filter) if filter.true_count() == 0 => Ok(()),
+            Some(filter) if filter.true_count() < filter.len() => {
+                let values = values.iter().map(|v| compute::filter(v, filter)).collect::<Result<Vec<_>, _>>()?;
+                let indices: Vec<usize> = group_indices
+                    .iter()
+                    .enumerate()
+                    .filter(|&(row, _)| passes(Some(filter), row))
+                    .map(|(_, &g)| g)
+                    .collect();
+                self.kind.read(&values, |row, sample| groups[indices[row]].push(sample))
             }
-        })
+            _ => self.kind.read(values, |row, sample| groups[group_indices[row]].push(sample)),
+        }
     }
 
     fn evaluate(&mut self, emit_to: EmitTo) -> Result<ArrayRef> {
