@@ -198,7 +198,8 @@ pub async fn run_in(ctx: &SessionContext, warehouse: &Warehouse, request: &Reque
     let mut verdict = Vec::new();
     match &query.output {
         Output::Verdict => {
-            verdict = verdict_rows(&last, &default_cluster).with_context(|| query.origin.clone())?;
+            let every_detail = record != Record::Nothing;
+            verdict = verdict_rows(&last, &default_cluster, every_detail).with_context(|| query.origin.clone())?;
             match record {
                 Record::Nothing => {}
                 Record::Append => {
@@ -230,8 +231,10 @@ pub async fn run_in(ctx: &SessionContext, warehouse: &Warehouse, request: &Reque
     Ok(Outcome { run_id, results, verdict, rows })
 }
 
-/// The verdict columns of the last statement's rows; other columns become `detail`.
-fn verdict_rows(batches: &[RecordBatch], default_cluster: &str) -> Result<Vec<Diagnosis>> {
+/// The verdict columns of the last statement's rows; other columns become `detail`: on every
+/// row when the rows are recorded, else on the indicted rows only, which are all a dry run shows
+/// (over months, formatting the others' numbers took a CPU-second).
+fn verdict_rows(batches: &[RecordBatch], default_cluster: &str, every_detail: bool) -> Result<Vec<Diagnosis>> {
     let mut out = Vec::new();
     for batch in batches {
         let schema = batch.schema();
@@ -276,8 +279,8 @@ fn verdict_rows(batches: &[RecordBatch], default_cluster: &str) -> Result<Vec<Di
                 Ok::<_, datafusion::arrow::error::ArrowError>(number.map(|n| n.as_primitive::<Float64Type>().clone()))
             })
             .collect::<Result<Vec<_>, _>>()?;
-        for row in 0..batch.num_rows() {
-            let mut detail = String::new();
+        let detail_of = |row: usize| {
+            let mut detail = String::with_capacity(keys.iter().map(|k| k.len() + 24).sum());
             for (((&i, key), formatter), number) in extra.iter().zip(&keys).zip(&formatters).zip(&numbers) {
                 detail.push(if detail.is_empty() { '{' } else { ',' });
                 detail.push_str(key);
@@ -291,17 +294,22 @@ fn verdict_rows(batches: &[RecordBatch], default_cluster: &str) -> Result<Vec<Di
                     None => write!(detail, "{}", serde_json::Value::from(formatter.value(row).to_string())),
                 };
             }
-            if !detail.is_empty() {
-                detail.push('}');
+            if detail.is_empty() {
+                return None;
             }
+            detail.push('}');
+            Some(detail)
+        };
+        for row in 0..batch.num_rows() {
+            let is_indicted = indicted.is_valid(row) && indicted.value(row);
             out.push(Diagnosis {
                 cluster: value(&cluster, row).unwrap_or_else(|| default_cluster.to_string()),
                 job_id: value(&job, row),
                 host: host_value(row),
                 subject: value(&subject, row),
                 score: score.is_valid(row).then(|| score.value(row)),
-                indicted: indicted.is_valid(row) && indicted.value(row),
-                detail: (!detail.is_empty()).then_some(detail),
+                indicted: is_indicted,
+                detail: if every_detail || is_indicted { detail_of(row) } else { None },
             });
         }
     }
@@ -371,11 +379,14 @@ mod tests {
             ("ratio", Arc::new(Float64Array::from(vec![f64::NAN, 1.5])) as _),
         ])
         .unwrap();
-        let rows = verdict_rows(&[batch], "c1").unwrap();
+        let rows = verdict_rows(&[batch.clone()], "c1", true).unwrap();
         // Keys in name order; a number that JSON cannot hold (NaN) is kept as its text.
         assert_eq!(rows[0].detail.as_deref(), Some(r#"{"note":"said \"slow\"","ratio":"NaN","states":3.0}"#));
         assert_eq!(rows[1].detail.as_deref(), Some(r#"{"note":"ok","ratio":1.5,"states":null}"#));
         assert_eq!((rows[0].host.as_deref(), rows[0].cluster.as_str(), rows[0].indicted), (Some("r01n01"), "c1", true));
         assert_eq!((rows[1].host.as_deref(), rows[1].score, rows[1].indicted), (None, Some(0.0), false));
+        // Unrecorded, only the indicted row's detail is made.
+        let shown = verdict_rows(&[batch], "c1", false).unwrap();
+        assert_eq!((shown[0].detail.as_ref(), shown[1].detail.as_ref()), (rows[0].detail.as_ref(), None));
     }
 }
