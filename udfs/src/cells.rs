@@ -3,12 +3,15 @@
 //! histogram's bins, a series' steps), `width` cells a group; and groups that keep their rows
 //! until the end, each row tagged with its group ([`ByGroup`]).
 
-use datafusion::arrow::array::{Array, ArrayRef, AsArray, BooleanArray, ListArray};
-use datafusion::arrow::buffer::OffsetBuffer;
+use std::sync::Arc;
+
+use datafusion::arrow::array::{Array, ArrayRef, AsArray, BooleanArray, ListArray, StructArray};
+use datafusion::arrow::buffer::{NullBuffer, OffsetBuffer};
+use datafusion::arrow::datatypes::{DataType, Field, Fields};
 use datafusion::common::Result;
 use datafusion::logical_expr::EmitTo;
 
-use crate::args::{exec_error, list_row, to_f64_list};
+use crate::args::{exec_error, list_item, list_row, to_f64_list};
 
 /// Calls `f(row, cells)` for every non-NULL list in a state column, checking its width.
 pub(crate) fn for_each_cells(
@@ -141,4 +144,35 @@ impl ByGroup {
     pub fn groups(&self) -> impl Iterator<Item = &[usize]> {
         self.starts.windows(2).map(|w| &self.order[w[0]..w[1]])
     }
+}
+
+/// A partial state's columns, one list per group, side by side: `values[i]` holds every group's
+/// values one group after another, `lengths` how many each group has.
+pub(crate) fn lists_of(lengths: impl Iterator<Item = usize>, values: Vec<ArrayRef>) -> Vec<ArrayRef> {
+    let offsets = OffsetBuffer::from_lengths(lengths);
+    values
+        .into_iter()
+        .map(|values| -> ArrayRef {
+            Arc::new(ListArray::new(list_item(values.data_type().clone()), offsets.clone(), values, None))
+        })
+        .collect()
+}
+
+/// One result row per group: the list of its rows, structs of `fields` made of `columns`, each
+/// group `per_group` rows long (NULL where `nulls` says). `func` names the aggregate in errors.
+pub(crate) fn struct_lists(
+    func: &str,
+    fields: Fields,
+    columns: Vec<ArrayRef>,
+    per_group: Vec<usize>,
+    nulls: Option<NullBuffer>,
+) -> Result<ArrayRef> {
+    let rows: usize = per_group.iter().sum();
+    if rows > i32::MAX as usize {
+        let message = format!("{rows} rows are more than one list array holds; aggregate fewer groups at once");
+        return Err(exec_error(func, message));
+    }
+    let item = Arc::new(Field::new_list_field(DataType::Struct(fields.clone()), true));
+    let entries = StructArray::try_new(fields, columns, None)?;
+    Ok(Arc::new(ListArray::try_new(item, OffsetBuffer::from_lengths(per_group), Arc::new(entries), nulls)?))
 }

@@ -12,10 +12,7 @@
 use std::hash::BuildHasher;
 use std::sync::{Arc, LazyLock};
 
-use datafusion::arrow::array::{
-    Array, ArrayRef, AsArray, Float64Array, Float64Builder, ListArray, StringViewArray, StructArray,
-};
-use datafusion::arrow::buffer::OffsetBuffer;
+use datafusion::arrow::array::{Array, ArrayRef, AsArray, Float64Array, Float64Builder, StringViewArray};
 use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::{DataType, Field, FieldRef, Fields, Float64Type};
 use datafusion::common::hash_utils::RandomState;
@@ -32,7 +29,7 @@ use crate::args::{
     Literals, arg_error, check_arity, exec_error, list_item, logical_literals, physical_literals, require_integer,
     require_number, to_f64,
 };
-use crate::cells::lists_side_by_side;
+use crate::cells::{lists_of, lists_side_by_side, struct_lists};
 use crate::members::{MemberType, Members, is_text, member_type};
 use crate::series::{Grid, MAX_STEPS, peer_correlations, running_sums};
 use crate::ticks::{KeptSamples, SampleAccumulator, SampleGroups};
@@ -127,10 +124,13 @@ impl Peers {
             keys: Keys::default(),
         })
     }
+}
 
-    fn interval(&mut self, member: u32, key: Option<&str>, start: f64, end: Option<f64>) -> Result<Interval> {
-        let key = key.map_or(Ok(NO_KEY), |key| self.keys.push(key.as_bytes()))?;
-        Ok(Interval { member, key, hash: 0, start, end: end.unwrap_or(f64::NAN) })
+impl Interval {
+    /// The interval of a row, its key kept in `keys`.
+    fn new(keys: &mut Keys, member: u32, key: Option<&str>, start: f64, end: Option<f64>) -> Result<Self> {
+        let key = key.map_or(Ok(NO_KEY), |key| keys.push(key.as_bytes()))?;
+        Ok(Self { member, key, hash: 0, start, end: end.unwrap_or(f64::NAN) })
     }
 }
 
@@ -147,7 +147,7 @@ impl KeptSamples for Peers {
             if let Some(member) = member.filter(|_| starts.is_valid(row)) {
                 let key = keys.filter(|keys| keys.is_valid(row)).map(|keys| keys.value(row));
                 let end = ends.is_valid(row).then(|| ends.value(row));
-                f(row, self.interval(member, key, starts.value(row), end)?);
+                f(row, Interval::new(&mut self.keys, member, key, starts.value(row), end)?);
             }
         }
         Ok(())
@@ -156,19 +156,16 @@ impl KeptSamples for Peers {
     /// Each group's intervals, as four lists side by side (a NULL end for one still running, a
     /// NULL key for one without).
     fn state(&self, groups: &[Vec<Interval>]) -> Vec<ArrayRef> {
-        let offsets = OffsetBuffer::from_lengths(groups.iter().map(Vec::len));
-        let list = |values: ArrayRef| -> ArrayRef {
-            Arc::new(ListArray::new(list_item(values.data_type().clone()), offsets.clone(), values, None))
-        };
         let all = || groups.iter().flatten();
         let keys: StringViewArray =
             all().map(|i| (i.key != NO_KEY).then(|| String::from_utf8_lossy(self.keys.get(i.key)))).collect();
-        vec![
-            list(self.members.column(all().map(|i| i.member), self.member_type)),
-            list(Arc::new(all().map(|i| i.start).collect::<Float64Array>())),
-            list(Arc::new(all().map(|i| (!i.end.is_nan()).then_some(i.end)).collect::<Float64Array>())),
-            list(Arc::new(keys)),
-        ]
+        let columns: Vec<ArrayRef> = vec![
+            self.members.column(all().map(|i| i.member), self.member_type),
+            Arc::new(all().map(|i| i.start).collect::<Float64Array>()),
+            Arc::new(all().map(|i| (!i.end.is_nan()).then_some(i.end)).collect::<Float64Array>()),
+            Arc::new(keys),
+        ];
+        lists_of(groups.iter().map(Vec::len), columns)
     }
 
     /// Only the values of the state's rows: a state is often a slice of a larger one.
@@ -181,21 +178,15 @@ impl KeptSamples for Peers {
         ) else {
             return Err(exec_error(FUNC, "partial state is not lists of members, starts, ends and keys"));
         };
-        let offsets = members.value_offsets();
-        let first = offsets[0] as usize;
-        let used = members.values().slice(first, offsets[offsets.len() - 1] as usize - first);
-        let ids = self.members.ids(&used, self.member_type)?;
-        for (row, range) in offsets.windows(2).enumerate() {
-            let values = range[0] as usize..range[1] as usize;
-            for (value, member) in values.clone().zip(&ids[values.start - first..values.end - first]) {
-                if let Some(member) = member.filter(|_| s.is_valid(value)) {
-                    let key = k.is_valid(value).then(|| k.value(value));
-                    let end = e.is_valid(value).then(|| e.value(value));
-                    f(row, self.interval(member, key, s.value(value), end)?);
-                }
+        let keys = &mut self.keys;
+        self.members.each_in_lists(members, self.member_type, |row, value, member| {
+            if s.is_valid(value) {
+                let key = k.is_valid(value).then(|| k.value(value));
+                let end = e.is_valid(value).then(|| e.value(value));
+                f(row, Interval::new(keys, member, key, s.value(value), end)?);
             }
-        }
-        Ok(())
+            Ok(())
+        })
     }
 
     fn evaluate(&self, groups: &mut [Vec<Interval>]) -> Result<ArrayRef> {
@@ -306,23 +297,12 @@ impl Similarity {
     }
 
     fn into_array(mut self, members: &Members, member_type: MemberType) -> Result<ArrayRef> {
-        if self.members.len() > i32::MAX as usize {
-            let rows = self.members.len();
-            let message = format!("{rows} rows are more than one list array holds; aggregate fewer groups at once");
-            return Err(exec_error(FUNC, message));
-        }
         let columns: Vec<ArrayRef> = vec![
             members.column(self.members.into_iter(), member_type),
             Arc::new(Float64Array::from(self.lowest)),
             Arc::new(self.mean.finish()),
         ];
-        let entries = StructArray::try_new(similarity_fields(member_type), columns, None)?;
-        Ok(Arc::new(ListArray::try_new(
-            similarity_item(member_type),
-            OffsetBuffer::from_lengths(self.per_group),
-            Arc::new(entries),
-            None,
-        )?))
+        struct_lists(FUNC, similarity_fields(member_type), columns, self.per_group, None)
     }
 }
 

@@ -10,10 +10,8 @@
 
 use std::sync::{Arc, LazyLock};
 
-use datafusion::arrow::array::{
-    Array, ArrayRef, AsArray, Float64Array, Float64Builder, Int64Array, ListArray, StructArray,
-};
-use datafusion::arrow::buffer::{NullBuffer, OffsetBuffer};
+use datafusion::arrow::array::{Array, ArrayRef, AsArray, Float64Array, Float64Builder, Int64Array};
+use datafusion::arrow::buffer::NullBuffer;
 use datafusion::arrow::datatypes::{DataType, Field, FieldRef, Fields, Float64Type};
 use datafusion::common::{Result, ScalarValue};
 use datafusion::logical_expr::expr::{AggregateFunctionParams, WindowFunctionParams};
@@ -28,7 +26,7 @@ use crate::args::{
     Literals, arg_error, check_arity, exec_error, list_item, logical_literals, physical_literals, require_integer,
     require_number, to_f64,
 };
-use crate::cells::lists_side_by_side;
+use crate::cells::{lists_of, lists_side_by_side, struct_lists};
 use crate::distance::Kde;
 use crate::histogram::{Binner, MAX_BINS, ValueBinner};
 use crate::members::{MemberType, Members, is_text, member_type};
@@ -124,15 +122,12 @@ impl KeptSamples for Peers {
 
     /// Each group's durations, as two lists side by side.
     fn state(&self, groups: &[Vec<Duration>]) -> Vec<ArrayRef> {
-        let offsets = OffsetBuffer::from_lengths(groups.iter().map(Vec::len));
-        let list = |values: ArrayRef| -> ArrayRef {
-            Arc::new(ListArray::new(list_item(values.data_type().clone()), offsets.clone(), values, None))
-        };
         let all = || groups.iter().flatten();
-        vec![
-            list(self.members.column(all().map(|d| d.0), self.member_type)),
-            list(Arc::new(all().map(|d| d.1).collect::<Float64Array>())),
-        ]
+        let columns = vec![
+            self.members.column(all().map(|d| d.0), self.member_type),
+            Arc::new(all().map(|d| d.1).collect::<Float64Array>()) as ArrayRef,
+        ];
+        lists_of(groups.iter().map(Vec::len), columns)
     }
 
     /// Only the values of the state's rows: a state is often a slice of a larger one.
@@ -141,19 +136,12 @@ impl KeptSamples for Peers {
         let Some(d) = durations.values().as_primitive_opt::<Float64Type>() else {
             return Err(exec_error(FUNC, "partial state is not lists of members and durations"));
         };
-        let offsets = members.value_offsets();
-        let first = offsets[0] as usize;
-        let used = members.values().slice(first, offsets[offsets.len() - 1] as usize - first);
-        let ids = self.members.ids(&used, self.member_type)?;
-        for (row, range) in offsets.windows(2).enumerate() {
-            let values = range[0] as usize..range[1] as usize;
-            for (value, member) in values.clone().zip(&ids[values.start - first..values.end - first]) {
-                if let Some(member) = member.filter(|_| d.is_valid(value)) {
-                    f(row, (member, d.value(value)));
-                }
+        self.members.each_in_lists(members, self.member_type, |row, value, member| {
+            if d.is_valid(value) {
+                f(row, (member, d.value(value)));
             }
-        }
-        Ok(())
+            Ok(())
+        })
     }
 
     fn evaluate(&self, groups: &mut [Vec<Duration>]) -> Result<ArrayRef> {
@@ -261,11 +249,6 @@ impl Scores {
     }
 
     fn into_array(mut self, members: &Members, member_type: MemberType) -> Result<ArrayRef> {
-        if self.members.len() > i32::MAX as usize {
-            let rows = self.members.len();
-            let message = format!("{rows} rows are more than one list array holds; aggregate fewer groups at once");
-            return Err(exec_error(FUNC, message));
-        }
         let columns: Vec<ArrayRef> = vec![
             members.column(self.members.into_iter(), member_type),
             Arc::new(Int64Array::from(self.samples)),
@@ -275,14 +258,8 @@ impl Scores {
             Arc::new(Int64Array::from(self.peers)),
             Arc::new(self.scores.finish()),
         ];
-        let entries = StructArray::try_new(score_fields(member_type), columns, None)?;
         let nulls = NullBuffer::from_iter(self.empty.iter().map(|&empty| !empty));
-        Ok(Arc::new(ListArray::try_new(
-            score_item(member_type),
-            OffsetBuffer::from_lengths(self.per_group),
-            Arc::new(entries),
-            Some(nulls),
-        )?))
+        struct_lists(FUNC, score_fields(member_type), columns, self.per_group, Some(nulls))
     }
 }
 

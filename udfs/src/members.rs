@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use datafusion::arrow::array::{Array, ArrayRef, AsArray, Int64Array, StringViewArray, UInt32Array};
+use datafusion::arrow::array::{Array, ArrayRef, AsArray, Int64Array, ListArray, StringViewArray, UInt32Array};
 use datafusion::arrow::compute::take;
 use datafusion::arrow::datatypes::{DataType, Int64Type};
 use datafusion::common::{HashMap, Result};
@@ -104,6 +104,29 @@ impl Members {
         let id = self.id(values.value(row).as_bytes())?;
         self.short.insert(key, id);
         Ok(id)
+    }
+
+    /// Calls `f(row, value, member)` for each member that is not NULL in each row of a partial
+    /// state's lists of members (`value` its place in the lists' values). Only the values of the
+    /// state's rows are read: a state is often a slice of a larger one.
+    pub(crate) fn each_in_lists(
+        &mut self,
+        lists: &ListArray,
+        kind: MemberType,
+        mut f: impl FnMut(usize, usize, u32) -> Result<()>,
+    ) -> Result<()> {
+        let offsets = lists.value_offsets();
+        let first = offsets[0] as usize;
+        let used = lists.values().slice(first, offsets[offsets.len() - 1] as usize - first);
+        let ids = self.ids(&used, kind)?;
+        for (row, range) in offsets.windows(2).enumerate() {
+            for value in range[0] as usize..range[1] as usize {
+                if let Some(member) = ids[value - first] {
+                    f(row, value, member)?;
+                }
+            }
+        }
+        Ok(())
     }
 
     /// The members of `ids` as a column of the member's type.

@@ -14,10 +14,7 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::sync::{Arc, LazyLock};
 
-use datafusion::arrow::array::{
-    Array, ArrayRef, AsArray, Float64Array, Float64Builder, Int64Array, ListArray, StructArray,
-};
-use datafusion::arrow::buffer::OffsetBuffer;
+use datafusion::arrow::array::{Array, ArrayRef, AsArray, Float64Array, Float64Builder, Int64Array};
 use datafusion::arrow::datatypes::{DataType, Field, FieldRef, Fields, Float64Type, Int64Type};
 use datafusion::common::{Result, ScalarValue};
 use datafusion::logical_expr::expr::{AggregateFunctionParams, WindowFunctionParams};
@@ -31,7 +28,7 @@ use datafusion::logical_expr::{
 use crate::args::{
     Literals, check_arity, exec_error, list_item, logical_literals, physical_literals, require_integer, require_number,
 };
-use crate::cells::lists_side_by_side;
+use crate::cells::{lists_of, lists_side_by_side, struct_lists};
 use crate::distance::Kde;
 use crate::histogram::samples_state_fields;
 use crate::peer::Distributions;
@@ -103,16 +100,13 @@ impl KeptSamples for Params {
 
     /// Each group's samples, as three lists side by side.
     fn state(&self, groups: &[Vec<MemberSample>]) -> Vec<ArrayRef> {
-        let offsets = OffsetBuffer::from_lengths(groups.iter().map(Vec::len));
-        let list = |values: ArrayRef| -> ArrayRef {
-            Arc::new(ListArray::new(list_item(values.data_type().clone()), offsets.clone(), values, None))
-        };
         let all = || groups.iter().flatten();
-        vec![
-            list(Arc::new(all().map(|s| s.0).collect::<Int64Array>())),
-            list(Arc::new(all().map(|s| s.1.0).collect::<Float64Array>())),
-            list(Arc::new(all().map(|s| f64::from(s.1.1)).collect::<Float64Array>())),
-        ]
+        let columns: Vec<ArrayRef> = vec![
+            Arc::new(all().map(|s| s.0).collect::<Int64Array>()),
+            Arc::new(all().map(|s| s.1.0).collect::<Float64Array>()),
+            Arc::new(all().map(|s| f64::from(s.1.1)).collect::<Float64Array>()),
+        ];
+        lists_of(groups.iter().map(Vec::len), columns)
     }
 
     /// Only the values of the state's rows: a state is often a slice of a larger one.
@@ -254,11 +248,6 @@ impl Scores {
     }
 
     fn into_array(mut self) -> Result<ArrayRef> {
-        if self.members.len() > i32::MAX as usize {
-            let rows = self.members.len();
-            let message = format!("{rows} rows are more than one list array holds; aggregate fewer groups at once");
-            return Err(exec_error(FUNC, message));
-        }
         let columns: Vec<ArrayRef> = vec![
             Arc::new(Int64Array::from(self.members)),
             Arc::new(Int64Array::from(self.ticks)),
@@ -267,13 +256,7 @@ impl Scores {
             Arc::new(Int64Array::from(self.hosts)),
             Arc::new(Float64Array::from(self.peer_levels)),
         ];
-        let entries = StructArray::try_new(score_fields(), columns, None)?;
-        Ok(Arc::new(ListArray::try_new(
-            score_item(),
-            OffsetBuffer::from_lengths(self.per_group),
-            Arc::new(entries),
-            None,
-        )?))
+        struct_lists(FUNC, score_fields(), columns, self.per_group, None)
     }
 }
 
