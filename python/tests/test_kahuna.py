@@ -92,7 +92,7 @@ def test_every_function_of_the_crate_readme_gives_its_readme_result():
 
 def test_functions_are_datafusion_functions_for_the_dataframe_api():
     functions = kahuna.functions()
-    assert len(functions) == 19
+    assert len(functions) == 20
     assert isinstance(functions["jsd_sqrt"], datafusion.ScalarUDF)
     assert isinstance(functions["state_histogram"], datafusion.AggregateUDF)
     assert isinstance(functions["indict"], datafusion.WindowUDF)

@@ -441,6 +441,17 @@ mod tests {
         assert_eq!(strings(&ctx(1), sql).await, ["1|NULL", "2|0"]);
     }
 
+    /// An infinite duration weighs infinitely under 'time': its member's histogram is no
+    /// distribution, so the member has no score and is nobody's peer, though it still counts in
+    /// `peers`.
+    #[tokio::test]
+    async fn an_infinite_duration_leaves_its_member_unscored() {
+        let sql = "SELECT s['member'], s['score'], s['peers'] FROM \
+                   (SELECT unnest(duration_peer_scores(m, ms, 0.1, 10, 8, 'time', 0, 2, 0.5)) AS s \
+                    FROM (VALUES ('a', 10.0), ('a', 10.0), ('b', 10.0), ('b', 10.0), ('c', 10.0), ('c', power(10.0, 400))) AS v(m, ms))";
+        assert_eq!(strings(&ctx(1), sql).await, ["a|0.0|2", "b|0.0|2", "c|NULL|2"]);
+    }
+
     #[tokio::test]
     async fn planning_errors_name_the_argument() {
         let ctx = ctx(1);
