@@ -379,7 +379,7 @@ mod tests {
             ("ratio", Arc::new(Float64Array::from(vec![f64::NAN, 1.5])) as _),
         ])
         .unwrap();
-        let rows = verdict_rows(&[batch.clone()], "c1", true).unwrap();
+        let rows = verdict_rows(std::slice::from_ref(&batch), "c1", true).unwrap();
         // Keys in name order; a number that JSON cannot hold (NaN) is kept as its text.
         assert_eq!(rows[0].detail.as_deref(), Some(r#"{"note":"said \"slow\"","ratio":"NaN","states":3.0}"#));
         assert_eq!(rows[1].detail.as_deref(), Some(r#"{"note":"ok","ratio":1.5,"states":null}"#));
