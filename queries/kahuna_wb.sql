@@ -60,32 +60,50 @@ WHERE ($cluster IS NULL OR cluster = $cluster)
   AND array_has(string_to_array($states, ','), state)
   AND host IS NOT NULL AND start_ts IS NOT NULL;
 
--- Statement 2: the end of the data, per cluster: how long an unterminated state has run so
--- far. A table of one row per cluster, so that each state is joined to it where it is read
--- rather than hash-partitioned by cluster.
-CREATE TABLE wb_horizon AS
-SELECT cluster, date_part('epoch', max(coalesce(end_ts, start_ts))) AS last_s FROM wb_scope GROUP BY cluster;
+-- Statement 2: per job and state, each host's smoothed histogram of its durations over the
+-- group's median, log-spaced bins from $lo to $hi, compared with its peers'
+-- (duration_peer_scores). A job's states come from its logs, from the history only where no log
+-- was ingested. A group with a state still running is compared again below, once the end of the
+-- data is known.
+CREATE TABLE wb_groups AS
+SELECT cluster, job_id, state,
+       duration_peer_scores(host, duration_ms, $lo, $hi, $bins, $weight, $bandwidth, $min_states, $threshold)
+           FILTER (WHERE daemon <> 'history') AS logged,
+       duration_peer_scores(host, duration_ms, $lo, $hi, $bins, $weight, $bandwidth, $min_states, $threshold)
+           FILTER (WHERE daemon = 'history') AS history,
+       max(coalesce(end_ts, start_ts)) AS last_ts, bool_or(duration_ms IS NULL) AS running
+FROM wb_scope GROUP BY cluster, job_id, state;
 
--- Statement 3: per job and state, each host's durations against its peers'.
-CREATE TABLE wb_verdicts AS
-WITH durations AS (
+-- Statement 3: the groups with a state still running, compared with it counted until the end
+-- of the data (the latest end, or start, of the window's states in the cluster). Their states
+-- are read again; without any, nothing is.
+CREATE TABLE wb_rerun AS
+WITH horizon AS (
+    SELECT cluster, date_part('epoch', max(last_ts)) AS last_s FROM wb_groups GROUP BY cluster
+),
+running AS (
+    SELECT cluster, job_id, state FROM wb_groups WHERE running
+),
+durations AS (
     SELECT s.cluster, s.job_id, s.state, s.host, s.daemon,
            coalesce(s.duration_ms, (h.last_s - date_part('epoch', s.start_ts)) * 1000.0) AS ms
-    FROM wb_horizon h JOIN wb_scope s ON s.cluster = h.cluster
-),
--- Each host's smoothed histogram of its durations over the group's median, log-spaced bins
--- from $lo to $hi, compared with its peers' (duration_peer_scores): a job's states come from
--- its logs, from the history only where no log was ingested.
-groups AS (
-    SELECT cluster, job_id, state,
-           duration_peer_scores(host, ms, $lo, $hi, $bins, $weight, $bandwidth, $min_states, $threshold)
-               FILTER (WHERE daemon <> 'history') AS logged,
-           duration_peer_scores(host, ms, $lo, $hi, $bins, $weight, $bandwidth, $min_states, $threshold)
-               FILTER (WHERE daemon = 'history') AS history
-    FROM durations GROUP BY cluster, job_id, state
-),
-compared AS (
-    SELECT cluster, job_id, state, unnest(coalesce(logged, history)) AS c FROM groups
+    FROM running r
+    JOIN wb_scope s ON s.cluster = r.cluster AND (s.job_id IS NOT DISTINCT FROM r.job_id) AND s.state = r.state
+    JOIN horizon h ON h.cluster = s.cluster
+)
+SELECT cluster, job_id, state,
+       duration_peer_scores(host, ms, $lo, $hi, $bins, $weight, $bandwidth, $min_states, $threshold)
+           FILTER (WHERE daemon <> 'history') AS logged,
+       duration_peer_scores(host, ms, $lo, $hi, $bins, $weight, $bandwidth, $min_states, $threshold)
+           FILTER (WHERE daemon = 'history') AS history
+FROM durations GROUP BY cluster, job_id, state;
+
+-- Statement 4: each host's row per job and state.
+CREATE TABLE wb_verdicts AS
+WITH compared AS (
+    SELECT cluster, job_id, state, unnest(coalesce(logged, history)) AS c FROM wb_groups WHERE NOT running
+    UNION ALL
+    SELECT cluster, job_id, state, unnest(coalesce(logged, history)) AS c FROM wb_rerun
 )
 -- The odd one out is farther than $threshold from more than half of its peers, as `indict`
 -- says.
@@ -95,12 +113,12 @@ SELECT cluster, job_id, c['member'] AS host, state, c['score'] AS score, c['samp
        coalesce(c['score'] > 0.5, false) AND c['peers'] + 1 >= $min_hosts AND c['slowdown'] > $min_slowdown AS indicted
 FROM compared;
 
--- Statement 4: per job, whether it indicts the host (in any state); read twice below.
+-- Statement 5: per job, whether it indicts the host (in any state); read twice below.
 CREATE TABLE wb_per_job AS
 SELECT cluster, host, job_id, bool_or(indicted) AS indicted
 FROM wb_verdicts WHERE job_id IS NOT NULL GROUP BY cluster, host, job_id;
 
--- Statement 5: the verdict, per job and state, and per host.
+-- Statement 6: the verdict, per job and state, and per host.
 WITH job_blame AS (
     SELECT cluster, job_id, 1.0 / sum(CASE WHEN indicted THEN 1 ELSE 0 END) AS share
     FROM wb_per_job GROUP BY cluster, job_id HAVING bool_or(indicted)
