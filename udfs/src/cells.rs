@@ -7,9 +7,10 @@ use std::sync::Arc;
 
 use datafusion::arrow::array::{Array, ArrayRef, AsArray, BooleanArray, ListArray, StructArray};
 use datafusion::arrow::buffer::{NullBuffer, OffsetBuffer};
-use datafusion::arrow::datatypes::{DataType, Field, Fields};
+use datafusion::arrow::datatypes::{DataType, Field, FieldRef, Fields};
 use datafusion::common::Result;
 use datafusion::logical_expr::EmitTo;
+use datafusion::logical_expr::utils::format_state_name;
 
 use crate::args::{exec_error, list_item, list_row, to_f64_list};
 
@@ -172,7 +173,24 @@ pub(crate) fn struct_lists(
         let message = format!("{rows} rows are more than one list array holds; aggregate fewer groups at once");
         return Err(exec_error(func, message));
     }
-    let item = Arc::new(Field::new_list_field(DataType::Struct(fields.clone()), true));
+    let item = struct_list_item(fields.clone());
     let entries = StructArray::try_new(fields, columns, None)?;
     Ok(Arc::new(ListArray::try_new(item, OffsetBuffer::from_lengths(per_group), Arc::new(entries), nulls)?))
+}
+
+/// The item of the lists [`struct_lists`] makes of `fields`: an aggregate's return type is a
+/// list of it.
+pub(crate) fn struct_list_item(fields: Fields) -> FieldRef {
+    Arc::new(Field::new_list_field(DataType::Struct(fields), true))
+}
+
+/// The state fields of an aggregate whose state is lists side by side ([`lists_of`]), each
+/// named and of its item type.
+pub(crate) fn lists_state_fields(name: &str, lists: &[(&str, DataType)]) -> Vec<FieldRef> {
+    lists
+        .iter()
+        .map(|(field, t)| {
+            Arc::new(Field::new(format_state_name(name, field), DataType::List(list_item(t.clone())), true))
+        })
+        .collect()
 }

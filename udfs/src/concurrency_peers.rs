@@ -19,17 +19,16 @@ use datafusion::common::hash_utils::RandomState;
 use datafusion::common::{Result, ScalarValue};
 use datafusion::logical_expr::expr::{AggregateFunctionParams, WindowFunctionParams};
 use datafusion::logical_expr::function::{AccumulatorArgs, StateFieldsArgs};
-use datafusion::logical_expr::utils::format_state_name;
 use datafusion::logical_expr::{
     Accumulator, AggregateUDFImpl, Documentation, GroupsAccumulator, Signature, Volatility,
     aggregate_doc_sections::DOC_SECTION_GENERAL, udaf_default_schema_name, udaf_default_window_function_schema_name,
 };
 
 use crate::args::{
-    Literals, arg_error, check_arity, exec_error, list_item, logical_literals, physical_literals, require_integer,
-    require_number, to_f64,
+    Literals, arg_error, check_arity, exec_error, logical_literals, physical_literals, require_integer, require_number,
+    to_f64,
 };
-use crate::cells::{lists_of, lists_side_by_side, struct_lists};
+use crate::cells::{lists_of, lists_side_by_side, lists_state_fields, struct_list_item, struct_lists};
 use crate::members::{MemberType, Members, is_text, member_type};
 use crate::series::{Grid, MAX_STEPS, peer_correlations, running_sums};
 use crate::ticks::{KeptSamples, SampleAccumulator, SampleGroups};
@@ -314,20 +313,16 @@ fn similarity_fields(member_type: MemberType) -> Fields {
     ])
 }
 
-fn similarity_item(member_type: MemberType) -> FieldRef {
-    Arc::new(Field::new_list_field(DataType::Struct(similarity_fields(member_type)), true))
-}
-
 fn state_fields(name: &str, member_type: MemberType) -> Vec<FieldRef> {
-    let list = |field: &str, t: DataType| {
-        Arc::new(Field::new(format_state_name(name, field), DataType::List(list_item(t)), true))
-    };
-    vec![
-        list("members", member_type.data_type()),
-        list("starts", DataType::Float64),
-        list("ends", DataType::Float64),
-        list("keys", DataType::Utf8View),
-    ]
+    lists_state_fields(
+        name,
+        &[
+            ("members", member_type.data_type()),
+            ("starts", DataType::Float64),
+            ("ends", DataType::Float64),
+            ("keys", DataType::Utf8View),
+        ],
+    )
 }
 
 static CONCURRENCY_PEER_PEARSON_DOC: LazyLock<Documentation> = LazyLock::new(|| {
@@ -390,7 +385,7 @@ impl AggregateUDFImpl for ConcurrencyPeerPearson {
     }
 
     fn return_type(&self, t: &[DataType]) -> Result<DataType> {
-        Ok(DataType::List(similarity_item(MemberType::of(&t[0]))))
+        Ok(DataType::List(struct_list_item(similarity_fields(MemberType::of(&t[0])))))
     }
 
     fn schema_name(&self, params: &AggregateFunctionParams) -> Result<String> {

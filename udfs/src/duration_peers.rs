@@ -16,17 +16,16 @@ use datafusion::arrow::datatypes::{DataType, Field, FieldRef, Fields, Float64Typ
 use datafusion::common::{Result, ScalarValue};
 use datafusion::logical_expr::expr::{AggregateFunctionParams, WindowFunctionParams};
 use datafusion::logical_expr::function::{AccumulatorArgs, StateFieldsArgs};
-use datafusion::logical_expr::utils::format_state_name;
 use datafusion::logical_expr::{
     Accumulator, AggregateUDFImpl, Documentation, GroupsAccumulator, Signature, Volatility,
     aggregate_doc_sections::DOC_SECTION_GENERAL, udaf_default_schema_name, udaf_default_window_function_schema_name,
 };
 
 use crate::args::{
-    Literals, arg_error, check_arity, exec_error, list_item, logical_literals, physical_literals, require_integer,
-    require_number, to_f64,
+    Literals, arg_error, check_arity, exec_error, logical_literals, physical_literals, require_integer, require_number,
+    to_f64,
 };
-use crate::cells::{lists_of, lists_side_by_side, struct_lists};
+use crate::cells::{lists_of, lists_side_by_side, lists_state_fields, struct_list_item, struct_lists};
 use crate::distance::Kde;
 use crate::histogram::{Binner, MAX_BINS, ValueBinner};
 use crate::members::{MemberType, Members, is_text, member_type};
@@ -275,15 +274,8 @@ fn score_fields(member_type: MemberType) -> Fields {
     ])
 }
 
-fn score_item(member_type: MemberType) -> FieldRef {
-    Arc::new(Field::new_list_field(DataType::Struct(score_fields(member_type)), true))
-}
-
 fn state_fields(name: &str, member_type: MemberType) -> Vec<FieldRef> {
-    let list = |field: &str, t: DataType| {
-        Arc::new(Field::new(format_state_name(name, field), DataType::List(list_item(t)), true))
-    };
-    vec![list("members", member_type.data_type()), list("durations", DataType::Float64)]
+    lists_state_fields(name, &[("members", member_type.data_type()), ("durations", DataType::Float64)])
 }
 
 static DURATION_PEER_SCORES_DOC: LazyLock<Documentation> = LazyLock::new(|| {
@@ -349,7 +341,7 @@ impl AggregateUDFImpl for DurationPeerScores {
     }
 
     fn return_type(&self, t: &[DataType]) -> Result<DataType> {
-        Ok(DataType::List(score_item(MemberType::of(&t[0]))))
+        Ok(DataType::List(struct_list_item(score_fields(MemberType::of(&t[0])))))
     }
 
     fn schema_name(&self, params: &AggregateFunctionParams) -> Result<String> {

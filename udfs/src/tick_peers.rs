@@ -28,7 +28,7 @@ use datafusion::logical_expr::{
 use crate::args::{
     Literals, check_arity, exec_error, list_item, logical_literals, physical_literals, require_integer, require_number,
 };
-use crate::cells::{lists_of, lists_side_by_side, struct_lists};
+use crate::cells::{lists_of, lists_side_by_side, struct_list_item, struct_lists};
 use crate::distance::Kde;
 use crate::histogram::samples_state_fields;
 use crate::peer::Distributions;
@@ -271,10 +271,6 @@ fn score_fields() -> Fields {
     ])
 }
 
-fn score_item() -> FieldRef {
-    Arc::new(Field::new_list_field(DataType::Struct(score_fields()), true))
-}
-
 static TICK_PEER_SCORES_DOC: LazyLock<Documentation> = LazyLock::new(|| {
     let doc = Documentation::builder(
         DOC_SECTION_GENERAL,
@@ -342,7 +338,7 @@ impl AggregateUDFImpl for TickPeerScores {
     }
 
     fn return_type(&self, _: &[DataType]) -> Result<DataType> {
-        Ok(DataType::List(score_item()))
+        Ok(DataType::List(struct_list_item(score_fields())))
     }
 
     fn schema_name(&self, params: &AggregateFunctionParams) -> Result<String> {
