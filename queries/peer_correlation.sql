@@ -38,21 +38,28 @@ WITH map_states AS (
 ),
 -- A Map is there twice when the job history was ingested beside the TaskTracker logs
 -- (daemon 'history' and 'tasktracker'): a job's Maps come from its logs, from its history
--- only where no log of the job was ingested.
-logged AS (
-    SELECT DISTINCT cluster, job_id FROM map_states WHERE daemon <> 'history'
-),
+-- only where no log of the job was ingested (the comparison of a job's logged Maps is NULL
+-- where it has none).
 compared AS (
-    SELECT m.cluster, m.job_id,
-           unnest(concurrency_peer_pearson(m.host, date_part('epoch', m.start_ts), date_part('epoch', m.end_ts),
-                                           $points, m.task_id)) AS r
-    FROM map_states m LEFT JOIN logged l ON l.cluster = m.cluster AND l.job_id = m.job_id
-    WHERE m.daemon <> 'history' OR l.job_id IS NULL
-    GROUP BY m.cluster, m.job_id
+    SELECT cluster, job_id, unnest(coalesce(logged, history)) AS r
+    FROM (SELECT cluster, job_id,
+                 concurrency_peer_pearson(host, date_part('epoch', start_ts), date_part('epoch', end_ts), $points, task_id)
+                     FILTER (WHERE daemon <> 'history') AS logged,
+                 concurrency_peer_pearson(host, date_part('epoch', start_ts), date_part('epoch', end_ts), $points, task_id)
+                     FILTER (WHERE daemon = 'history') AS history
+          FROM map_states GROUP BY cluster, job_id)
 ),
-peer_hosts AS (
-    SELECT cluster, job_id, r['member'] AS host, r['lowest_abs_r'] AS lowest_r, r['mean_abs_r'] AS mean_r
-    FROM compared
+-- Each job's hosts summed up where the comparison left them (its rows are already divided
+-- among partitions by job), and only then the job's outcome joined: one row per job.
+similarity AS (
+    SELECT cluster, job_id,
+           count(*) AS hosts, sum(CASE WHEN r['lowest_abs_r'] >= $min_r THEN 1 ELSE 0 END) AS similar_hosts,
+           avg(CASE WHEN r['lowest_abs_r'] >= $min_r THEN 1.0 ELSE 0.0 END) AS share_similar,
+           avg(r['mean_abs_r']) AS mean_abs_r,
+           first_value(r['member'] ORDER BY r['lowest_abs_r'], r['member']) AS least_similar_host,
+           min(r['lowest_abs_r']) AS least_similar_r
+    FROM compared GROUP BY cluster, job_id
+    HAVING count(*) >= $min_hosts
 ),
 -- One outcome per job: a job's history can be ingested twice (Hadoop writes it to the
 -- JobTracker's history folder and to the job's output, `_logs/history`); the last to finish.
@@ -60,15 +67,9 @@ outcomes AS (
     SELECT cluster, job_id, first_value(outcome ORDER BY finish_ts DESC NULLS LAST, outcome) AS outcome
     FROM jobs GROUP BY cluster, job_id
 )
-SELECT r.cluster, r.job_id, coalesce(j.outcome, 'UNKNOWN') AS outcome,
-       count(*) AS hosts, sum(CASE WHEN r.lowest_r >= $min_r THEN 1 ELSE 0 END) AS similar_hosts,
-       avg(CASE WHEN r.lowest_r >= $min_r THEN 1.0 ELSE 0.0 END) AS share_similar,
-       avg(r.mean_r) AS mean_abs_r,
-       first_value(r.host ORDER BY r.lowest_r, r.host) AS least_similar_host,
-       min(r.lowest_r) AS least_similar_r
-FROM peer_hosts r LEFT JOIN outcomes j ON j.cluster = r.cluster AND j.job_id = r.job_id
-GROUP BY r.cluster, r.job_id, j.outcome
-HAVING count(*) >= $min_hosts;
+SELECT s.cluster, s.job_id, coalesce(j.outcome, 'UNKNOWN') AS outcome, s.hosts, s.similar_hosts, s.share_similar,
+       s.mean_abs_r, s.least_similar_host, s.least_similar_r
+FROM similarity s LEFT JOIN outcomes j ON j.cluster = s.cluster AND j.job_id = s.job_id;
 
 SELECT outcome, count(*) AS jobs, sum(hosts) AS hosts, sum(similar_hosts) AS similar_hosts,
        round(CAST(sum(similar_hosts) AS DOUBLE) / sum(hosts), 3) AS share_similar

@@ -15,9 +15,9 @@ use datafusion::catalog::{MemorySchemaProvider, SchemaProvider, TableProvider};
 use datafusion::common::DataFusionError;
 use datafusion::common::config::Dialect;
 use datafusion::datasource::{ViewTable, source_as_provider};
-use datafusion::execution::SessionStateBuilder;
 use datafusion::execution::memory_pool::{FairSpillPool, MemoryLimit, TrackConsumersPool};
 use datafusion::execution::runtime_env::{RuntimeEnv, RuntimeEnvBuilder};
+use datafusion::execution::{SessionState, SessionStateBuilder};
 use datafusion::logical_expr::LogicalPlan;
 use datafusion::prelude::{DataFrame, SessionConfig, SessionContext};
 use datafusion::sql::parser::{DFParser, Statement};
@@ -230,8 +230,7 @@ pub async fn session_on_cluster(snapshot: &Snapshot, scheduler: &str) -> Result<
         // with no rows, or replans it without end; the static planner answers it right.
         .set_bool(BALLISTA_ADAPTIVE_PLANNER_ENABLED, false)
         .with_ballista_logical_extension_codec(Arc::new(crate::cluster::codec::KahunaCodec::default()));
-    let state =
-        SessionStateBuilder::new().with_config(config).with_runtime_env(runtime).with_default_features().build();
+    let state = session_state(config, runtime);
     // Ballista replaces the state's functions with DataFusion's: Kahuna's are added after.
     let ctx = SessionContext::remote_with_state(&format!("df://{scheduler}"), state).await?;
     with_warehouse(ctx, snapshot, Some(tables))
@@ -240,9 +239,17 @@ pub async fn session_on_cluster(snapshot: &Snapshot, scheduler: &str) -> Result<
 fn session_in(snapshot: &Snapshot, config: SessionConfig, runtime: Arc<RuntimeEnv>) -> Result<SessionContext> {
     let config = configured(config, &runtime);
     // The snapshot's object stores: its Delta tables registered theirs there.
-    let state =
-        SessionStateBuilder::new().with_config(config).with_runtime_env(runtime).with_default_features().build();
-    with_warehouse(SessionContext::new_with_state(state), snapshot, None)
+    with_warehouse(SessionContext::new_with_state(session_state(config, runtime)), snapshot, None)
+}
+
+/// DataFusion's planning, with Kahuna's aggregates that keep their rows aggregated once.
+fn session_state(config: SessionConfig, runtime: Arc<RuntimeEnv>) -> SessionState {
+    SessionStateBuilder::new()
+        .with_config(config)
+        .with_runtime_env(runtime)
+        .with_default_features()
+        .with_physical_optimizer_rule(Arc::new(kahuna_udfs::AggregateOnce))
+        .build()
 }
 
 /// Every session's settings: information schema, PostgreSQL's grammar, sorts sized to the memory.

@@ -199,9 +199,13 @@ pub fn scheduler_address(engine: &str) -> Result<String> {
     Ok(address.to_string())
 }
 
-/// The function registry of every Ballista session and task: DataFusion's and Kahuna's.
+/// The function registry of every Ballista session and task, DataFusion's and Kahuna's, and
+/// Kahuna's planning of its aggregates.
 fn session_state(config: SessionConfig) -> datafusion::common::Result<datafusion::execution::SessionState> {
-    let mut state = ballista_core::utils::default_session_builder(config)?;
+    let state = ballista_core::utils::default_session_builder(config)?;
+    let mut state = datafusion::execution::SessionStateBuilder::new_from_existing(state)
+        .with_physical_optimizer_rule(Arc::new(kahuna_udfs::AggregateOnce))
+        .build();
     kahuna_udfs::register_all(&mut state)?;
     Ok(state)
 }

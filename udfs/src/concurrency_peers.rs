@@ -13,6 +13,7 @@ use std::hash::BuildHasher;
 use std::sync::{Arc, LazyLock};
 
 use datafusion::arrow::array::{Array, ArrayRef, AsArray, Float64Array, Float64Builder, StringViewArray};
+use datafusion::arrow::buffer::NullBuffer;
 use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::{DataType, Field, FieldRef, Fields, Float64Type};
 use datafusion::common::hash_utils::RandomState;
@@ -30,7 +31,7 @@ use crate::args::{
 };
 use crate::cells::{lists_of, lists_side_by_side, lists_state_fields, struct_list_item, struct_lists};
 use crate::members::{MemberType, Members, is_text, member_type};
-use crate::series::{Grid, MAX_STEPS, peer_correlations, running_sums};
+use crate::series::{Grid, MAX_STEPS, WholeSeries, peer_correlations, running_sums};
 use crate::ticks::{KeptSamples, SampleAccumulator, SampleGroups};
 
 const FUNC: &str = "concurrency_peer_pearson";
@@ -223,15 +224,16 @@ impl Peers {
         for interval in intervals.iter_mut().filter(|i| i.key != NO_KEY) {
             interval.hash = RandomState::default().hash_one(keys.get(interval.key));
         }
-        let key_order = |a: &Interval, b: &Interval| {
-            (a.key == NO_KEY)
-                .cmp(&(b.key == NO_KEY))
-                .then(a.hash.cmp(&b.hash))
-                .then_with(|| if a.key == NO_KEY { a.key.cmp(&b.key) } else { keys.get(a.key).cmp(keys.get(b.key)) })
-        };
-        intervals.sort_unstable_by(|a, b| {
-            ranks[a.member as usize].cmp(&ranks[b.member as usize]).then_with(|| key_order(a, b))
+        // By member, keyed before keyless, then by the key's hash; keys of one hash (almost
+        // always one key) then by their bytes, so that each key's intervals lie together.
+        intervals.sort_unstable_by_key(|i| {
+            (u128::from(ranks[i.member as usize]) << 65) | (u128::from(i.key == NO_KEY) << 64) | u128::from(i.hash)
         });
+        for same_hash in intervals.chunk_by_mut(|a, b| a.member == b.member && a.key != NO_KEY && a.hash == b.hash) {
+            if same_hash.len() > 2 {
+                same_hash.sort_unstable_by(|a, b| keys.get(a.key).cmp(keys.get(b.key)));
+            }
+        }
         intervals.dedup_by(|later, kept| {
             let same = later.member == kept.member
                 && later.key != NO_KEY
@@ -254,9 +256,27 @@ struct Similarity {
     lowest: Vec<f64>,
     mean: Float64Builder,
     per_group: Vec<usize>,
+    /// Groups without an interval: NULL, not an empty list.
+    empty: Vec<bool>,
     /// The difference arrays of a group's members, kept from group to group: a zeroed
     /// allocation of each group's would be zeroed by the kernel, page by page.
-    delta: Vec<f64>,
+    delta: Vec<i32>,
+}
+
+/// Each member's number of active intervals at each step, from its difference array (`steps`
+/// + 1 cells): None where a count is too large for [`WholeSeries`].
+fn counts(delta: &[i32], steps: usize, members: usize) -> Option<Vec<i16>> {
+    let mut counts = Vec::with_capacity(steps * members);
+    let mut highest = 0;
+    for cells in delta.chunks_exact(steps + 1) {
+        let mut active = 0i32;
+        counts.extend(cells[..steps].iter().map(|&d| {
+            active += d;
+            highest = highest.max(active.abs());
+            active as i16
+        }));
+    }
+    (i64::from(highest) <= WholeSeries::largest(steps)).then_some(counts)
 }
 
 impl Similarity {
@@ -265,6 +285,7 @@ impl Similarity {
     /// length * points, 0, points, 1)` makes them, compared as `peer_pearson` compares them.
     fn group(&mut self, points: usize, intervals: &[Interval]) -> Result<()> {
         let before = self.members.len();
+        self.empty.push(intervals.is_empty());
         let t0 = intervals.iter().map(|i| i.start).fold(f64::INFINITY, f64::min);
         let last =
             intervals.iter().map(|i| if i.end.is_nan() { i.start } else { i.end }).fold(f64::NEG_INFINITY, f64::max);
@@ -274,19 +295,26 @@ impl Similarity {
         let members: Vec<&[Interval]> = intervals.chunk_by(|a, b| a.member == b.member).collect();
         let delta = &mut self.delta;
         delta.clear();
-        delta.resize(members.len() * (points + 1), 0.0);
+        delta.resize(members.len() * (points + 1), 0);
         for (cells, member) in delta.chunks_exact_mut(points + 1).zip(&members) {
             for interval in *member {
                 if let Some((first, stop)) = grid.covered(scaled(interval.start), scaled(interval.end)) {
-                    cells[first] += 1.0;
-                    cells[stop] -= 1.0;
+                    cells[first] += 1;
+                    cells[stop] -= 1;
                 }
             }
         }
-        let series: ArrayRef = Arc::new(running_sums(delta, points, members.len()));
-        for (member, found) in members.iter().zip(peer_correlations(FUNC, &series)?) {
-            // A member without peers (alone in its group) is left out, as peer_pearson's NULL.
-            let Some((lowest, mean)) = found else { continue };
+        // A member without peers (alone in its group) is left out, as peer_pearson's NULL.
+        let found = if members.len() < 2 {
+            vec![]
+        } else if let Some(counts) = counts(delta, points, members.len()) {
+            WholeSeries::new(counts, points, members.len()).peer_correlations()
+        } else {
+            let delta: Vec<f64> = delta.iter().map(|&d| f64::from(d)).collect();
+            let series: ArrayRef = Arc::new(running_sums(&delta, points, members.len()));
+            peer_correlations(FUNC, &series)?.into_iter().flatten().collect()
+        };
+        for (member, (lowest, mean)) in members.iter().zip(found) {
             self.members.push(member[0].member);
             self.lowest.push(lowest);
             self.mean.append_option(mean);
@@ -301,7 +329,8 @@ impl Similarity {
             Arc::new(Float64Array::from(self.lowest)),
             Arc::new(self.mean.finish()),
         ];
-        struct_lists(FUNC, similarity_fields(member_type), columns, self.per_group, None)
+        let nulls = NullBuffer::from_iter(self.empty.iter().map(|&empty| !empty));
+        struct_lists(FUNC, similarity_fields(member_type), columns, self.per_group, Some(nulls))
     }
 }
 
@@ -334,7 +363,8 @@ static CONCURRENCY_PEER_PEARSON_DOC: LazyLock<Documentation> = LazyLock::new(|| 
          0.001 long: the series `concurrency_series((start - t0) / length * points, (end - t0) / length \
          * points, 0, points, 1)` grouped by member gives. Each member is then compared with the others \
          as `peer_pearson` compares them. Returns a list of `{member, lowest_abs_r, mean_abs_r}` ordered \
-         by member; a member alone in its group is left out. With a `key` (a task attempt), the rows of \
+         by member; a member alone in its group is left out, and a group without an interval gives NULL \
+         (so that `coalesce` can choose between two sources, as `FILTER` clauses split them). With a `key` (a task attempt), the rows of \
          one member and key are one interval, from their earliest start to their latest end, as \
          `min(start)`, `max(end)` grouped by member and key would make it. Rows with a NULL member or \
          start are skipped; a NULL end is an interval still running; a NULL key is an interval of its \
@@ -553,6 +583,16 @@ mod tests {
         );
         let expected = ["1|0.0|1.0", "2|0.0|1.0", "3|0.0|1.0", "4|0.0|NULL"];
         assert_eq!(strings(&ctx(1), &sql).await, expected);
+    }
+
+    /// A group without an interval (all its rows left out by a FILTER) is NULL, so that
+    /// `coalesce` can fall back to another source; a group of one member is an empty list.
+    #[tokio::test]
+    async fn no_interval_is_null_one_member_is_empty() {
+        let sql = "SELECT g, concurrency_peer_pearson(m, s, e, 4) FILTER (WHERE m > 1) IS NULL, \
+                   cardinality(concurrency_peer_pearson(m, s, e, 4)) \
+                   FROM (VALUES (1, 1, 0.0, 1.0), (2, 1, 0.0, 2.0), (2, 2, 1.0, 2.0)) AS v(g, m, s, e) GROUP BY g ORDER BY g";
+        assert_eq!(strings(&ctx(1), sql).await, ["1|true|0", "2|false|2"]);
     }
 
     #[tokio::test]

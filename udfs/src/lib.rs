@@ -16,6 +16,7 @@
 #[doc = include_str!("../README.md")]
 struct ReadmeExamples;
 
+mod aggregate_once;
 mod alarm;
 mod args;
 mod cells;
@@ -35,6 +36,8 @@ use std::sync::{Arc, OnceLock};
 use datafusion::common::Result;
 use datafusion::execution::FunctionRegistry;
 use datafusion::logical_expr::{AggregateUDF, ScalarUDF, WindowUDF};
+
+pub use aggregate_once::AggregateOnce;
 
 /// The numeric kernels behind the SQL functions, for Rust callers and the benchmarks.
 pub mod kernels {

@@ -4,6 +4,7 @@
 //! series at once).
 
 use std::mem::size_of;
+use std::ops::Range;
 use std::sync::{Arc, LazyLock};
 
 use datafusion::arrow::array::{Array, ArrayRef, AsArray, BooleanArray, Float64Array, ListArray, StructArray};
@@ -461,9 +462,11 @@ fn dot(a: &[f64], b: &[f64]) -> f64 {
 
 /// For every series of a partition, its lowest |r| with a peer (a peer with which r is
 /// undefined counts 0) and its mean |r| over the peers where r is defined (None where it is
-/// nowhere); `None` for a NULL series or one without peers. Each pair is computed once. Series without missing or
-/// non-finite items are standardised once, so that a pair costs one dot product; the others
-/// pair through [`pearson_pairs`], as `pearson` does.
+/// nowhere); `None` for a NULL series or one without peers. Each pair is computed once. Series of
+/// small whole numbers (counts, as `concurrency_series` makes them) pair through exact integer
+/// sums ([`WholeSeries`]); other series without missing or non-finite items are standardised
+/// once, so that a pair costs one dot product; the others pair through [`pearson_pairs`], as
+/// `pearson` does.
 pub fn peer_correlations(func: &str, series: &ArrayRef) -> Result<Vec<Option<LowestAndMean>>> {
     let lists = to_f64_list(series)?;
     let values = lists.values().as_primitive::<Float64Type>();
@@ -477,41 +480,53 @@ pub fn peer_correlations(func: &str, series: &ArrayRef) -> Result<Vec<Option<Low
             format!("rows {} and {row} of a partition have series of {width} and {} values", rows[0], span(row).len()),
         ));
     }
-    // Plain: no missing or non-finite item, decided once per series, not once per pair.
-    let plain: Vec<bool> = rows
-        .iter()
-        .map(|&row| {
-            let range = span(row);
-            values.nulls().is_none_or(|n| n.slice(range.start, range.len()).null_count() == 0)
-                && values.values()[range].iter().all(|v| v.is_finite())
-        })
-        .collect();
-    // Standardised: centred and scaled to unit norm, so r is their dot product. None: constant.
-    let standardised: Vec<Option<Vec<f64>>> = rows
-        .iter()
-        .zip(&plain)
-        .map(|(&row, &plain)| {
-            let xs = &values.values()[span(row)];
-            let mean = xs.iter().sum::<f64>() / xs.len().max(1) as f64;
-            let norm = xs.iter().map(|x| (x - mean) * (x - mean)).sum::<f64>().sqrt();
-            (plain && xs.len() >= 2 && norm > 0.0).then(|| xs.iter().map(|x| (x - mean) / norm).collect())
-        })
-        .collect();
-    let pair = |i: usize, j: usize| -> Option<f64> {
-        if plain[i] && plain[j] {
-            let (a, b) = (standardised[i].as_ref()?, standardised[j].as_ref()?);
-            return Some(dot(a, b).clamp(-1.0, 1.0));
-        }
-        let (a, b) = (span(rows[i]), span(rows[j]));
-        pearson_pairs(&values.values()[a.clone()], &values.values()[b.clone()], |k| {
-            values.is_valid(a.start + k) && values.is_valid(b.start + k)
+    let spans: Vec<Range<usize>> = rows.iter().map(|&row| span(row)).collect();
+    let no_nulls = |s: &Range<usize>| values.nulls().is_none_or(|n| n.slice(s.start, s.len()).null_count() == 0);
+    let whole = spans.iter().all(no_nulls).then(|| WholeSeries::of(values.values(), &spans, width)).flatten();
+    let found = if let Some(whole) = whole {
+        whole.peer_correlations()
+    } else {
+        // Plain: no missing or non-finite item, decided once per series, not once per pair.
+        let plain: Vec<bool> =
+            spans.iter().map(|s| no_nulls(s) && values.values()[s.clone()].iter().all(|v| v.is_finite())).collect();
+        // Standardised: centred and scaled to unit norm, so r is their dot product. None: constant.
+        let standardised: Vec<Option<Vec<f64>>> = spans
+            .iter()
+            .zip(&plain)
+            .map(|(s, &plain)| {
+                let xs = &values.values()[s.clone()];
+                let mean = xs.iter().sum::<f64>() / xs.len().max(1) as f64;
+                let norm = xs.iter().map(|x| (x - mean) * (x - mean)).sum::<f64>().sqrt();
+                (plain && xs.len() >= 2 && norm > 0.0).then(|| xs.iter().map(|x| (x - mean) / norm).collect())
+            })
+            .collect();
+        lowest_and_mean(rows.len(), |i, j| {
+            if plain[i] && plain[j] {
+                let (a, b) = (standardised[i].as_ref()?, standardised[j].as_ref()?);
+                return Some(dot(a, b).clamp(-1.0, 1.0));
+            }
+            let (a, b) = (&spans[i], &spans[j]);
+            pearson_pairs(&values.values()[a.clone()], &values.values()[b.clone()], |k| {
+                values.is_valid(a.start + k) && values.is_valid(b.start + k)
+            })
         })
     };
-    let mut lowest = vec![f64::INFINITY; rows.len()];
-    let mut sums = vec![(0.0, 0usize); rows.len()];
-    for i in 0..rows.len() {
-        for j in i + 1..rows.len() {
-            let r = pair(i, j).map(f64::abs).filter(|r| !r.is_nan());
+    let mut out = vec![None; lists.len()];
+    if rows.len() > 1 {
+        for (row, found) in rows.into_iter().zip(found) {
+            out[row] = Some(found);
+        }
+    }
+    Ok(out)
+}
+
+/// Each of `n` series' lowest |r| and mean |r|, `r(i, j)` called once per pair (None: undefined).
+fn lowest_and_mean(n: usize, r: impl Fn(usize, usize) -> Option<f64>) -> Vec<LowestAndMean> {
+    let mut lowest = vec![f64::INFINITY; n];
+    let mut sums = vec![(0.0, 0usize); n];
+    for i in 0..n {
+        for j in i + 1..n {
+            let r = r(i, j).map(f64::abs).filter(|r| !r.is_nan());
             for k in [i, j] {
                 lowest[k] = lowest[k].min(r.unwrap_or(0.0));
                 if let Some(r) = r {
@@ -521,14 +536,84 @@ pub fn peer_correlations(func: &str, series: &ArrayRef) -> Result<Vec<Option<Low
             }
         }
     }
-    let mut out = vec![None; lists.len()];
-    if rows.len() > 1 {
-        for (k, &row) in rows.iter().enumerate() {
-            let mean = (sums[k].1 > 0).then(|| sums[k].0 / sums[k].1 as f64);
-            out[row] = Some((lowest[k], mean));
+    lowest.into_iter().zip(sums).map(|(lowest, (sum, n))| (lowest, (n > 0).then(|| sum / n as f64))).collect()
+}
+
+/// Series of whole numbers small enough that every sum of products of two of them fits an
+/// `i32`, kept as `i16`: r = (n·Σab − Σa·Σb) / √((n·Σa² − (Σa)²)(n·Σb² − (Σb)²)) from exact
+/// integer sums. A pair is then one integer dot product, eight products an instruction.
+pub(crate) struct WholeSeries {
+    values: Vec<i16>,
+    width: usize,
+    /// Σa of each series.
+    sums: Vec<i64>,
+    /// √(n·Σa² − (Σa)²) of each series: 0 for a constant one, whose r is undefined.
+    spreads: Vec<f64>,
+}
+
+impl WholeSeries {
+    /// The largest magnitude of a value of series of `width` items.
+    pub(crate) fn largest(width: usize) -> i64 {
+        ((i32::MAX as f64 / width.max(1) as f64).sqrt() as i64).min(i64::from(i16::MAX))
+    }
+
+    /// `series` series of `width` values one after another, each at most [`Self::largest`] in
+    /// magnitude.
+    pub(crate) fn new(values: Vec<i16>, width: usize, series: usize) -> Self {
+        let (mut sums, mut spreads) = (Vec::with_capacity(series), Vec::with_capacity(series));
+        for k in 0..series {
+            let items = &values[k * width..][..width];
+            let sum: i64 = items.iter().map(|&v| i64::from(v)).sum();
+            let squares: i64 = items.iter().map(|&v| i64::from(v) * i64::from(v)).sum();
+            sums.push(sum);
+            spreads.push(((width as i64 * squares - sum * sum) as f64).sqrt());
+        }
+        Self { values, width, sums, spreads }
+    }
+
+    /// None where a value is not a whole number or too large.
+    fn of(values: &[f64], spans: &[Range<usize>], width: usize) -> Option<Self> {
+        let largest = Self::largest(width) as f64;
+        let mut kept = Vec::with_capacity(spans.len() * width);
+        for v in spans.iter().flat_map(|span| &values[span.clone()]) {
+            let whole = *v as i16;
+            if f64::from(whole) != *v || v.abs() > largest {
+                return None;
+            }
+            kept.push(whole);
+        }
+        Some(Self::new(kept, width, spans.len()))
+    }
+
+    /// Each series' lowest and mean |r| with the others.
+    pub(crate) fn peer_correlations(&self) -> Vec<LowestAndMean> {
+        lowest_and_mean(self.sums.len(), |i, j| self.r(i, j))
+    }
+
+    fn r(&self, i: usize, j: usize) -> Option<f64> {
+        if self.spreads[i] == 0.0 || self.spreads[j] == 0.0 {
+            return None;
+        }
+        let (a, b) = (&self.values[i * self.width..][..self.width], &self.values[j * self.width..][..self.width]);
+        let covariance = self.width as i64 * i64::from(whole_dot(a, b)) - self.sums[i] * self.sums[j];
+        Some((covariance as f64 / (self.spreads[i] * self.spreads[j])).clamp(-1.0, 1.0))
+    }
+}
+
+/// `Σ a·b` in eight lanes, eight items a step: integer sums may be reordered, and in this shape
+/// the compiler multiplies eight pairs an instruction.
+fn whole_dot(a: &[i16], b: &[i16]) -> i32 {
+    const LANES: usize = 8;
+    let mut lanes = [0i32; LANES];
+    let (a_chunks, b_chunks) = (a.chunks_exact(LANES), b.chunks_exact(LANES));
+    let rest: i32 =
+        a_chunks.remainder().iter().zip(b_chunks.remainder()).map(|(&x, &y)| i32::from(x) * i32::from(y)).sum();
+    for (x, y) in a_chunks.zip(b_chunks) {
+        for k in 0..LANES {
+            lanes[k] += i32::from(x[k]) * i32::from(y[k]);
         }
     }
-    Ok(out)
+    lanes.iter().sum::<i32>() + rest
 }
 
 fn peer_pearson_fields() -> Fields {
@@ -756,6 +841,32 @@ mod tests {
             assert!((lowest - 1.0).abs() < 1e-15 && (mean - 1.0).abs() < 1e-15, "{lowest} {mean}");
         }
         assert_eq!(peer_correlations("peer_pearson", &series(&[Some(vec![1.0, 2.0])])).unwrap(), [None]);
+    }
+
+    /// Series of whole numbers pair through exact integer sums, others through standardised
+    /// series: the same coefficients, r being unchanged by shifting or scaling a series. Values
+    /// too large for the integer sums (here 9,000 > √(2³¹ / 50)) take the standardised route.
+    #[test]
+    fn whole_series_agree_with_the_standardised_route() {
+        let mut next = crate::test_util::uniform(7);
+        let whole: Vec<Vec<f64>> = (0..6).map(|_| (0..50).map(|_| (next() * 10.0).floor()).collect()).collect();
+        let changed = |f: fn(f64) -> f64| -> Vec<Option<Vec<f64>>> {
+            whole.iter().map(|row| Some(row.iter().map(|&v| f(v)).collect())).collect()
+        };
+        let spans: Vec<_> = (0..6).map(|k| k * 50..(k + 1) * 50).collect();
+        let flat = |rows: &[Option<Vec<f64>>]| rows.iter().flatten().flatten().copied().collect::<Vec<f64>>();
+        let (same, shifted, scaled) = (changed(|v| v), changed(|v| v + 0.5), changed(|v| v * 1000.0));
+        assert!(super::WholeSeries::of(&flat(&same), &spans, 50).is_some());
+        assert!(super::WholeSeries::of(&flat(&shifted), &spans, 50).is_none());
+        assert!(super::WholeSeries::of(&flat(&scaled), &spans, 50).is_none());
+        let exact = peer_correlations("peer_pearson", &series(&same)).unwrap();
+        for other in [shifted, scaled] {
+            for (a, b) in exact.iter().zip(peer_correlations("peer_pearson", &series(&other)).unwrap()) {
+                let ((lowest_a, mean_a), (lowest_b, mean_b)) = (a.unwrap(), b.unwrap());
+                assert!((lowest_a - lowest_b).abs() < 1e-12, "{lowest_a} {lowest_b}");
+                assert!((mean_a.unwrap() - mean_b.unwrap()).abs() < 1e-12, "{mean_a:?} {mean_b:?}");
+            }
+        }
     }
 
     #[tokio::test]
