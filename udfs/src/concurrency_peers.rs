@@ -229,7 +229,9 @@ impl Peers {
         intervals.sort_unstable_by_key(|i| {
             (u128::from(ranks[i.member as usize]) << 65) | (u128::from(i.key == NO_KEY) << 64) | u128::from(i.hash)
         });
-        for same_hash in intervals.chunk_by_mut(|a, b| a.member == b.member && a.key != NO_KEY && a.hash == b.hash) {
+        for same_hash in intervals
+            .chunk_by_mut(|a, b| a.member == b.member && a.key != NO_KEY && b.key != NO_KEY && a.hash == b.hash)
+        {
             if same_hash.len() > 2 {
                 same_hash.sort_unstable_by(|a, b| keys.get(a.key).cmp(keys.get(b.key)));
             }
