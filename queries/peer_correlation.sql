@@ -49,16 +49,20 @@ compared AS (
                      FILTER (WHERE daemon = 'history') AS history
           FROM map_states GROUP BY cluster, job_id)
 ),
+peer_hosts AS (
+    SELECT cluster, job_id, r['member'] AS host, r['lowest_abs_r'] AS lowest_r, r['mean_abs_r'] AS mean_r
+    FROM compared
+),
 -- Each job's hosts summed up where the comparison left them (its rows are already divided
 -- among partitions by job), and only then the job's outcome joined: one row per job.
 similarity AS (
     SELECT cluster, job_id,
-           count(*) AS hosts, sum(CASE WHEN r['lowest_abs_r'] >= $min_r THEN 1 ELSE 0 END) AS similar_hosts,
-           avg(CASE WHEN r['lowest_abs_r'] >= $min_r THEN 1.0 ELSE 0.0 END) AS share_similar,
-           avg(r['mean_abs_r']) AS mean_abs_r,
-           first_value(r['member'] ORDER BY r['lowest_abs_r'], r['member']) AS least_similar_host,
-           min(r['lowest_abs_r']) AS least_similar_r
-    FROM compared GROUP BY cluster, job_id
+           count(*) AS hosts, sum(CASE WHEN lowest_r >= $min_r THEN 1 ELSE 0 END) AS similar_hosts,
+           avg(CASE WHEN lowest_r >= $min_r THEN 1.0 ELSE 0.0 END) AS share_similar,
+           avg(mean_r) AS mean_abs_r,
+           first_value(host ORDER BY lowest_r, host) AS least_similar_host,
+           min(lowest_r) AS least_similar_r
+    FROM peer_hosts GROUP BY cluster, job_id
     HAVING count(*) >= $min_hosts
 ),
 -- One outcome per job: a job's history can be ingested twice (Hadoop writes it to the
