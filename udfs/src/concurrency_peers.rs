@@ -57,16 +57,22 @@ fn points(lits: &[Option<ScalarValue>]) -> Result<usize> {
     Literals { func: FUNC, lits }.positive_int(3, "points", MAX_STEPS)
 }
 
-/// The interval keys one aggregate has seen, one after another: an interval holds its key's
-/// number and hash, and intervals of one member are merged when their keys are equal.
+/// The interval keys one aggregate has seen, in blocks that never move: one buffer of every
+/// key would be copied whole each time it doubled, over a months-long study hundreds of
+/// megabytes. An interval holds its key's number and hash, and intervals of one member are
+/// merged when their keys are equal.
 #[derive(Debug, Default)]
 struct Keys {
-    bytes: Vec<u8>,
-    ends: Vec<usize>,
+    blocks: Vec<Vec<u8>>,
+    /// Each key's block (high 32 bits) and where it ends there (low 32 bits).
+    ends: Vec<u64>,
 }
 
 /// An interval without a key: merged with no other.
 const NO_KEY: u32 = u32::MAX;
+
+/// The first block's bytes and the largest a block grows to (a longer key has its own).
+const KEY_BLOCKS: (usize, usize) = (4 << 10, 4 << 20);
 
 impl Keys {
     fn push(&mut self, key: &[u8]) -> Result<u32> {
@@ -77,20 +83,33 @@ impl Keys {
         Ok(number)
     }
 
-    /// Keeps a key and gives its number (wrapping past 2^32; `push` checks).
+    /// Keeps a key and gives its number (wrapping past 2^32; `push` checks). A key is at most
+    /// 4 GiB (Arrow's string lengths), so its end in its block fits 32 bits.
     fn append(&mut self, key: &[u8]) -> u32 {
-        self.bytes.extend_from_slice(key);
-        self.ends.push(self.bytes.len());
+        let room = self.blocks.last().map_or(0, |block| block.capacity() - block.len());
+        if room < key.len() || self.blocks.is_empty() {
+            let grown = self.blocks.last().map_or(0, |block| block.capacity() * 2);
+            self.blocks.push(Vec::with_capacity(grown.clamp(KEY_BLOCKS.0, KEY_BLOCKS.1).max(key.len())));
+        }
+        let block = self.blocks.len() - 1;
+        let bytes = &mut self.blocks[block];
+        bytes.extend_from_slice(key);
+        self.ends.push(((block as u64) << 32) | bytes.len() as u64);
         (self.ends.len() - 1) as u32
     }
 
     fn get(&self, number: u32) -> &[u8] {
         let at = number as usize;
-        &self.bytes[if at == 0 { 0 } else { self.ends[at - 1] }..self.ends[at]]
+        let (block, end) = (self.ends[at] >> 32, self.ends[at] as u32 as usize);
+        let start = match at.checked_sub(1).map(|before| self.ends[before]) {
+            Some(before) if before >> 32 == block => before as u32 as usize,
+            _ => 0,
+        };
+        &self.blocks[block as usize][start..end]
     }
 
     fn size(&self) -> usize {
-        self.bytes.capacity() + self.ends.capacity() * size_of::<usize>()
+        self.blocks.iter().map(Vec::capacity).sum::<usize>() + self.ends.capacity() * size_of::<u64>()
     }
 }
 
@@ -265,20 +284,32 @@ struct Similarity {
     delta: Vec<i32>,
 }
 
-/// Each member's number of active intervals at each step, from its difference array (`steps`
-/// + 1 cells): None where a count is too large for [`WholeSeries`].
-fn counts(delta: &[i32], steps: usize, members: usize) -> Option<Vec<i16>> {
-    let mut counts = Vec::with_capacity(steps * members);
-    let mut highest = 0;
-    for cells in delta.chunks_exact(steps + 1) {
+/// Each member's number of active intervals at each step, from its difference array of
+/// `steps + 1` cells: None where a count is too large for [`WholeSeries`]. A count lies between
+/// 0 and the member's number of intervals, so only where that is larger are the counts checked.
+fn counts(delta: &[i32], steps: usize, most_intervals: usize) -> Option<Vec<i16>> {
+    let largest = WholeSeries::largest(steps);
+    let each_member = || delta.chunks_exact(steps + 1).map(|cells| &cells[..steps]);
+    if most_intervals as i64 > largest {
+        let mut running = each_member().flat_map(|cells| {
+            cells.iter().scan(0i32, |active, &d| {
+                *active += d;
+                Some(i64::from(*active).abs())
+            })
+        });
+        if running.any(|count| count > largest) {
+            return None;
+        }
+    }
+    let mut counts = Vec::with_capacity(steps * delta.len() / (steps + 1));
+    for cells in each_member() {
         let mut active = 0i32;
-        counts.extend(cells[..steps].iter().map(|&d| {
+        counts.extend(cells.iter().map(|&d| {
             active += d;
-            highest = highest.max(active.abs());
             active as i16
         }));
     }
-    (i64::from(highest) <= WholeSeries::largest(steps)).then_some(counts)
+    Some(counts)
 }
 
 impl Similarity {
@@ -309,7 +340,7 @@ impl Similarity {
         // A member without peers (alone in its group) is left out, as peer_pearson's NULL.
         let found = if members.len() < 2 {
             vec![]
-        } else if let Some(counts) = counts(delta, points, members.len()) {
+        } else if let Some(counts) = counts(delta, points, members.iter().map(|m| m.len()).max().unwrap_or(0)) {
             WholeSeries::new(counts, points, members.len()).peer_correlations()
         } else {
             let delta: Vec<f64> = delta.iter().map(|&d| f64::from(d)).collect();
@@ -484,6 +515,23 @@ mod tests {
             Arc::new(Int64Array::from(vec![8; rows])),
             Arc::new(keys),
         ]
+    }
+
+    /// Keys of every length, empty ones and one longer than a block, across many blocks: each
+    /// number gives its key back.
+    #[test]
+    fn keys_across_blocks() {
+        let key = |i: usize| -> Vec<u8> {
+            let length = if i == 700 { super::KEY_BLOCKS.1 + 3 } else { i * 7 % 3001 };
+            (0..length).map(|k| (i + k) as u8).collect()
+        };
+        let mut keys = Keys::default();
+        let numbers: Vec<u32> = (0..5000).map(|i| keys.push(&key(i)).unwrap()).collect();
+        assert!(keys.blocks.len() > 3, "{} blocks", keys.blocks.len());
+        for (i, &number) in numbers.iter().enumerate() {
+            assert_eq!(number as usize, i);
+            assert_eq!(keys.get(number), key(i).as_slice(), "key {i}");
+        }
     }
 
     /// A partial aggregate that emits its first groups early (under a memory limit) gives their
