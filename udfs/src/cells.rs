@@ -160,13 +160,14 @@ pub(crate) fn lists_of(lengths: impl Iterator<Item = usize>, values: Vec<ArrayRe
 }
 
 /// One result row per group: the list of its rows, structs of `fields` made of `columns`, each
-/// group `per_group` rows long (NULL where `nulls` says). `func` names the aggregate in errors.
+/// group `per_group` rows long (NULL, not an empty list, where `null_groups` is true). `func`
+/// names the aggregate in errors.
 pub(crate) fn struct_lists(
     func: &str,
     fields: Fields,
     columns: Vec<ArrayRef>,
     per_group: Vec<usize>,
-    nulls: Option<NullBuffer>,
+    null_groups: Option<&[bool]>,
 ) -> Result<ArrayRef> {
     let rows: usize = per_group.iter().sum();
     if rows > i32::MAX as usize {
@@ -175,6 +176,7 @@ pub(crate) fn struct_lists(
     }
     let item = struct_list_item(fields.clone());
     let entries = StructArray::try_new(fields, columns, None)?;
+    let nulls = null_groups.map(|null| NullBuffer::from_iter(null.iter().map(|&null| !null)));
     Ok(Arc::new(ListArray::try_new(item, OffsetBuffer::from_lengths(per_group), Arc::new(entries), nulls)?))
 }
 

@@ -13,7 +13,6 @@ use std::hash::BuildHasher;
 use std::sync::{Arc, LazyLock};
 
 use datafusion::arrow::array::{Array, ArrayRef, AsArray, Float64Array, Float64Builder, StringViewArray};
-use datafusion::arrow::buffer::NullBuffer;
 use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::{DataType, Field, FieldRef, Fields, Float64Type};
 use datafusion::common::hash_utils::RandomState;
@@ -362,8 +361,7 @@ impl Similarity {
             Arc::new(Float64Array::from(self.lowest)),
             Arc::new(self.mean.finish()),
         ];
-        let nulls = NullBuffer::from_iter(self.empty.iter().map(|&empty| !empty));
-        struct_lists(FUNC, similarity_fields(member_type), columns, self.per_group, Some(nulls))
+        struct_lists(FUNC, similarity_fields(member_type), columns, self.per_group, Some(&self.empty))
     }
 }
 

@@ -11,7 +11,6 @@
 use std::sync::{Arc, LazyLock};
 
 use datafusion::arrow::array::{Array, ArrayRef, AsArray, Float64Array, Float64Builder, Int64Array};
-use datafusion::arrow::buffer::NullBuffer;
 use datafusion::arrow::datatypes::{DataType, Field, FieldRef, Fields, Float64Type};
 use datafusion::common::{Result, ScalarValue};
 use datafusion::logical_expr::expr::{AggregateFunctionParams, WindowFunctionParams};
@@ -257,8 +256,7 @@ impl Scores {
             Arc::new(Int64Array::from(self.peers)),
             Arc::new(self.scores.finish()),
         ];
-        let nulls = NullBuffer::from_iter(self.empty.iter().map(|&empty| !empty));
-        struct_lists(FUNC, score_fields(member_type), columns, self.per_group, Some(nulls))
+        struct_lists(FUNC, score_fields(member_type), columns, self.per_group, Some(&self.empty))
     }
 }
 
