@@ -61,7 +61,8 @@ impl Members {
         Self { func, ids: HashMap::default(), short: HashMap::default(), keys: Vec::new() }
     }
 
-    fn id(&mut self, key: &[u8]) -> Result<u32> {
+    /// The number of `key` (a member's bytes), numbering it if it is new.
+    pub(crate) fn id(&mut self, key: &[u8]) -> Result<u32> {
         if let Some(&id) = self.ids.get(key) {
             return Ok(id);
         }
@@ -143,6 +144,11 @@ impl Members {
                 take(&names, &ids.collect::<UInt32Array>(), None).expect("member ids are in range")
             }
         }
+    }
+
+    /// The bytes numbered `id`.
+    pub(crate) fn bytes(&self, id: u32) -> &[u8] {
+        &self.keys[id as usize]
     }
 
     /// Each member's place when the members are in order (integers by value, strings by bytes).
