@@ -217,10 +217,19 @@ impl KeptSamples for Peers {
 
     fn evaluate(&self, groups: &mut [Vec<Interval>]) -> Result<ArrayRef> {
         let ranks = self.members.ranks(self.member_type);
+        let mut ids = vec![0; ranks.len()];
+        for (id, &rank) in ranks.iter().enumerate() {
+            ids[rank as usize] = id as u32;
+        }
         let mut out = Similarity::default();
         for intervals in groups {
-            merge_keyed(&ranks, intervals);
-            out.group(self.points, intervals)?;
+            // Members by rank while the group is ordered and compared, so that the sort reads
+            // only the intervals; by number again after, as a window evaluates a group again.
+            intervals.iter_mut().for_each(|i| i.member = ranks[i.member as usize]);
+            merge_keyed(intervals);
+            let compared = out.group(self.points, intervals, &ids);
+            intervals.iter_mut().for_each(|i| i.member = ids[i.member as usize]);
+            compared?;
         }
         out.into_array(&self.members, self.member_type)
     }
@@ -245,11 +254,10 @@ impl KeptSamples for Peers {
 
 /// Orders a group's intervals by member, and makes those of one member and key one
 /// interval, from the earliest start to the latest end (NaN only if no part has ended).
-fn merge_keyed(ranks: &[u32], intervals: &mut Vec<Interval>) {
+fn merge_keyed(intervals: &mut Vec<Interval>) {
     // By member, then by key (keyless last): the intervals of one key lie together.
-    intervals.sort_unstable_by_key(|i| {
-        (u128::from(ranks[i.member as usize]) << 96) | (u128::from(i.prefix) << 64) | u128::from(i.suffix)
-    });
+    intervals
+        .sort_unstable_by_key(|i| (u128::from(i.member) << 96) | (u128::from(i.prefix) << 64) | u128::from(i.suffix));
     intervals.dedup_by(|later, kept| {
         let same = later.member == kept.member
             && later.prefix == kept.prefix
@@ -306,10 +314,11 @@ fn counts(delta: &[i32], steps: usize, most_intervals: usize) -> Option<Vec<i16>
 }
 
 impl Similarity {
-    /// Appends one group's members, in the order of its (ordered) intervals: the series over
+    /// Appends one group's members, in the order of its intervals (ordered, their members as
+    /// ranks, whose member numbers are `ids`): the series over
     /// the group's span, as `concurrency_series((start - t0) / length * points, (end - t0) /
     /// length * points, 0, points, 1)` makes them, compared as `peer_pearson` compares them.
-    fn group(&mut self, points: usize, intervals: &[Interval]) -> Result<()> {
+    fn group(&mut self, points: usize, intervals: &[Interval], ids: &[u32]) -> Result<()> {
         let before = self.members.len();
         self.empty.push(intervals.is_empty());
         let t0 = intervals.iter().map(|i| i.start).fold(f64::INFINITY, f64::min);
@@ -341,7 +350,7 @@ impl Similarity {
             peer_correlations(FUNC, &series)?.into_iter().flatten().collect()
         };
         for (member, (lowest, mean)) in members.iter().zip(found) {
-            self.members.push(member[0].member);
+            self.members.push(ids[member[0].member as usize]);
             self.lowest.push(lowest);
             self.mean.append_option(mean);
         }
@@ -632,6 +641,23 @@ mod tests {
              FROM (VALUES {rows}) AS v(m, s, e))"
         );
         let expected = ["1|0.0|1.0", "2|0.0|1.0", "3|0.0|1.0", "4|0.0|NULL"];
+        assert_eq!(strings(&ctx(1), &sql).await, expected);
+    }
+
+    /// As a window over a growing frame, each row's value is the aggregate of the rows up to
+    /// it: a group evaluated again after more rows (members first seen out of order, a key
+    /// seen twice) gives what a group of those rows gives.
+    #[tokio::test]
+    async fn growing_window_equals_the_aggregate_of_each_frame() {
+        let rows = "(1, 3, 0.0, 20.0, 'a'), (2, 1, 20.0, 40.0, 'b'), (3, 2, 0.0, 20.0, 'c'), (4, 1, 0.0, 10.0, 'd'), \
+                    (5, 3, 30.0, 35.0, 'a'), (6, 2, 25.0, 40.0, NULL)";
+        let sql = format!(
+            "WITH v AS (SELECT * FROM (VALUES {rows}) AS v(i, m, s, e, k)), \
+             w AS (SELECT i, concurrency_peer_pearson(m, s, e, 8, k) OVER (ORDER BY i ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS l FROM v), \
+             a AS (SELECT f.i, concurrency_peer_pearson(r.m, r.s, r.e, 8, r.k) AS l FROM v f JOIN v r ON r.i <= f.i GROUP BY f.i) \
+             SELECT w.i, w.l = a.l, cardinality(w.l) FROM w JOIN a ON w.i = a.i ORDER BY w.i"
+        );
+        let expected = ["1|true|0", "2|true|2", "3|true|3", "4|true|3", "5|true|3", "6|true|3"];
         assert_eq!(strings(&ctx(1), &sql).await, expected);
     }
 
