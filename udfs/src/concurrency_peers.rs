@@ -221,11 +221,12 @@ impl KeptSamples for Peers {
         for (id, &rank) in ranks.iter().enumerate() {
             ids[rank as usize] = id as u32;
         }
-        let mut out = Similarity::default();
+        let (mut out, mut by_member) = (Similarity::default(), ByMember::new(ranks.len()));
         for intervals in groups {
-            // Members by rank while the group is ordered and compared, so that the sort reads
-            // only the intervals; by number again after, as a window evaluates a group again.
+            // Members by rank while the group is ordered and compared; by number again after,
+            // as a window evaluates a group again.
             intervals.iter_mut().for_each(|i| i.member = ranks[i.member as usize]);
+            by_member.order(intervals);
             merge_keyed(intervals);
             let compared = out.group(self.points, intervals, &ids);
             intervals.iter_mut().for_each(|i| i.member = ids[i.member as usize]);
@@ -252,12 +253,54 @@ impl KeptSamples for Peers {
     }
 }
 
-/// Orders a group's intervals by member, and makes those of one member and key one
-/// interval, from the earliest start to the latest end (NaN only if no part has ended).
+/// Puts a group's intervals (their members as ranks) in order of member by counting, then each
+/// member's in order of key (keyless last), so that the intervals of one key lie together. A
+/// group has at most a few hundred members of a few intervals each: cheaper than sorting it.
+struct ByMember {
+    /// Indexed by rank: a member's intervals in the group, then where its next one goes.
+    places: Vec<usize>,
+    members: Vec<u32>,
+    ordered: Vec<Interval>,
+}
+
+impl ByMember {
+    fn new(members: usize) -> Self {
+        Self { places: vec![0; members], members: Vec::new(), ordered: Vec::new() }
+    }
+
+    fn order(&mut self, intervals: &mut [Interval]) {
+        self.members.clear();
+        for interval in intervals.iter() {
+            let count = &mut self.places[interval.member as usize];
+            if *count == 0 {
+                self.members.push(interval.member);
+            }
+            *count += 1;
+        }
+        self.members.sort_unstable();
+        let mut next = 0;
+        for &member in &self.members {
+            let count = std::mem::replace(&mut self.places[member as usize], next);
+            next += count;
+        }
+        self.ordered.clear();
+        self.ordered.extend_from_slice(intervals);
+        for interval in intervals.iter() {
+            let place = &mut self.places[interval.member as usize];
+            self.ordered[*place] = *interval;
+            *place += 1;
+        }
+        self.members.iter().for_each(|&member| self.places[member as usize] = 0);
+        intervals.copy_from_slice(&self.ordered);
+        for one_member in intervals.chunk_by_mut(|a, b| a.member == b.member).filter(|run| run.len() > 1) {
+            one_member.sort_unstable_by_key(|i| (u128::from(i.prefix) << 64) | u128::from(i.suffix));
+        }
+    }
+}
+
+/// Makes the intervals of one member and key (lying together) one interval, from the earliest
+/// start to the latest end (NaN only if no part has ended).
 fn merge_keyed(intervals: &mut Vec<Interval>) {
-    // By member, then by key (keyless last): the intervals of one key lie together.
-    intervals
-        .sort_unstable_by_key(|i| (u128::from(i.member) << 96) | (u128::from(i.prefix) << 64) | u128::from(i.suffix));
     intervals.dedup_by(|later, kept| {
         let same = later.member == kept.member
             && later.prefix == kept.prefix

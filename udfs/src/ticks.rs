@@ -319,21 +319,34 @@ impl KeptSamples for TickParams {
     }
 }
 
-fn samples_size<S>(groups: &[Vec<S>]) -> usize {
-    groups.iter().map(|g| size_of::<Vec<S>>() + g.capacity() * size_of::<S>()).sum()
-}
-
 /// The groups accumulator of a [`KeptSamples`] aggregate.
 #[derive(Debug)]
 pub(crate) struct SampleGroups<K: KeptSamples> {
     kind: K,
     groups: Vec<Vec<K::Sample>>,
+    /// The samples the groups have room for, kept up to date: DataFusion asks for the size
+    /// after every batch, and summing tens of thousands of groups each time would cost more
+    /// than reading the batch.
+    room: usize,
 }
 
 impl<K: KeptSamples> SampleGroups<K> {
     pub(crate) fn new(kind: K) -> Self {
-        Self { kind, groups: Vec::new() }
+        Self { kind, groups: Vec::new(), room: 0 }
     }
+
+    fn take(&mut self, emit_to: EmitTo) -> Vec<Vec<K::Sample>> {
+        let taken = emit_to.take_needed(&mut self.groups);
+        self.room -= taken.iter().map(Vec::capacity).sum::<usize>();
+        taken
+    }
+}
+
+/// Adds `sample` to `group`, counting the room it grew by.
+fn keep<S>(group: &mut Vec<S>, sample: S, room: &mut usize) {
+    let before = group.capacity();
+    group.push(sample);
+    *room += group.capacity() - before;
 }
 
 impl<K: KeptSamples> GroupsAccumulator for SampleGroups<K> {
@@ -345,7 +358,7 @@ impl<K: KeptSamples> GroupsAccumulator for SampleGroups<K> {
         total_num_groups: usize,
     ) -> Result<()> {
         self.groups.resize_with(total_num_groups, Vec::new);
-        let groups = &mut self.groups;
+        let (groups, room) = (&mut self.groups, &mut self.room);
         // Rows a FILTER leaves out are not read at all: reading them would keep their keys.
         match opt_filter {
             Some(filter) if filter.true_count() == 0 => Ok(()),
@@ -357,28 +370,30 @@ impl<K: KeptSamples> GroupsAccumulator for SampleGroups<K> {
                     .filter(|&(row, _)| passes(Some(filter), row))
                     .map(|(_, &g)| g)
                     .collect();
-                self.kind.read(&values, |row, sample| groups[indices[row]].push(sample))
+                self.kind.read(&values, |row, sample| keep(&mut groups[indices[row]], sample, room))
             }
-            _ => self.kind.read(values, |row, sample| groups[group_indices[row]].push(sample)),
+            _ => self.kind.read(values, |row, sample| keep(&mut groups[group_indices[row]], sample, room)),
         }
     }
 
     fn evaluate(&mut self, emit_to: EmitTo) -> Result<ArrayRef> {
-        let out = self.kind.evaluate(&mut emit_to.take_needed(&mut self.groups));
+        let mut taken = self.take(emit_to);
+        let out = self.kind.evaluate(&mut taken);
         self.kind.keep_keys_of(&mut self.groups);
         out
     }
 
     fn state(&mut self, emit_to: EmitTo) -> Result<Vec<ArrayRef>> {
-        let state = self.kind.state(&emit_to.take_needed(&mut self.groups));
+        let taken = self.take(emit_to);
+        let state = self.kind.state(&taken);
         self.kind.keep_keys_of(&mut self.groups);
         Ok(state)
     }
 
     fn merge_batch(&mut self, values: &[ArrayRef], group_indices: &[usize], total_num_groups: usize) -> Result<()> {
         self.groups.resize_with(total_num_groups, Vec::new);
-        let groups = &mut self.groups;
-        self.kind.merge(values, |row, sample| groups[group_indices[row]].push(sample))
+        let (groups, room) = (&mut self.groups, &mut self.room);
+        self.kind.merge(values, |row, sample| keep(&mut groups[group_indices[row]], sample, room))
     }
 
     /// Each row as a group of its own (DataFusion skips partial aggregation when groups are
@@ -395,7 +410,10 @@ impl<K: KeptSamples> GroupsAccumulator for SampleGroups<K> {
     }
 
     fn size(&self) -> usize {
-        size_of::<Self>() + samples_size(&self.groups) + self.kind.keys_size()
+        size_of::<Self>()
+            + self.groups.capacity() * size_of::<Vec<K::Sample>>()
+            + self.room * size_of::<K::Sample>()
+            + self.kind.keys_size()
     }
 }
 
@@ -433,7 +451,7 @@ impl<K: KeptSamples> Accumulator for SampleAccumulator<K> {
     }
 
     fn size(&self) -> usize {
-        size_of::<Self>() + samples_size(std::slice::from_ref(&self.samples)) + self.kind.keys_size()
+        size_of::<Self>() + self.samples.capacity() * size_of::<K::Sample>() + self.kind.keys_size()
     }
 }
 
