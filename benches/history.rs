@@ -4,7 +4,8 @@
 //! Simulates the M45 history (`kahuna simulate --history m45 --no-logs` at `KAHUNA_BENCH_SCALE`,
 //! default 1: five months of job history) and ingests it once, kept under `KAHUNA_BENCH_CACHE`
 //! (default `target/bench-history`) for the next runs. Then runs, each in its own process and
-//! `KAHUNA_BENCH_RUNS` times (default 3), over the whole history:
+//! `KAHUNA_BENCH_RUNS` times (default 3; a study and its peer taking turns), over the whole
+//! history:
 //! - `kahuna diagnose peer_correlation`, and beside it `benches/peers/pandas_peer_correlation.py`
 //!   (the same study in pandas and numpy over the `states` Delta table);
 //! - `kahuna diagnose kahuna_wb` on Map states with 32 bins, and beside it
@@ -65,7 +66,27 @@ fn report(name: &str, cost: &ProcessCost) {
 
 /// The medians of `runs` runs of `command`, and the last run's output.
 fn measure(name: &str, runs: usize, mut command: impl FnMut() -> Command) -> ProcessCost {
-    let costs: Vec<ProcessCost> = (0..runs).map(|_| process_cost(&mut command())).collect();
+    summary(name, (0..runs).map(|_| process_cost(&mut command())).collect())
+}
+
+/// [`measure`] of ours and a peer, their runs alternating: this machine's speed drifts by a
+/// tenth over minutes, and two medians taken minutes apart would carry that drift into their
+/// ratio.
+fn measure_side_by_side(
+    runs: usize,
+    (our_name, mut ours): (&str, impl FnMut() -> Command),
+    (their_name, mut theirs): (&str, impl FnMut() -> Command),
+) -> (ProcessCost, ProcessCost) {
+    let (mut our_costs, mut their_costs) = (Vec::new(), Vec::new());
+    for _ in 0..runs {
+        our_costs.push(process_cost(&mut ours()));
+        their_costs.push(process_cost(&mut theirs()));
+    }
+    (summary(our_name, our_costs), summary(their_name, their_costs))
+}
+
+/// The medians of `costs`, reported under `name`, and the last one's output.
+fn summary(name: &str, costs: Vec<ProcessCost>) -> ProcessCost {
     let cost = ProcessCost {
         secs: median(costs.iter().map(|c| c.secs).collect()),
         cpu_secs: median(costs.iter().map(|c| c.cpu_secs).collect()),
@@ -227,10 +248,29 @@ fn main() {
     let warehouse = warehouse(scale);
     let wb = ["states=Map", "bins=32"];
     let ours = [("peer_correlation", &[][..]), ("kahuna_wb", &wb[..]), ("salsa_fingerpoint", &[][..])];
-    let mut costs = Vec::new();
+    let python = python();
+    let threads = Path::new("2");
+    let (mut costs, mut peer_costs) = (Vec::new(), Vec::new());
     for (query, params) in ours {
         let label = if params.is_empty() { query.to_string() } else { format!("{query} ({})", params.join(", ")) };
-        costs.push(measure(&label, runs, || diagnose(&warehouse, query, params, None)));
+        let command = || diagnose(&warehouse, query, params, None);
+        let (cost, peer_cost) = match (&python, query) {
+            (Ok(python), "peer_correlation") => {
+                let pandas = || peer(python, "pandas_peer_correlation.py", &[&warehouse]);
+                let (cost, pandas) =
+                    measure_side_by_side(runs, (&label, command), ("pandas/numpy peer correlation", pandas));
+                (cost, Some(("peer_correlation vs pandas", pandas)))
+            }
+            (Ok(python), "kahuna_wb") => {
+                let duckdb = || peer(python, "duckdb_kahuna_wb.py", &[&warehouse, threads]);
+                let (cost, duckdb) =
+                    measure_side_by_side(runs, (&label, command), ("DuckDB Kahuna-WB (Map, 32 bins)", duckdb));
+                (cost, Some(("kahuna_wb vs DuckDB", duckdb)))
+            }
+            _ => (measure(&label, runs, command), None),
+        };
+        costs.push(cost);
+        peer_costs.push(peer_cost);
     }
     for (query, params) in ours {
         let name = format!("{query}, --memory-limit 2G");
@@ -247,23 +287,12 @@ fn main() {
             }
         }
     }
-    let python = match python() {
-        Ok(python) => python,
-        Err(why) => {
-            println!("peers: skipped: {why}");
-            return;
-        }
-    };
-    let threads = Path::new("2");
-    let pandas =
-        measure("pandas/numpy peer correlation", runs, || peer(&python, "pandas_peer_correlation.py", &[&warehouse]));
-    let duckdb = measure("DuckDB Kahuna-WB (Map, 32 bins)", runs, || {
-        peer(&python, "duckdb_kahuna_wb.py", &[&warehouse, threads])
-    });
+    if let Err(why) = &python {
+        println!("peers: skipped: {why}");
+        return;
+    }
     println!();
-    for (name, ours, theirs) in
-        [("peer_correlation vs pandas", &costs[0], &pandas), ("kahuna_wb vs DuckDB", &costs[1], &duckdb)]
-    {
+    for (ours, (name, theirs)) in costs.iter().zip(peer_costs).filter_map(|(ours, peer)| Some((ours, peer?))) {
         println!(
             "{name}: {:.1}x per CPU-second, {:.1}x wall, {:.2}x the memory",
             theirs.cpu_secs / ours.cpu_secs,
