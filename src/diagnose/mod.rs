@@ -235,8 +235,8 @@ pub async fn run_in(ctx: &SessionContext, warehouse: &Warehouse, request: &Reque
 /// row when the rows are recorded, else on the indicted rows only, which are all a dry run shows
 /// (over months, formatting the others' numbers took a CPU-second).
 fn verdict_rows(batches: &[RecordBatch], default_cluster: &str, every_detail: bool) -> Result<Vec<Diagnosis>> {
-    // Room for every row at once: grown by doubling, a million rows' vector was copied, page
-    // by page, into fresh memory at each step.
+    // Room for every row at once: grown by doubling, a million rows' vector would be copied
+    // into fresh memory, page by page, at each step.
     let mut out = Vec::with_capacity(batches.iter().map(RecordBatch::num_rows).sum());
     for batch in batches {
         let schema = batch.schema();

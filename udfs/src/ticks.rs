@@ -325,8 +325,8 @@ pub(crate) struct SampleGroups<K: KeptSamples> {
     kind: K,
     groups: Vec<Vec<K::Sample>>,
     /// The samples the groups have room for, kept up to date: DataFusion asks for the size
-    /// after every batch, and summing tens of thousands of groups each time would cost more
-    /// than reading the batch.
+    /// after every batch, and a sum over every group each time grows with the groups, not the
+    /// batch.
     room: usize,
 }
 
