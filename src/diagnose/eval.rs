@@ -173,7 +173,7 @@ fn indicted_by_cluster(verdict: &[Diagnosis]) -> HashMap<&str, BTreeSet<String>>
     let mut out: HashMap<&str, BTreeSet<String>> = HashMap::new();
     for d in verdict.iter().filter(|d| d.indicted && d.job_id.is_none()) {
         if let Some(host) = &d.host {
-            out.entry(d.cluster.as_str()).or_default().insert(host.clone());
+            out.entry(&*d.cluster).or_default().insert(host.to_string());
         }
     }
     out
@@ -346,7 +346,7 @@ pub async fn eval(options: &Options, out: &mut dyn std::io::Write) -> Result<()>
             chosen_value.insert(workload, grid[best].clone());
             let clusters: BTreeSet<&str> =
                 runs.iter().filter(|r| r.workload == *workload).map(|r| r.cluster.as_str()).collect();
-            chosen_rows.extend(by_value[best].iter().filter(|d| clusters.contains(d.cluster.as_str())).cloned());
+            chosen_rows.extend(by_value[best].iter().filter(|d| clusters.contains(&*d.cluster)).cloned());
         }
         // `combined` reads the chosen verdicts from `diagnoses`, as it would in production.
         let info = RunInfo {
@@ -468,7 +468,7 @@ mod tests {
             .iter()
             .map(|h| Diagnosis {
                 cluster: cluster.into(),
-                host: Some(h.to_string()),
+                host: Some((*h).into()),
                 indicted: true,
                 ..Diagnosis::default()
             })

@@ -11,7 +11,7 @@ pub mod eval;
 pub mod queries;
 pub mod results;
 
-use std::collections::{BTreeSet, HashSet};
+use std::collections::BTreeSet;
 use std::fmt::Write as _;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -238,13 +238,16 @@ fn verdict_rows(batches: &[RecordBatch], default_cluster: &str, every_detail: bo
     // Room for every row at once: grown by doubling, a million rows' vector would be copied
     // into fresh memory, page by page, at each step.
     let mut out = Vec::with_capacity(batches.iter().map(RecordBatch::num_rows).sum());
+    let default_cluster: Arc<str> = default_cluster.into();
+    let (mut clusters, mut jobs, mut hosts, mut subjects) =
+        (SharedText::default(), SharedText::default(), SharedText::default(), SharedText::default());
     for batch in batches {
         let schema = batch.schema();
         let named = |name: &str| schema.index_of(name).ok().map(|i| batch.column(i).clone());
         let text = |name: &str| -> Result<Option<datafusion::arrow::array::ArrayRef>> {
-            named(name).map(|c| cast(&c, &DataType::Utf8)).transpose().map_err(Into::into)
+            named(name).map(|c| cast(&c, &DataType::Utf8View)).transpose().map_err(Into::into)
         };
-        let (Some(host), Some(score), Some(indicted)) = (text("host")?, named("score"), named("indicted")) else {
+        let (host @ Some(_), Some(score), Some(indicted)) = (text("host")?, named("score"), named("indicted")) else {
             let columns: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
             bail!(
                 "a verdict query's last statement must return the columns host, score and indicted; it returned {}",
@@ -261,10 +264,6 @@ fn verdict_rows(batches: &[RecordBatch], default_cluster: &str, every_detail: bo
         let mut extra: Vec<usize> =
             (0..schema.fields().len()).filter(|&i| !known.contains(&schema.field(i).name().as_str())).collect();
         extra.sort_by_key(|&i| schema.field(i).name());
-        let value = |column: &Option<datafusion::arrow::array::ArrayRef>, row: usize| {
-            column.as_ref().filter(|c| c.is_valid(row)).map(|c| c.as_string::<i32>().value(row).to_string())
-        };
-        let host_value = |row: usize| host.is_valid(row).then(|| host.as_string::<i32>().value(row).to_string());
         // `detail` is written as JSON text directly, with keys, formatters and number casts made
         // once per column, not once per cell: a verdict over months has a million rows.
         let keys: Vec<String> =
@@ -305,10 +304,10 @@ fn verdict_rows(batches: &[RecordBatch], default_cluster: &str, every_detail: bo
         for row in 0..batch.num_rows() {
             let is_indicted = indicted.is_valid(row) && indicted.value(row);
             out.push(Diagnosis {
-                cluster: value(&cluster, row).unwrap_or_else(|| default_cluster.to_string()),
-                job_id: value(&job, row),
-                host: host_value(row),
-                subject: value(&subject, row),
+                cluster: clusters.value(&cluster, row).unwrap_or_else(|| default_cluster.clone()),
+                job_id: jobs.value(&job, row),
+                host: hosts.value(&host, row),
+                subject: subjects.value(&subject, row),
                 score: score.is_valid(row).then(|| score.value(row)),
                 indicted: is_indicted,
                 detail: if every_detail || is_indicted { detail_of(row) } else { None },
@@ -318,13 +317,40 @@ fn verdict_rows(batches: &[RecordBatch], default_cluster: &str, every_detail: bo
     Ok(out)
 }
 
+/// A text column's values, each made once and shared by every row that has it.
+#[derive(Default)]
+struct SharedText {
+    last: Option<Arc<str>>,
+    seen: foldhash::HashSet<Arc<str>>,
+}
+
+impl SharedText {
+    fn value(&mut self, column: &Option<datafusion::arrow::array::ArrayRef>, row: usize) -> Option<Arc<str>> {
+        let text = column.as_ref().filter(|c| c.is_valid(row))?.as_string_view().value(row);
+        // Rows ordered by job share their job and cluster with the row before.
+        if let Some(last) = self.last.as_ref().filter(|last| ***last == *text) {
+            return Some(last.clone());
+        }
+        let shared = match self.seen.get(text) {
+            Some(shared) => shared.clone(),
+            None => {
+                let shared: Arc<str> = text.into();
+                self.seen.insert(shared.clone());
+                shared
+            }
+        };
+        self.last = Some(shared.clone());
+        Some(shared)
+    }
+}
+
 /// The verdict in words: each indicted host with the evidence, or that nobody was indicted.
 pub fn summarize(query: &Query, verdict: &[Diagnosis]) -> String {
     let mut out = String::new();
     let indicted: Vec<&Diagnosis> = verdict.iter().filter(|d| d.indicted).collect();
     // Counted only, over a verdict of up to a million rows.
-    let hosts: HashSet<(&str, &str)> =
-        verdict.iter().map(|d| (d.cluster.as_str(), d.host.as_deref().unwrap_or("?"))).collect();
+    let hosts: foldhash::HashSet<(&str, &str)> =
+        verdict.iter().map(|d| (&*d.cluster, d.host.as_deref().unwrap_or("?"))).collect();
     if indicted.is_empty() {
         let _ = writeln!(
             out,
@@ -336,7 +362,7 @@ pub fn summarize(query: &Query, verdict: &[Diagnosis]) -> String {
         return out;
     }
     let culprits: BTreeSet<(&str, &str)> =
-        indicted.iter().map(|d| (d.cluster.as_str(), d.host.as_deref().unwrap_or("?"))).collect();
+        indicted.iter().map(|d| (&*d.cluster, d.host.as_deref().unwrap_or("?"))).collect();
     let _ = writeln!(out, "{}: {} of {} hosts indicted.", query.name, culprits.len(), hosts.len());
     for d in indicted.iter().take(20) {
         let mut about = Vec::new();
@@ -344,7 +370,7 @@ pub fn summarize(query: &Query, verdict: &[Diagnosis]) -> String {
             about.push(format!("job {job}"));
         }
         if let Some(subject) = &d.subject {
-            about.push(subject.clone());
+            about.push(subject.to_string());
         }
         let score = d.score.map_or("-".to_string(), |s| format!("{s:.3}"));
         let _ = writeln!(
@@ -366,7 +392,7 @@ pub fn summarize(query: &Query, verdict: &[Diagnosis]) -> String {
 mod tests {
     use std::sync::Arc;
 
-    use datafusion::arrow::array::{BooleanArray, Float64Array, Int64Array, StringArray};
+    use datafusion::arrow::array::{BooleanArray, Float64Array, Int64Array, StringArray, StringViewArray};
 
     use super::*;
 
@@ -385,10 +411,31 @@ mod tests {
         // Keys in name order; a number that JSON cannot hold (NaN) is kept as its text.
         assert_eq!(rows[0].detail.as_deref(), Some(r#"{"note":"said \"slow\"","ratio":"NaN","states":3.0}"#));
         assert_eq!(rows[1].detail.as_deref(), Some(r#"{"note":"ok","ratio":1.5,"states":null}"#));
-        assert_eq!((rows[0].host.as_deref(), rows[0].cluster.as_str(), rows[0].indicted), (Some("r01n01"), "c1", true));
+        assert_eq!((rows[0].host.as_deref(), &*rows[0].cluster, rows[0].indicted), (Some("r01n01"), "c1", true));
         assert_eq!((rows[1].host.as_deref(), rows[1].score, rows[1].indicted), (None, Some(0.0), false));
         // Unrecorded, only the indicted row's detail is made.
         let shown = verdict_rows(&[batch], "c1", false).unwrap();
         assert_eq!((shown[0].detail.as_ref(), shown[1].detail.as_ref()), (rows[0].detail.as_ref(), None));
+    }
+
+    #[test]
+    fn rows_with_the_same_text_share_it() {
+        let text = |values: Vec<Option<&str>>| Arc::new(StringViewArray::from(values)) as _;
+        let batch = RecordBatch::try_from_iter([
+            ("host", text(vec![Some("r01n01"), Some("r01n02"), Some("r01n01")])),
+            ("job_id", text(vec![Some("job_1"), Some("job_1"), None])),
+            ("score", Arc::new(Float64Array::from(vec![0.5, 0.25, 0.0])) as _),
+            ("indicted", Arc::new(BooleanArray::from(vec![true, false, false])) as _),
+        ])
+        .unwrap();
+        let rows = verdict_rows(&[batch], "c1", false).unwrap();
+        let hosts: Vec<_> = rows.iter().map(|d| d.host.as_deref()).collect();
+        let jobs: Vec<_> = rows.iter().map(|d| d.job_id.as_deref()).collect();
+        assert_eq!(hosts, [Some("r01n01"), Some("r01n02"), Some("r01n01")]);
+        assert_eq!(jobs, [Some("job_1"), Some("job_1"), None]);
+        let (first, third) = (rows[0].host.as_ref().unwrap(), rows[2].host.as_ref().unwrap());
+        assert!(Arc::ptr_eq(first, third), "a host met again is the text made the first time");
+        assert!(Arc::ptr_eq(rows[0].job_id.as_ref().unwrap(), rows[1].job_id.as_ref().unwrap()));
+        assert!(Arc::ptr_eq(&rows[0].cluster, &rows[2].cluster));
     }
 }

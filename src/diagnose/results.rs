@@ -43,11 +43,13 @@ pub const SCHEDULE_RUNS: &str = "schedule_runs";
 /// One row of `diagnoses`: what a verdict query said about one subject.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Diagnosis {
-    pub cluster: String,
-    pub job_id: Option<String>,
-    pub host: Option<String>,
+    // Shared, not owned: a verdict over months has a million rows but few clusters, hosts and
+    // subjects, and a job's rows come together.
+    pub cluster: Arc<str>,
+    pub job_id: Option<Arc<str>>,
+    pub host: Option<Arc<str>>,
     /// The state (Map, ReadBlock…) or metric the verdict is about.
-    pub subject: Option<String>,
+    pub subject: Option<Arc<str>>,
     pub score: Option<f64>,
     pub indicted: bool,
     /// The query's other columns, as a JSON object.
@@ -163,7 +165,7 @@ pub fn diagnoses_batch(run: &RunInfo, rows: &[Diagnosis]) -> Result<RecordBatch>
         Arc::new(BooleanArray::from(rows.iter().map(|d| d.indicted).collect::<Vec<_>>())),
         each(&|d| d.detail.as_deref()),
         timestamps(vec![Some(run.ran_at.timestamp_micros()); n]),
-        each(&|d| Some(d.cluster.as_str())),
+        each(&|d| Some(&d.cluster)),
         Arc::new(Date32Array::from(vec![days(run.run_date); n])),
     ];
     Ok(RecordBatch::try_new(diagnoses_schema(), columns)?)
@@ -516,7 +518,7 @@ mod tests {
     fn verdict(cluster: &str, hosts: &[&str]) -> Vec<Diagnosis> {
         hosts
             .iter()
-            .map(|h| Diagnosis { cluster: cluster.into(), host: Some(h.to_string()), ..Diagnosis::default() })
+            .map(|h| Diagnosis { cluster: cluster.into(), host: Some((*h).into()), ..Diagnosis::default() })
             .collect()
     }
 
