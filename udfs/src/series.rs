@@ -525,24 +525,44 @@ pub fn peer_correlations(func: &str, series: &ArrayRef) -> Result<Vec<Option<Low
 }
 
 /// Each of `n` series' lowest |r| and mean |r|, `r(i, j)` called once per pair (None: undefined).
-/// Inlined, so that a caller compiled for wider registers compiles `r` for them too.
-#[inline(always)]
 fn lowest_and_mean(n: usize, r: impl Fn(usize, usize) -> Option<f64>) -> Vec<LowestAndMean> {
-    let mut lowest = vec![f64::INFINITY; n];
-    let mut sums = vec![(0.0, 0usize); n];
+    let mut tally = Tally::new(n);
     for i in 0..n {
         for j in i + 1..n {
-            let r = r(i, j).map(f64::abs).filter(|r| !r.is_nan());
-            for k in [i, j] {
-                lowest[k] = lowest[k].min(r.unwrap_or(0.0));
-                if let Some(r) = r {
-                    sums[k].0 += r;
-                    sums[k].1 += 1;
-                }
+            tally.take(i, j, r(i, j));
+        }
+    }
+    tally.finish()
+}
+
+/// Each series' lowest |r| and sum of |r| so far, pair by pair: an undefined r counts as 0 for
+/// the lowest and is left out of the mean.
+struct Tally {
+    lowest: Vec<f64>,
+    sums: Vec<(f64, usize)>,
+}
+
+impl Tally {
+    fn new(n: usize) -> Self {
+        Self { lowest: vec![f64::INFINITY; n], sums: vec![(0.0, 0); n] }
+    }
+
+    #[inline(always)]
+    fn take(&mut self, i: usize, j: usize, r: Option<f64>) {
+        let r = r.map(f64::abs).filter(|r| !r.is_nan());
+        for k in [i, j] {
+            self.lowest[k] = self.lowest[k].min(r.unwrap_or(0.0));
+            if let Some(r) = r {
+                self.sums[k].0 += r;
+                self.sums[k].1 += 1;
             }
         }
     }
-    lowest.into_iter().zip(sums).map(|(lowest, (sum, n))| (lowest, (n > 0).then(|| sum / n as f64))).collect()
+
+    fn finish(self) -> Vec<LowestAndMean> {
+        let means = self.sums.into_iter().map(|(sum, n)| (n > 0).then(|| sum / n as f64));
+        self.lowest.into_iter().zip(means).collect()
+    }
 }
 
 /// Series of whole numbers small enough that every sum of products of two of them fits an
@@ -599,25 +619,45 @@ impl WholeSeries {
             // SAFETY: this processor has AVX2.
             return unsafe { self.peer_correlations_avx2() };
         }
-        lowest_and_mean(self.sums.len(), |i, j| self.r(i, j, whole_dot))
+        self.rows_of_pairs(whole_dot)
     }
 
-    /// The same with sixteen products an instruction: the pairs' dot products are most of the
-    /// work, and AVX2 is chosen at run time so that the crate runs on any x86-64.
+    /// The same with sixteen products an instruction, and wider registers for the coefficients:
+    /// AVX2 is chosen at run time so that the crate runs on any x86-64.
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx2")]
     fn peer_correlations_avx2(&self) -> Vec<LowestAndMean> {
-        lowest_and_mean(self.sums.len(), |i, j| self.r(i, j, |a, b| whole_dot_avx2(a, b)))
+        self.rows_of_pairs(|a, b| whole_dot_avx2(a, b))
     }
 
+    /// The pairs of series i and each later one, a row at a time: their dot products, then
+    /// their coefficients in a loop of their own, so that the divisions go several to an
+    /// instruction (one a pair, each waited on, they took most of the time), then the tally
+    /// in [`lowest_and_mean`]'s order, so that the means are the same to the last bit. Inlined,
+    /// so that a caller compiled for wider registers compiles it for them too.
     #[inline(always)]
-    fn r(&self, i: usize, j: usize, dot: impl Fn(&[i16], &[i16]) -> i32) -> Option<f64> {
-        if self.spreads[i] == 0.0 || self.spreads[j] == 0.0 {
-            return None;
+    fn rows_of_pairs(&self, dot: impl Fn(&[i16], &[i16]) -> i32) -> Vec<LowestAndMean> {
+        let n = self.sums.len();
+        let mut tally = Tally::new(n);
+        let (mut covariances, mut coefficients) = (vec![0.0; n], vec![0.0; n]);
+        let series = |k: usize| &self.values[k * self.width..][..self.width];
+        for i in 0..n {
+            let later = i + 1..n;
+            for j in later.clone() {
+                let products = self.width as i64 * i64::from(dot(series(i), series(j)));
+                covariances[j] = (products - self.sums[i] * self.sums[j]) as f64;
+            }
+            let spread = self.spreads[i];
+            let row = coefficients[later.clone()].iter_mut().zip(&covariances[later.clone()]);
+            for ((r, covariance), other) in row.zip(&self.spreads[later.clone()]) {
+                *r = (covariance / (spread * other)).clamp(-1.0, 1.0);
+            }
+            for j in later {
+                // Undefined where either series is constant.
+                tally.take(i, j, (spread != 0.0 && self.spreads[j] != 0.0).then_some(coefficients[j]));
+            }
         }
-        let (a, b) = (&self.values[i * self.width..][..self.width], &self.values[j * self.width..][..self.width]);
-        let covariance = self.width as i64 * i64::from(dot(a, b)) - self.sums[i] * self.sums[j];
-        Some((covariance as f64 / (self.spreads[i] * self.spreads[j])).clamp(-1.0, 1.0))
+        tally.finish()
     }
 }
 
@@ -944,6 +984,31 @@ mod tests {
             assert!((lowest - 1.0).abs() < 1e-15 && (mean - 1.0).abs() < 1e-15, "{lowest} {mean}");
         }
         assert_eq!(peer_correlations("peer_pearson", &series(&[Some(vec![1.0, 2.0])])).unwrap(), [None]);
+    }
+
+    /// A row of pairs at a time gives each pair's coefficient as one pair at a time does, and
+    /// takes them in the same order: the lowest and the mean are equal to the last bit, with
+    /// constant series (undefined r) among them.
+    #[test]
+    fn rows_of_pairs_equal_pairs_one_at_a_time() {
+        let mut next = crate::test_util::uniform(11);
+        let (width, n) = (37, 23);
+        let values: Vec<i16> =
+            (0..n * width).map(|k| if (k / width) % 7 == 3 { 4 } else { (next() * 60.0) as i16 - 20 }).collect();
+        let whole = super::WholeSeries::new(values, width, n);
+        let series = |k: usize| &whole.values[k * width..][..width];
+        let one_pair = |i: usize, j: usize| {
+            if whole.spreads[i] == 0.0 || whole.spreads[j] == 0.0 {
+                return None;
+            }
+            let products: i64 = series(i).iter().zip(series(j)).map(|(&a, &b)| i64::from(a) * i64::from(b)).sum();
+            let covariance = width as i64 * products - whole.sums[i] * whole.sums[j];
+            Some((covariance as f64 / (whole.spreads[i] * whole.spreads[j])).clamp(-1.0, 1.0))
+        };
+        let want = super::lowest_and_mean(n, one_pair);
+        assert_eq!(whole.peer_correlations(), want);
+        assert_eq!(whole.rows_of_pairs(whole_dot), want);
+        assert!(want.iter().filter(|(lowest, _)| *lowest == 0.0).count() >= 3, "constant series take part");
     }
 
     /// Series of whole numbers pair through exact integer sums, others through standardised
