@@ -631,9 +631,9 @@ impl WholeSeries {
     }
 
     /// The pairs of series i and each later one, a row at a time: their dot products, then
-    /// their coefficients in a loop of their own, so that the divisions go several to an
-    /// instruction (one a pair, each waited on, they took most of the time), then the tally
-    /// in [`lowest_and_mean`]'s order, so that the means are the same to the last bit. Inlined,
+    /// their coefficients in a loop of their own, so that the divisions, the slowest step, go
+    /// several to an instruction rather than one a pair, each waited on; then the tally in
+    /// [`lowest_and_mean`]'s order, so that the means are the same to the last bit. Inlined,
     /// so that a caller compiled for wider registers compiles it for them too.
     #[inline(always)]
     fn rows_of_pairs(&self, dot: impl Fn(&[i16], &[i16]) -> i32) -> Vec<LowestAndMean> {
