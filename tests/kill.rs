@@ -5,11 +5,12 @@
 
 mod common;
 
+use std::io::Write as _;
 use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
-use common::rows;
+use common::{owned, rows};
 
 const CONTENT: &str = "SELECT (SELECT count(*) FROM logs) AS logs, (SELECT count(*) FROM states) AS states,
     (SELECT count(*) FROM rejects) AS rejects, (SELECT count(*) FROM ingests) AS ingests,
@@ -164,4 +165,51 @@ async fn a_killed_runs_sysstat_files_stay_hidden_below_a_finished_run() {
     assert!(ingest(wh.path(), "node1.sadf-d.csv").status().unwrap().success());
     let hosts: Vec<String> = rows(wh.path(), records).await.into_iter().map(|r| r[0].clone()).collect();
     assert_eq!(hosts, ["node1", "node2"]);
+}
+
+/// A run that ends a task begun before it rewrites the `states` file holding the task's
+/// unterminated row, with the other rows of that file. Killed after that commit and abandoned
+/// by a run of its other file, the file it removed comes back: the earlier run's rows stay.
+#[tokio::test]
+async fn an_abandoned_run_gives_back_the_states_files_it_rewrote() {
+    let input = tempfile::tempdir().unwrap();
+    let (h1, h2) = (input.path().join("hadoop-u-tasktracker-h1.log"), input.path().join("hadoop-u-tasktracker-h2.log"));
+    let task = |i: u32| format!("attempt_200808231712_0001_m_00000{i}_0");
+    let launch =
+        |at: &str, i: u32| format!("2008-08-23 17:12:{at},000 INFO a.TaskTracker: LaunchTaskAction: {}\n", task(i));
+    let done = |at: &str, i: u32| format!("2008-08-23 17:12:{at},000 INFO a.TaskTracker: Task {} is done.\n", task(i));
+    std::fs::write(&h1, [launch("01", 1), launch("02", 2), done("05", 2)].concat()).unwrap();
+    std::fs::write(&h2, [launch("01", 5), done("04", 5)].concat()).unwrap();
+    let ingest = |warehouse: &Path, input: &Path| {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_kahuna"));
+        command.arg("--warehouse").arg(warehouse).arg("ingest").arg(input).arg("--cluster").arg("c1");
+        command
+    };
+    let [reference, wh, wh2] = [(); 3].map(|_| tempfile::tempdir().unwrap());
+    for warehouse in [reference.path(), wh.path(), wh2.path()] {
+        assert!(ingest(warehouse, &h1).status().unwrap().success());
+    }
+    std::fs::OpenOptions::new().append(true).open(&h1).unwrap().write_all(done("09", 1).as_bytes()).unwrap();
+    assert!(ingest(reference.path(), input.path()).status().unwrap().success());
+    let states = "SELECT substr(task_id, 34, 1), start_line, end_line, duration_ms FROM states ORDER BY task_id";
+    let expected = owned(&[["1", "1", "4", "8000.0"], ["2", "2", "3", "3000.0"], ["5", "1", "2", "3000.0"]]);
+    assert_eq!(rows(reference.path(), states).await, expected);
+
+    let status = ingest(wh.path(), input.path()).env("KAHUNA_CRASH_AFTER_COMMIT", "states").status().unwrap();
+    assert!(!status.success());
+    assert!(ingest(wh.path(), &h2).status().unwrap().success());
+    let before_h1_again = owned(&[["1", "1", "", ""], ["2", "2", "3", "3000.0"], ["5", "1", "2", "3000.0"]]);
+    assert_eq!(rows(wh.path(), states).await, before_h1_again, "task 2's row, in the file the killed run rewrote");
+    assert!(ingest(wh.path(), input.path()).status().unwrap().success());
+    assert_eq!(rows(wh.path(), states).await, expected);
+    assert_eq!(rows(wh.path(), CONTENT).await, rows(reference.path(), CONTENT).await);
+
+    // Abandoned by a run of the rewritten file's own log: the file given back is rewritten in
+    // that same commit, so it is neither given back nor removed, and task 1 is one row.
+    let status = ingest(wh2.path(), input.path()).env("KAHUNA_CRASH_AFTER_COMMIT", "states").status().unwrap();
+    assert!(!status.success());
+    assert!(ingest(wh2.path(), &h1).status().unwrap().success());
+    assert_eq!(rows(wh2.path(), states).await, expected[..2]);
+    assert!(ingest(wh2.path(), input.path()).status().unwrap().success());
+    assert_eq!(rows(wh2.path(), CONTENT).await, rows(reference.path(), CONTENT).await);
 }

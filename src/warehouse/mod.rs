@@ -35,7 +35,7 @@ use delta_kernel::expressions::Scalar;
 use deltalake::TableProperty;
 use deltalake::kernel::engine::arrow_conversion::TryIntoKernel as _;
 use deltalake::kernel::transaction::{CommitBuilder, CommitProperties};
-use deltalake::kernel::{Action, Add, CommitInfo, Remove, StructField, Transaction};
+use deltalake::kernel::{Action, Add, CommitInfo, LogicalFileView, Remove, StructField, Transaction};
 use deltalake::parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use deltalake::parquet::basic::{Compression, Encoding, ZstdLevel};
 use deltalake::parquet::file::properties::{EnabledStatistics, WriterProperties};
@@ -746,9 +746,11 @@ pub struct TableAppender {
     /// Bytes held of each source file, by app id, as of the version opened.
     held: HashMap<String, i64>,
     log_dir: transactions::LogDir,
-    /// What the next commit undoes of killed runs this one abandons: their files, and the
-    /// transactions they moved, back to where they stood before them (-1: not held).
+    /// What the next commit undoes of killed runs this one abandons: their files, the files
+    /// they rewrote (back as they were), and the transactions they moved, back to where they
+    /// stood before them (-1: not held).
     abandoned_files: Vec<Remove>,
+    restored_files: Vec<LogicalFileView>,
     abandoned_transactions: HashMap<String, i64>,
 }
 
@@ -767,6 +769,7 @@ impl TableAppender {
             held,
             log_dir,
             abandoned_files: Vec::new(),
+            restored_files: Vec::new(),
             abandoned_transactions: HashMap::new(),
         })
     }
@@ -779,7 +782,7 @@ impl TableAppender {
             runs.iter().flat_map(|run| &run.commits).filter(|(t, _)| *t == self.table).map(|(_, c)| c).collect();
         commits.sort_by_key(|commit| commit.version);
         let mut added = HashSet::new();
-        for commit in commits {
+        for commit in &commits {
             let before = match commit.version.checked_sub(1) {
                 Some(version) => transactions::latest_versions(&self.log_dir, version).await?,
                 None => HashMap::new(),
@@ -792,6 +795,18 @@ impl TableAppender {
                 }
             }
             added.extend(commit.added.iter().map(String::as_str));
+        }
+        // The files they removed (rewritten without rows they superseded) and no killed run
+        // added: each as it stood before the commit that removed it.
+        for commit in &commits {
+            let removed: HashSet<&str> =
+                commit.removed.iter().map(String::as_str).filter(|name| !added.contains(name)).collect();
+            let Some(before) = commit.version.checked_sub(1).filter(|_| !removed.is_empty()) else { continue };
+            let mut earlier = self.delta.clone();
+            earlier.load_version(before).await?;
+            let files: Vec<_> = earlier.get_active_add_actions_by_partitions(&[]).try_collect().await?;
+            let name = |f: &LogicalFileView| transactions::file_name(f.path().as_ref()).to_string();
+            self.restored_files.extend(files.into_iter().filter(|f| removed.contains(name(f).as_str())));
         }
         if added.is_empty() {
             return Ok(());
@@ -846,17 +861,32 @@ impl TableAppender {
         killed: &KilledRuns,
     ) -> Result<Option<i64>> {
         removes.extend(self.abandoned_files.iter().cloned());
+        // A file given back and rewritten in this same commit is neither given back nor removed.
+        let removed: HashSet<String> = removes.iter().map(|r| transactions::file_name(&r.path).to_string()).collect();
+        let (rewritten, restored): (Vec<_>, Vec<_>) =
+            (self.restored_files.iter()).partition(|f| removed.contains(transactions::file_name(f.path().as_ref())));
+        let rewritten: HashSet<String> =
+            rewritten.iter().map(|f| transactions::file_name(f.path().as_ref()).to_string()).collect();
+        removes.retain(|r| !rewritten.contains(transactions::file_name(&r.path)));
+        // delta-rs 1.1 has no other public way from a file of an earlier version to its action.
+        #[allow(deprecated)]
+        let restored = restored.into_iter().map(|f| Action::Add(f.add_action()));
         let set: HashSet<&str> = transactions.iter().map(|t| t.app_id.as_str()).collect();
         let undone: Vec<Transaction> = (self.abandoned_transactions.iter())
             .filter(|(app_id, _)| !set.contains(app_id.as_str()))
             .map(|(app_id, &held)| Transaction::new(app_id, held))
             .collect();
         transactions.extend(undone);
-        if adds.is_empty() && removes.is_empty() && transactions.is_empty() && killed.is_empty() {
+        if adds.is_empty()
+            && removes.is_empty()
+            && transactions.is_empty()
+            && killed.is_empty()
+            && self.restored_files.is_empty()
+        {
             return Ok(None);
         }
         let actions: Vec<Action> =
-            adds.into_iter().map(Action::Add).chain(removes.into_iter().map(Action::Remove)).collect();
+            adds.into_iter().map(Action::Add).chain(restored).chain(removes.into_iter().map(Action::Remove)).collect();
         let mut metadata = HashMap::from([(INGEST_ID_KEY.to_string(), serde_json::json!(ingest_id))]);
         for (key, ids) in [(COMPLETES_KEY, &killed.completes), (ABANDONS_KEY, &killed.abandons)] {
             if !ids.is_empty() {
@@ -890,7 +920,12 @@ impl TableAppender {
         if rows.is_empty() || self.delta.version().is_none() {
             return Ok((removes, writer.finish().await?));
         }
-        let files: Vec<_> = self.delta.get_active_add_actions_by_partitions(&[]).try_collect().await?;
+        // The files as the next commit leaves them: without those it abandons, with those it
+        // gives back.
+        let abandoned: HashSet<&str> = self.abandoned_files.iter().map(|r| transactions::file_name(&r.path)).collect();
+        let active: Vec<_> = self.delta.get_active_add_actions_by_partitions(&[]).try_collect().await?;
+        let active = active.into_iter().filter(|f| !abandoned.contains(transactions::file_name(f.path().as_ref())));
+        let files: Vec<LogicalFileView> = active.chain(self.restored_files.iter().cloned()).collect();
         let store = self.delta.log_store().object_store(None);
         let mut left = rows.clone();
         for file in files {

@@ -158,13 +158,14 @@ fn read_checkpoint_part(shown: &str, bytes: Bytes, versions: &mut HashMap<String
 #[derive(Deserialize)]
 struct Action {
     txn: Option<Txn>,
-    add: Option<AddPath>,
+    add: Option<FilePath>,
+    remove: Option<FilePath>,
     #[serde(rename = "commitInfo")]
     commit_info: Option<serde_json::Map<String, serde_json::Value>>,
 }
 
 #[derive(Deserialize)]
-struct AddPath {
+struct FilePath {
     path: String,
 }
 
@@ -198,6 +199,8 @@ pub struct Commit {
     pub ingest_id: Option<String>,
     /// The names of the files it added.
     pub added: Vec<String>,
+    /// The names of the files it removed (those it rewrote).
+    pub removed: Vec<String>,
     /// The application transactions it set.
     pub app_ids: Vec<String>,
 }
@@ -216,6 +219,9 @@ pub async fn commits(log: &LogDir, from: u64, to: u64, ingest_id_key: &str) -> R
             }
             if let Some(add) = action.add {
                 commit.added.push(file_name(&add.path).to_string());
+            }
+            if let Some(remove) = action.remove {
+                commit.removed.push(file_name(&remove.path).to_string());
             }
             if let Some(info) = action.commit_info {
                 commit.ingest_id = info.get(ingest_id_key).and_then(|v| v.as_str()).map(str::to_string);
