@@ -216,11 +216,8 @@ impl KeptSamples for Peers {
     }
 
     fn evaluate(&self, groups: &mut [Vec<Interval>]) -> Result<ArrayRef> {
-        let ranks = self.members.ranks(self.member_type);
-        let mut ids = vec![0; ranks.len()];
-        for (id, &rank) in ranks.iter().enumerate() {
-            ids[rank as usize] = id as u32;
-        }
+        let ids = self.members.in_order(self.member_type);
+        let ranks = crate::members::inverse(&ids);
         let (mut out, mut by_member) = (Similarity::default(), ByMember::new(ranks.len()));
         for intervals in groups {
             // Members by rank while the group is ordered and compared; by number again after,

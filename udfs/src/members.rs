@@ -151,8 +151,8 @@ impl Members {
         &self.keys[id as usize]
     }
 
-    /// Each member's place when the members are in order (integers by value, strings by bytes).
-    pub(crate) fn ranks(&self, kind: MemberType) -> Vec<u32> {
+    /// The member ids in order of their members (integers by value, strings by bytes).
+    pub(crate) fn in_order(&self, kind: MemberType) -> Vec<u32> {
         let mut order: Vec<u32> = (0..self.keys.len() as u32).collect();
         match kind {
             MemberType::Integer => order.sort_unstable_by_key(|&id| {
@@ -160,11 +160,12 @@ impl Members {
             }),
             MemberType::Text => order.sort_unstable_by(|&a, &b| self.keys[a as usize].cmp(&self.keys[b as usize])),
         }
-        let mut rank = vec![0; order.len()];
-        for (place, id) in order.into_iter().enumerate() {
-            rank[id as usize] = place as u32;
-        }
-        rank
+        order
+    }
+
+    /// Each member's place when the members are in order: [`Members::in_order`] inverted.
+    pub(crate) fn ranks(&self, kind: MemberType) -> Vec<u32> {
+        inverse(&self.in_order(kind))
     }
 
     pub(crate) fn size(&self) -> usize {
@@ -172,6 +173,15 @@ impl Members {
         self.keys.iter().map(|k| 2 * (k.len() + size_of::<Box<[u8]>>()) + size_of::<u32>()).sum::<usize>()
             + self.short.capacity() * per_short
     }
+}
+
+/// The permutation that undoes `permutation` (of `0..len`).
+pub(crate) fn inverse(permutation: &[u32]) -> Vec<u32> {
+    let mut inverse = vec![0; permutation.len()];
+    for (place, &value) in permutation.iter().enumerate() {
+        inverse[value as usize] = place as u32;
+    }
+    inverse
 }
 
 #[cfg(test)]
