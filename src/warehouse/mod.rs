@@ -35,7 +35,7 @@ use delta_kernel::expressions::Scalar;
 use deltalake::TableProperty;
 use deltalake::kernel::engine::arrow_conversion::TryIntoKernel as _;
 use deltalake::kernel::transaction::{CommitBuilder, CommitProperties};
-use deltalake::kernel::{Action, Add, CommitInfo, LogicalFileView, Remove, StructField, Transaction};
+use deltalake::kernel::{Action, Add, LogicalFileView, Remove, StructField, Transaction};
 use deltalake::parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use deltalake::parquet::basic::{Compression, Encoding, ZstdLevel};
 use deltalake::parquet::file::properties::{EnabledStatistics, WriterProperties};
@@ -48,6 +48,7 @@ use indexmap::IndexMap;
 use url::Url;
 
 use tables::{PARTITION_COLUMNS, Rows, Table};
+use transactions::AppIds;
 
 /// Parquet files are rolled at this size; `kahuna optimize` compacts to the same target.
 const TARGET_FILE_BYTES: u64 = 128 << 20;
@@ -57,6 +58,13 @@ const TARGET_FILE_BYTES: u64 = 128 << 20;
 /// a nightly batch commits to nine times would replay some 50 commits on each open, most of
 /// what a query spends recording its verdict.
 const CHECKPOINT_INTERVAL: &str = "10";
+
+/// JSON commits past a table's newest checkpoint that make an ingest run or `kahuna optimize`
+/// write a new one. A run commits one transaction per file it read to every table, so a backfill
+/// of months leaves a commit of megabytes that every session opening the table would parse
+/// again; a checkpoint holds the same actions as columns, of which a reader reads only those it
+/// needs.
+const LONG_LOG_BYTES: u64 = 1 << 20;
 
 /// Partitions (dates) a part writer keeps open: each holds its file and row group in memory
 /// until finished (or, for `states`, rows held to be grouped), so a reader going through many
@@ -238,19 +246,17 @@ impl Warehouse {
     /// completed or abandoned. Every run commits to every table, so a table's recent commits
     /// can only belong to runs among these or to unfinished ones.
     pub async fn completed_ingests(&self) -> Result<HashSet<String>> {
-        let Some(ingests) = self.open(Table::Ingests.name()).await? else {
+        // From the log's newest commits alone: opening the table would replay all of its log.
+        let Some(latest) = transactions::latest_version(&self.log_dir(Table::Ingests.name())).await? else {
             return Ok(HashSet::new());
         };
-        let infos: Vec<CommitInfo> = ingests.history(Some(RECENT_COMMITS)).try_collect().await?;
-        let settled = |info: &CommitInfo| {
-            let ids = [COMPLETES_KEY, ABANDONS_KEY].into_iter().filter_map(|key| info.info.get(key));
+        let commits = self.recent_commits(Table::Ingests.name(), latest, AppIds::Skip).await?;
+        let settled = |commit: &transactions::Commit| {
+            let ids = [COMPLETES_KEY, ABANDONS_KEY].into_iter().filter_map(|key| commit.info.get(key));
             let ids = ids.filter_map(|v| v.as_array()).flatten();
             ids.filter_map(|id| id.as_str().map(str::to_string)).collect::<Vec<_>>()
         };
-        Ok(infos
-            .iter()
-            .flat_map(|info| ingest_of_commit(info).map(str::to_string).into_iter().chain(settled(info)))
-            .collect())
+        Ok(commits.iter().flat_map(|commit| commit.ingest_id.clone().into_iter().chain(settled(commit))).collect())
     }
 
     /// The table as readers should see it: at its newest commit that is not the work of an
@@ -277,7 +283,7 @@ impl Warehouse {
         if name == Table::Ingests.name() {
             return Ok(unfinished);
         }
-        let commits = self.recent_commits(name, latest).await?;
+        let commits = self.recent_commits(name, latest, AppIds::Skip).await?;
         let of_unfinished = |c: &transactions::Commit| c.ingest_id.as_ref().is_some_and(|id| !completed.contains(id));
         unfinished.newest = commits.iter().rev().take_while(|c| of_unfinished(c)).count() as u64;
         for commit in commits.iter().rev().skip(unfinished.newest as usize).filter(|c| of_unfinished(c)) {
@@ -291,9 +297,9 @@ impl Warehouse {
     }
 
     /// The [`RECENT_COMMITS`] newest commits of table `name`, whose newest is `latest`.
-    async fn recent_commits(&self, name: &str, latest: u64) -> Result<Vec<transactions::Commit>> {
+    async fn recent_commits(&self, name: &str, latest: u64, app_ids: AppIds) -> Result<Vec<transactions::Commit>> {
         let from = latest.saturating_sub(RECENT_COMMITS as u64 - 1);
-        transactions::commits(&self.log_dir(name), from, latest, INGEST_ID_KEY).await
+        transactions::commits(&self.log_dir(name), from, latest, INGEST_ID_KEY, app_ids).await
     }
 
     /// The unfinished runs among the recent commits of every table: what each wrote, and the
@@ -302,7 +308,7 @@ impl Warehouse {
         let mut runs: Vec<KilledRun> = Vec::new();
         for table in Table::ALL.into_iter().filter(|t| *t != Table::Ingests) {
             let Some(latest) = transactions::latest_version(&self.log_dir(table.name())).await? else { continue };
-            for commit in self.recent_commits(table.name(), latest).await? {
+            for commit in self.recent_commits(table.name(), latest, AppIds::Read).await? {
                 let Some(id) = commit.ingest_id.clone().filter(|id| !completed.contains(id)) else { continue };
                 let run = match runs.iter().position(|r| r.id == id) {
                     Some(index) => &mut runs[index],
@@ -352,19 +358,44 @@ impl Warehouse {
         Ok(created)
     }
 
-    /// The table properties every table is created with.
+    /// The table properties every table is created with. Checkpoints keep the files' statistics
+    /// as columns, not JSON text: a reader would otherwise parse the text of every row of the
+    /// checkpoint, including the rows of the ingest runs' transactions.
     pub(crate) fn table_properties() -> HashMap<String, Option<String>> {
-        HashMap::from([(TableProperty::CheckpointInterval.as_ref().to_string(), Some(CHECKPOINT_INTERVAL.to_string()))])
+        let properties = [
+            (TableProperty::CheckpointInterval, CHECKPOINT_INTERVAL),
+            (TableProperty::CheckpointWriteStatsAsStruct, "true"),
+            (TableProperty::CheckpointWriteStatsAsJson, "false"),
+        ];
+        properties.into_iter().map(|(key, value)| (key.as_ref().to_string(), Some(value.to_string()))).collect()
     }
 
-    /// `table` with [`Warehouse::table_properties`], set in a commit of their own on a table
-    /// made before they were. An interval an operator chose is left as it is.
+    /// `table` with those of [`Warehouse::table_properties`] it lacks, set in a commit of their
+    /// own on a table made before they were. A property an operator chose is left as it is.
     pub(crate) async fn with_table_properties(table: DeltaTable) -> Result<DeltaTable> {
-        if table.snapshot()?.table_config().checkpoint_interval.is_some() {
+        let configuration = table.snapshot()?.metadata().configuration().clone();
+        let lacking: HashMap<String, String> = Self::table_properties()
+            .into_iter()
+            .filter(|(key, _)| !configuration.contains_key(key))
+            .filter_map(|(key, value)| Some((key, value?)))
+            .collect();
+        if lacking.is_empty() {
             return Ok(table);
         }
-        let properties = Self::table_properties().into_iter().filter_map(|(key, value)| Some((key, value?))).collect();
-        Ok(table.set_tbl_properties().with_properties(properties).await?)
+        Ok(table.set_tbl_properties().with_properties(lacking).await?)
+    }
+
+    /// Writes a checkpoint of table `name` at its newest commit when the JSON commits past its
+    /// last one hold more than [`LONG_LOG_BYTES`]. Says whether it wrote one.
+    pub async fn checkpoint_if_long(&self, name: &str) -> Result<bool> {
+        let Some((latest, bytes)) = transactions::uncheckpointed(&self.log_dir(name)).await? else { return Ok(false) };
+        if bytes <= LONG_LOG_BYTES {
+            return Ok(false);
+        }
+        deltalake::checkpoints::create_checkpoint_from_table_url_and_cleanup(self.table_url(name)?, latest, None, None)
+            .await
+            .with_context(|| format!("cannot write a checkpoint of table {name} in {self}"))?;
+        Ok(true)
     }
 
     /// Names of the tables present, sorted.
@@ -415,8 +446,12 @@ impl Warehouse {
                 .with_enforce_retention_duration(false)
                 .await
                 .with_context(|| format!("cannot vacuum {name}"))?;
+            let checkpoint = match self.checkpoint_if_long(&name).await? {
+                true => ", checkpoint written",
+                false => "",
+            };
             report.push(format!(
-                "{name}: {} files compacted into {}, {} unreferenced files removed",
+                "{name}: {} files compacted into {}, {} unreferenced files removed{checkpoint}",
                 metrics.num_files_removed,
                 metrics.num_files_added,
                 vacuumed.files_deleted.len()
@@ -722,10 +757,6 @@ const COMPLETES_KEY: &str = "kahuna.completes";
 /// The killed runs whose rows an ingest run removed, in its `ingests` commit.
 const ABANDONS_KEY: &str = "kahuna.abandons";
 const FILE_APP_PREFIX: &str = "kahuna-ingest/";
-
-fn ingest_of_commit(info: &CommitInfo) -> Option<&str> {
-    info.info.get(INGEST_ID_KEY).and_then(|v| v.as_str())
-}
 
 /// The application-transaction id of one source file in one cluster.
 pub fn file_app_id(cluster: &str, file_key: &str) -> String {
@@ -1407,6 +1438,79 @@ mod tests {
         assert!(encodings("ts").contains(&Encoding::DELTA_BINARY_PACKED), "{:?}", encodings("ts"));
         let values = encodings("metric_values.list.element");
         assert!(!values.is_empty() && !values.contains(&Encoding::RLE_DICTIONARY), "{values:?}");
+        Ok(())
+    }
+
+    /// A run that commits more than [`LONG_LOG_BYTES`] to a table leaves it a checkpoint, with
+    /// the files' statistics as columns; a short log gets none. Readers and planning read the
+    /// same through it, and readers of commits skip the transactions' lines.
+    #[tokio::test]
+    async fn a_long_log_gets_a_checkpoint_with_statistics_as_columns() -> Result<()> {
+        let dir = tempfile::tempdir()?;
+        let warehouse = Warehouse::new(dir.path());
+        let rejects = TableAppender::open(&warehouse, Table::Rejects, "c1").await?;
+        let mut writer = rejects.part_writer()?;
+        writer.write(one_reject(1, "r1")).await?;
+        let files: Vec<Transaction> =
+            (0..20_000).map(|n| Transaction::new(file_app_id("c1", &format!("{n}")), n)).collect();
+        rejects.commit(writer.finish().await?, Vec::new(), files, "r1").await?;
+        let ingests = TableAppender::open(&warehouse, Table::Ingests, "c1").await?;
+        ingests.commit(Vec::new(), Vec::new(), vec![Transaction::new(file_app_id("c1", "0"), 0)], "r1").await?;
+        let log = warehouse.log_dir(Table::Rejects.name());
+        let (latest, bytes) = transactions::uncheckpointed(&log).await?.context("rejects has commits")?;
+        assert!(bytes > LONG_LOG_BYTES, "{bytes} bytes: the test needs a long log");
+
+        assert!(warehouse.checkpoint_if_long(Table::Rejects.name()).await?);
+        assert!(!warehouse.checkpoint_if_long(Table::Ingests.name()).await?);
+        assert_eq!(transactions::uncheckpointed(&log).await?, Some((latest, 0)));
+        assert!(!warehouse.checkpoint_if_long(Table::Rejects.name()).await?, "one checkpoint is enough");
+        let checkpoint = dir.path().join(format!("rejects/_delta_log/{latest:020}.checkpoint.parquet"));
+        let reader = ParquetRecordBatchReaderBuilder::try_new(std::fs::File::open(checkpoint)?)?;
+        let add = reader.schema().field_with_name("add")?.clone();
+        let datafusion::arrow::datatypes::DataType::Struct(fields) = add.data_type() else { bail!("add: {add:?}") };
+        let names: Vec<&str> = fields.iter().map(|f| f.name().as_str()).collect();
+        assert!(names.contains(&"stats_parsed") && !names.contains(&"stats"), "{names:?}");
+
+        let completed = warehouse.completed_ingests().await?;
+        assert_eq!(completed, HashSet::from(["r1".to_string()]));
+        let (visible, _) = warehouse.open_visible(Table::Rejects.name(), &completed).await?.context("rejects")?;
+        assert_eq!(visible.get_file_uris()?.count(), 1);
+        let reopened = TableAppender::open(&warehouse, Table::Rejects, "c1").await?;
+        assert_eq!(reopened.ingested_up_to(&file_app_id("c1", "19999")), Some(19_999));
+        let read = transactions::commits(&log, latest, latest, INGEST_ID_KEY, AppIds::Read).await?;
+        let skipped = transactions::commits(&log, latest, latest, INGEST_ID_KEY, AppIds::Skip).await?;
+        for (commits, app_ids) in [(read, 20_000), (skipped, 0)] {
+            let [commit] = commits.as_slice() else { bail!("one commit, not {}", commits.len()) };
+            assert_eq!(
+                (commit.ingest_id.as_deref(), commit.added.len(), commit.app_ids.len()),
+                (Some("r1"), 1, app_ids)
+            );
+        }
+        Ok(())
+    }
+
+    /// A table made before a property was gets it from `kahuna optimize` (and a results table
+    /// from recording); a value an operator chose stays.
+    #[tokio::test]
+    async fn a_table_gets_the_properties_it_lacks() -> Result<()> {
+        let dir = tempfile::tempdir()?;
+        let warehouse = Warehouse::new(dir.path());
+        let column = StructField::new("x", delta_kernel::schema::DataType::LONG, true);
+        let table = DeltaTable::try_from_url(warehouse.table_url("old")?)
+            .await?
+            .create()
+            .with_columns([column])
+            .with_configuration_property(TableProperty::CheckpointInterval, Some("25"))
+            .await?;
+        let table = Warehouse::with_table_properties(table).await?;
+        let configuration = table.snapshot()?.metadata().configuration().clone();
+        let value = |property: TableProperty| configuration.get(property.as_ref()).cloned();
+        assert_eq!(value(TableProperty::CheckpointInterval).as_deref(), Some("25"));
+        assert_eq!(value(TableProperty::CheckpointWriteStatsAsStruct).as_deref(), Some("true"));
+        assert_eq!(value(TableProperty::CheckpointWriteStatsAsJson).as_deref(), Some("false"));
+        let version = table.version();
+        let table = Warehouse::with_table_properties(table).await?;
+        assert_eq!(table.version(), version, "nothing lacking, nothing committed");
         Ok(())
     }
 

@@ -42,13 +42,18 @@ impl LogDir {
 
     /// The names of the log's files.
     async fn names(&self) -> Result<Vec<String>> {
+        Ok(self.sizes().await?.into_iter().map(|(name, _)| name).collect())
+    }
+
+    /// The log's files: name and size in bytes.
+    async fn sizes(&self) -> Result<Vec<(String, u64)>> {
         let listed: Vec<_> = self
             .store
             .list(Some(&self.folder))
             .try_collect()
             .await
             .with_context(|| format!("cannot list {}", self.shown))?;
-        Ok(listed.into_iter().filter_map(|meta| meta.location.filename().map(str::to_string)).collect())
+        Ok(listed.into_iter().filter_map(|meta| Some((meta.location.filename()?.to_string(), meta.size))).collect())
     }
 
     /// Whether the log has a file: a table is there when it does.
@@ -99,7 +104,7 @@ pub async fn latest_versions(log: &LogDir, version: u64) -> Result<HashMap<Strin
             .read_commit(commit)
             .await?
             .ok_or_else(|| anyhow!("cannot read commit {}: not found", log.shown(&format!("{commit:020}.json"))))?;
-        for action in actions(&shown, &bytes) {
+        for action in actions(&shown, &bytes, |_| true) {
             if let Some(txn) = action?.txn {
                 versions.insert(txn.app_id, txn.version);
             }
@@ -176,12 +181,29 @@ struct Txn {
     version: i64,
 }
 
-/// The actions of a JSON commit, one a line.
-fn actions<'a>(shown: &'a str, bytes: &'a [u8]) -> impl Iterator<Item = Result<Action>> + 'a {
-    let lines = bytes.split(|&b| b == b'\n').enumerate().filter(|(_, line)| !line.trim_ascii().is_empty());
+/// The actions of a JSON commit, one a line, of the lines `wanted`.
+fn actions<'a>(
+    shown: &'a str,
+    bytes: &'a [u8],
+    wanted: impl Fn(&[u8]) -> bool + 'a,
+) -> impl Iterator<Item = Result<Action>> + 'a {
+    let lines = bytes.split(|&b| b == b'\n').enumerate();
+    let lines = lines.filter(move |(_, line)| !line.trim_ascii().is_empty() && wanted(line));
     lines.map(move |(number, line)| {
         serde_json::from_slice(line).with_context(|| format!("{shown}:{}: not a Delta action", number + 1))
     })
+}
+
+/// The log's newest commit, and the bytes of the JSON commits a reader of it replays: those
+/// after the newest checkpoint. None for a log without commits.
+pub async fn uncheckpointed(log: &LogDir) -> Result<Option<(u64, u64)>> {
+    let sizes = log.sizes().await?;
+    let commit = |name: &str| name.strip_suffix(".json").and_then(|v| v.parse::<u64>().ok());
+    let Some(latest) = sizes.iter().filter_map(|(name, _)| commit(name)).max() else { return Ok(None) };
+    let names: Vec<String> = sizes.iter().map(|(name, _)| name.clone()).collect();
+    let after = newest_checkpoint(&names, latest).map_or(0, |(version, _)| version + 1);
+    let bytes = sizes.iter().filter(|(name, _)| commit(name).is_some_and(|v| v >= after)).map(|(_, size)| size).sum();
+    Ok(Some((latest, bytes)))
 }
 
 /// The newest commit of the log `log`, if it has one.
@@ -201,18 +223,30 @@ pub struct Commit {
     pub added: Vec<String>,
     /// The names of the files it removed (those it rewrote).
     pub removed: Vec<String>,
-    /// The application transactions it set.
+    /// The application transactions it set (only where asked for: [`AppIds`]).
     pub app_ids: Vec<String>,
+    /// Its commit info.
+    pub info: serde_json::Map<String, serde_json::Value>,
+}
+
+/// Whether [`commits`] reads the application transactions of each commit. A reader that does
+/// not need them skips their lines unparsed: an ingest run sets one per file it reads, so a
+/// table's first commits can hold tens of thousands.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum AppIds {
+    Read,
+    Skip,
 }
 
 /// The commits `from..=to` of the log `log`, oldest first; a commit whose file the log's
 /// clean-up removed is left out.
-pub async fn commits(log: &LogDir, from: u64, to: u64, ingest_id_key: &str) -> Result<Vec<Commit>> {
+pub async fn commits(log: &LogDir, from: u64, to: u64, ingest_id_key: &str, app_ids: AppIds) -> Result<Vec<Commit>> {
     let mut out = Vec::new();
     for version in from..=to {
         let Some((shown, bytes)) = log.read_commit(version).await? else { continue };
         let mut commit = Commit { version, ..Commit::default() };
-        for action in actions(&shown, &bytes) {
+        let wanted = |line: &[u8]| app_ids == AppIds::Read || !line.starts_with(br#"{"txn":"#);
+        for action in actions(&shown, &bytes, wanted) {
             let action = action?;
             if let Some(txn) = action.txn {
                 commit.app_ids.push(txn.app_id);
@@ -225,6 +259,7 @@ pub async fn commits(log: &LogDir, from: u64, to: u64, ingest_id_key: &str) -> R
             }
             if let Some(info) = action.commit_info {
                 commit.ingest_id = info.get(ingest_id_key).and_then(|v| v.as_str()).map(str::to_string);
+                commit.info = info;
             }
         }
         out.push(commit);
