@@ -301,8 +301,9 @@ async fn ingest_holding_lock(options: &IngestOptions) -> Result<Summary> {
         crash_point(appender.table());
     }
     // Once the run is finished: a checkpoint changes nothing readers see, only how fast they open.
-    for table in appenders.iter().map(TableAppender::table) {
-        if let Err(e) = options.warehouse.checkpoint_if_long(table.name()).await {
+    let checkpoints = appenders.iter().map(|appender| options.warehouse.checkpoint_if_long(appender.table().name()));
+    for written in futures::future::join_all(checkpoints).await {
+        if let Err(e) = written {
             eprintln!("warning: {e:#}; the run is committed, and readers replay the table's log instead");
         }
     }
