@@ -101,4 +101,18 @@ async fn a_cpu_hog_on_six_nodes_is_found_without_false_positives() {
         ("kahuna_wb_mine".into(), fault.clone(), tp.clone(), fp.clone(), alarm.clone())
     });
     assert_eq!(scores(&again), [expected[..2].to_vec(), copy.collect()].concat());
+
+    // With `--defaults`, the tuning runs choose nothing: every row is scored with the query's
+    // default (0.5 for both), where the tuned rows name the values the tuning runs chose.
+    let defaults = dir.path().join("defaults.csv");
+    let queries = ["--queries", "kahuna_wb,salsa_fingerpoint", "--defaults"];
+    let out = kahuna(&[&args[..], &queries, &["--csv", defaults.to_str().unwrap()]].concat());
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).contains("thresholds: each query's default"), "{}", text(&out.stdout));
+    let values = |csv: &Path| -> Vec<String> {
+        let body = std::fs::read_to_string(csv).unwrap();
+        body.lines().skip(1).map(|line| line.split(',').nth(6).unwrap().to_string()).collect()
+    };
+    assert_eq!(values(&defaults), ["0.5"; 4]);
+    assert!(values(&csv)[..4].iter().all(|value| !value.is_empty()), "{:?}", values(&csv));
 }

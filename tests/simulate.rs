@@ -27,6 +27,7 @@ fn config(out: &Path, nodes: usize, workload: Workload, fault: Option<&str>, min
         threads: 2,
         progress: false,
         epoch_ms: DEFAULT_EPOCH_MS,
+        hardware: kahuna::simulate::Hardware::Uniform,
     }
 }
 
@@ -402,6 +403,7 @@ fn m45_history_at_a_thousandth_matches_table_i() {
         logs: true,
         threads: 2,
         progress: false,
+        hardware: kahuna::simulate::Hardware::Uniform,
     };
     let summary = run_history(&cfg).unwrap();
     assert_eq!(summary["experiments"], 13);

@@ -229,6 +229,7 @@ pub async fn eval(args: EvalArgs) -> Result<()> {
         queries: args.queries,
         warehouse: Warehouse::new(folder),
         max_false_alarm: args.max_false_alarm,
+        defaults: args.defaults,
         csv: args.csv,
     };
     let result = crate::diagnose::eval::eval(&options, &mut std::io::stdout()).await;
@@ -274,6 +275,8 @@ pub async fn backfill(args: BackfillArgs, warehouse: Warehouse) -> Result<()> {
 pub fn simulate(args: SimulateArgs) -> Result<()> {
     let version = Version::parse(&args.hadoop).with_context(|| format!("--hadoop {}: 0.18, 0.20 or 2", args.hadoop))?;
     let threads = args.threads.unwrap_or_else(cores).max(1);
+    let hardware = simulate::Hardware::parse(&args.hardware)
+        .with_context(|| format!("--hardware {}: uniform or mixed", args.hardware))?;
     if let Some(kind) = &args.history {
         if kind != "m45" {
             bail!("--history {kind}: the one history is m45");
@@ -294,6 +297,7 @@ pub fn simulate(args: SimulateArgs) -> Result<()> {
             logs: !args.no_logs,
             threads,
             progress: true,
+            hardware,
         };
         let summary = run_history(&cfg)?;
         println!("{}", serde_json::to_string_pretty(&summary)?);
@@ -325,6 +329,7 @@ pub fn simulate(args: SimulateArgs) -> Result<()> {
         threads,
         progress: true,
         epoch_ms: simulate::DEFAULT_EPOCH_MS,
+        hardware,
     };
     let outcome = simulate::run(&cfg)?;
     let done = outcome.jobs.iter().filter(|j| j.finish_ms.is_some()).count();

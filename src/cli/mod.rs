@@ -121,6 +121,11 @@ pub struct SimulateArgs {
     /// Leave out the sadc capture.
     #[arg(long)]
     pub no_sadc: bool,
+    /// The nodes' machines: `uniform` (one model, nodes a few percent apart) or `mixed` (three
+    /// generations, 0.8, 1.0 and 1.2 of the base model's CPU and disk speed, a quarter, a half
+    /// and a quarter of the nodes).
+    #[arg(long, default_value = "uniform", conflicts_with = "suite")]
+    pub hardware: String,
     /// A JSON matrix of runs (workloads × faults × cluster sizes × repetitions).
     #[arg(long, conflicts_with_all = ["history", "fault"])]
     pub suite: Option<PathBuf>,
@@ -341,6 +346,10 @@ pub struct EvalArgs {
     /// Highest false-alarm rate on fault-free tuning runs that a chosen threshold may have.
     #[arg(long, default_value_t = 0.02)]
     pub max_false_alarm: f64,
+    /// Score every query with its defaults: the tuning runs only train Ganesha's profiles. What
+    /// an operator without labelled runs of a cluster gets.
+    #[arg(long)]
+    pub defaults: bool,
     /// Where the tables go as CSV.
     #[arg(long, default_value = "eval.csv")]
     pub csv: PathBuf,

@@ -12,7 +12,7 @@
 //! runs whose false-alarm rate on fault-free tuning runs stays within `--max-false-alarm`,
 //! the middle one of the values that tie (a few tuning runs leave a plateau of equally good
 //! values, and its edges are where the next run starts to miss or to false-alarm). Without
-//! tuning runs the defaults hold.
+//! tuning runs, or with `--defaults`, the defaults hold.
 //! Ganesha's profiles are trained on the fault-free tuning runs.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -163,6 +163,8 @@ pub struct Options {
     pub queries: Vec<String>,
     pub warehouse: Warehouse,
     pub max_false_alarm: f64,
+    /// Each query's defaults, none chosen on the tuning runs.
+    pub defaults: bool,
     pub csv: PathBuf,
 }
 
@@ -280,6 +282,9 @@ pub async fn eval(options: &Options, out: &mut dyn std::io::Write) -> Result<()>
         runs.iter().filter(|r| !r.tuning).count(),
         runs.iter().filter(|r| r.tuning).count()
     )?;
+    if options.defaults {
+        writeln!(out, "thresholds: each query's default (--defaults); the tuning runs only train Ganesha's profiles")?;
+    }
     if reused > 0 {
         writeln!(
             out,
@@ -326,10 +331,11 @@ pub async fn eval(options: &Options, out: &mut dyn std::io::Write) -> Result<()>
         }
         // Each grid value runs once over every cluster; per workload, the tuning runs choose.
         let grid = match &query.tune {
-            Some(tune) if runs.iter().any(|r| r.tuning) => tune.grid.clone(),
+            Some(tune) if !options.defaults && runs.iter().any(|r| r.tuning) => tune.grid.clone(),
             _ => vec![String::new()],
         };
         let param = query.tune.as_ref().map(|t| t.param.clone()).unwrap_or_default();
+        let default = query.params.iter().find(|p| p.name == param).map(|p| p.default.clone()).unwrap_or_default();
         // Taken after training and after the verdicts `combined` reads were written.
         let snapshot = Snapshot::take(&options.warehouse).await?;
         let mut by_value = Vec::new();
@@ -383,7 +389,8 @@ pub async fn eval(options: &Options, out: &mut dyn std::io::Write) -> Result<()>
             "false-alarm"
         );
         for ((fault, workload, nodes), score) in &groups {
-            let value = chosen_value.get(workload.as_str()).cloned().unwrap_or_default();
+            let chosen = chosen_value.get(workload.as_str()).filter(|value| !value.is_empty());
+            let value = chosen.cloned().unwrap_or_else(|| default.clone());
             let shown = |v: Option<f64>| v.map_or("-".into(), |v| format!("{v:.2}"));
             let (tp, fp, fn_, alarm) = if fault == "none" {
                 (None, None, None, score.fp())

@@ -10,6 +10,42 @@ pub const REDUCE_SLOTS: u8 = 2;
 /// Nodes per rack, for names, addresses and replica placement.
 pub const RACK_SIZE: usize = 40;
 
+/// The machines of a cluster.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Hardware {
+    /// One model: nodes differ by a few percent.
+    #[default]
+    Uniform,
+    /// Three generations, as a production cluster grows by purchases over the years: a quarter
+    /// of the nodes older (0.8 of the base model's CPU and disk speed), half the base model, a
+    /// quarter newer (1.2). Classes differ by 20–50%: peers a diagnosis compares are no longer
+    /// alike, though none is faulty.
+    Mixed,
+}
+
+impl Hardware {
+    pub fn parse(name: &str) -> Option<Hardware> {
+        match name.to_ascii_lowercase().as_str() {
+            "uniform" => Some(Hardware::Uniform),
+            "mixed" => Some(Hardware::Mixed),
+            _ => None,
+        }
+    }
+
+    /// The CPU and disk speed of node `global`'s class against the base model. Drawn from a
+    /// stream of its own, so that the uniform cluster's nodes keep the rates they had.
+    fn class_speed(self, global: usize, seed: u64) -> f64 {
+        match self {
+            Hardware::Uniform => 1.0,
+            Hardware::Mixed => match Rng::derive(seed, Stream::NodeClass, &[global as u64]).f64() {
+                u if u < 0.25 => 0.8,
+                u if u < 0.75 => 1.0,
+                _ => 1.2,
+            },
+        }
+    }
+}
+
 #[derive(Clone, Debug)]
 pub struct Node {
     /// Index in the whole cluster (the M45 history draws experiments' nodes from ~400).
@@ -33,18 +69,20 @@ pub fn host_ip(global: usize) -> String {
 }
 
 impl Node {
-    /// The node with this cluster index; its rates depend only on the seed and the index.
-    pub fn new(global: usize, seed: u64) -> Node {
+    /// The node with this cluster index; its rates depend only on the seed, the index and the
+    /// cluster's hardware.
+    pub fn new(global: usize, seed: u64, hardware: Hardware) -> Node {
         let mut rng = Rng::derive(seed, Stream::Node, &[global as u64]);
+        let class = hardware.class_speed(global, seed);
         Node {
             global,
             name: host_name(global),
             ip: host_ip(global),
             rack: global / RACK_SIZE,
-            cpu: rng.jitter(0.02),
+            cpu: class * rng.jitter(0.02),
             cores: 4.0,
             // One SATA disk of the era, and gigabit Ethernet less protocol overhead.
-            disk_mb_s: 60.0 * rng.jitter(0.03),
+            disk_mb_s: class * 60.0 * rng.jitter(0.03),
             net_mb_s: 110.0 * rng.jitter(0.01),
         }
     }
@@ -59,12 +97,13 @@ pub struct Cluster {
 
 impl Cluster {
     /// A cluster of the given cluster-wide node indices.
-    pub fn of(globals: &[usize], seed: u64) -> Cluster {
-        Cluster { nodes: globals.iter().map(|&g| Node::new(g, seed)).collect(), master: "master".into() }
+    pub fn of(globals: &[usize], seed: u64, hardware: Hardware) -> Cluster {
+        Cluster { nodes: globals.iter().map(|&g| Node::new(g, seed, hardware)).collect(), master: "master".into() }
     }
 
-    pub fn first(n: usize, seed: u64) -> Cluster {
-        Cluster::of(&(0..n).collect::<Vec<_>>(), seed)
+    /// Nodes `0..n` of a cluster of `hardware`.
+    pub fn first(n: usize, seed: u64, hardware: Hardware) -> Cluster {
+        Cluster::of(&(0..n).collect::<Vec<_>>(), seed, hardware)
     }
 
     pub fn len(&self) -> usize {
@@ -90,7 +129,7 @@ mod tests {
 
     #[test]
     fn names_addresses_and_peer_similar_rates() {
-        let c = Cluster::first(50, 1);
+        let c = Cluster::first(50, 1, Hardware::Uniform);
         assert_eq!((c.nodes[0].name.as_str(), c.nodes[0].ip.as_str()), ("r01n01", "10.1.1.10"));
         assert_eq!((c.nodes[41].name.as_str(), c.nodes[41].ip.as_str()), ("r02n02", "10.1.2.11"));
         assert_eq!(c.find("r02n02"), Some(41));
@@ -99,6 +138,23 @@ mod tests {
         let disks: Vec<f64> = c.nodes.iter().map(|n| n.disk_mb_s).collect();
         let (lo, hi) = disks.iter().fold((f64::MAX, 0f64), |(lo, hi), d| (lo.min(*d), hi.max(*d)));
         assert!(lo > 60.0 * 0.91 && hi < 60.0 * 1.09 && hi - lo > 1.0, "{lo} {hi}");
-        assert_eq!(Node::new(7, 1).disk_mb_s, c.nodes[7].disk_mb_s);
+        assert_eq!(Node::new(7, 1, Hardware::Uniform).disk_mb_s, c.nodes[7].disk_mb_s);
+    }
+
+    /// Mixed hardware: each node's CPU and disk come from its class, in the classes' shares
+    /// (a quarter, a half, a quarter, within a few points over 400 nodes); the uniform
+    /// cluster's rates are those of the mixed one's base class, node for node.
+    #[test]
+    fn mixed_hardware_has_three_classes_in_their_shares() {
+        let (uniform, mixed) = (Cluster::first(400, 3, Hardware::Uniform), Cluster::first(400, 3, Hardware::Mixed));
+        let mut counts = [0usize; 3];
+        for (u, m) in uniform.nodes.iter().zip(&mixed.nodes) {
+            let class = m.cpu / u.cpu;
+            let index = [0.8, 1.0, 1.2].iter().position(|c| (class - c).abs() < 1e-9).expect("a class");
+            assert!((m.disk_mb_s / u.disk_mb_s - class).abs() < 1e-9, "disk of the same class as the CPU");
+            assert_eq!(m.net_mb_s, u.net_mb_s);
+            counts[index] += 1;
+        }
+        assert!(counts.iter().zip([100, 200, 100]).all(|(n, share): (&usize, usize)| n.abs_diff(share) <= 30), "{counts:?}");
     }
 }

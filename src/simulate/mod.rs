@@ -35,6 +35,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::{Value, json};
 
 use cluster::Cluster;
+pub use cluster::Hardware;
 use faults::{Fault, FaultSpec, Injected};
 use jobhistory::Status;
 use rng::{Rng, Stream};
@@ -105,6 +106,7 @@ pub struct Config {
     pub threads: usize,
     pub progress: bool,
     pub epoch_ms: i64,
+    pub hardware: Hardware,
 }
 
 /// A job as it ran.
@@ -400,7 +402,7 @@ pub fn run(cfg: &Config) -> Result<Outcome> {
     if cfg.nodes == 0 {
         bail!("--nodes must be at least 1");
     }
-    let cluster = Cluster::first(cfg.nodes, cfg.seed);
+    let cluster = Cluster::first(cfg.nodes, cfg.seed, cfg.hardware);
     let end_ms = (cfg.duration_s * 1000.0) as i64;
     let fault = match &cfg.fault {
         None => None,
@@ -514,12 +516,13 @@ pub struct Suite {
     pub seed: u64,
     pub version: Version,
     pub sadc: bool,
+    pub hardware: Hardware,
 }
 
 impl Suite {
     /// `{"workloads": ["sort"], "faults": ["none", "CPUHog"], "nodes": [10, 25],
-    /// "repetitions": 10, "duration": "30m", "seed": 1, "hadoop": "0.18", "sadc": true}`;
-    /// every key but `workloads` may be left out.
+    /// "repetitions": 10, "duration": "30m", "seed": 1, "hadoop": "0.18", "sadc": true,
+    /// "hardware": "uniform"}`; every key but `workloads` may be left out.
     pub fn parse(text: &str) -> Result<Suite> {
         let v: Value = serde_json::from_str(text).context("a suite is a JSON object")?;
         let strings = |key: &str| -> Vec<String> {
@@ -557,6 +560,10 @@ impl Suite {
             Some(h) => Version::parse(h).with_context(|| format!("suite: hadoop {h} is not 0.18, 0.20 or 2"))?,
             None => Version::V018,
         };
+        let hardware = match v.get("hardware").and_then(Value::as_str) {
+            Some(h) => Hardware::parse(h).with_context(|| format!("suite: hardware {h} is not uniform or mixed"))?,
+            None => Hardware::Uniform,
+        };
         Ok(Suite {
             workloads,
             faults,
@@ -566,6 +573,7 @@ impl Suite {
             seed: v.get("seed").and_then(Value::as_u64).unwrap_or(1),
             version,
             sadc: v.get("sadc").and_then(Value::as_bool).unwrap_or(true),
+            hardware,
         })
     }
 }
@@ -641,6 +649,7 @@ pub fn run_suite(
                         threads,
                         progress: false,
                         epoch_ms: DEFAULT_EPOCH_MS,
+                        hardware: suite.hardware,
                     };
                     let outcome = run(&cfg)?;
                     bar.inc(1);

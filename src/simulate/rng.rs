@@ -18,6 +18,7 @@ pub enum Stream {
     Sadc,
     History,
     Experiment,
+    NodeClass,
 }
 
 #[derive(Clone, Debug)]
