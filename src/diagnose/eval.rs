@@ -373,8 +373,9 @@ pub async fn eval(options: &Options, out: &mut dyn std::io::Write) -> Result<()>
             let hosts = indicted.get(run.cluster.as_str()).cloned().unwrap_or_default();
             groups.entry((run.fault.clone(), run.workload.clone(), run.nodes.len())).or_default().add(run, &hosts);
         }
+        let how = if options.defaults { "default" } else { "tuned" };
         let _ =
-            writeln!(report, "\n{name}{}", if param.is_empty() { String::new() } else { format!(" (tuned: {param})") });
+            writeln!(report, "\n{name}{}", if param.is_empty() { String::new() } else { format!(" ({how}: {param})") });
         let _ = writeln!(
             report,
             "{:<14} {:<10} {:>5} {:>4} {:>7} {:>6} {:>6} {:>6} {:>11}",

@@ -155,6 +155,9 @@ mod tests {
             assert_eq!(m.net_mb_s, u.net_mb_s);
             counts[index] += 1;
         }
-        assert!(counts.iter().zip([100, 200, 100]).all(|(n, share): (&usize, usize)| n.abs_diff(share) <= 30), "{counts:?}");
+        assert!(
+            counts.iter().zip([100, 200, 100]).all(|(n, share): (&usize, usize)| n.abs_diff(share) <= 30),
+            "{counts:?}"
+        );
     }
 }
