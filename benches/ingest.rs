@@ -75,7 +75,7 @@ fn simulated_logs(dir: &Path, version: Version, mb: u64) {
         threads: 2,
         progress: false,
         epoch_ms: simulate::DEFAULT_EPOCH_MS,
-        hardware: simulate::Hardware::Uniform,
+        conditions: simulate::Conditions::default(),
     };
     simulate::run(&cfg).expect("simulate");
 }

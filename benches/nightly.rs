@@ -57,7 +57,7 @@ async fn ingest_m45_day(scratch: &std::path::Path) -> PathBuf {
         logs: true,
         threads: 2,
         progress: false,
-        hardware: kahuna::simulate::Hardware::Uniform,
+        conditions: kahuna::simulate::Conditions::default(),
     };
     run_history(&cfg).expect("simulate one M45 day");
     let warehouse = scratch.join("warehouse");

@@ -42,7 +42,7 @@ fn cluster_run(dir: &std::path::Path, threads: usize, gzip: bool) -> Timed {
         threads,
         progress: false,
         epoch_ms: DEFAULT_EPOCH_MS,
-        hardware: kahuna::simulate::Hardware::Uniform,
+        conditions: kahuna::simulate::Conditions::default(),
     };
     timed(|| run(&cfg).expect("simulate").lines.total())
 }
@@ -58,7 +58,7 @@ fn history_run(dir: &std::path::Path) -> Timed {
         logs: true,
         threads: 1,
         progress: false,
-        hardware: kahuna::simulate::Hardware::Uniform,
+        conditions: kahuna::simulate::Conditions::default(),
     };
     timed(|| run_history(&cfg).expect("history")["log_lines"].as_u64().unwrap_or(0))
 }

@@ -27,7 +27,7 @@ fn config(out: &Path, nodes: usize, workload: Workload, fault: Option<&str>, min
         threads: 2,
         progress: false,
         epoch_ms: DEFAULT_EPOCH_MS,
-        hardware: kahuna::simulate::Hardware::Uniform,
+        conditions: kahuna::simulate::Conditions::default(),
     }
 }
 
@@ -62,6 +62,53 @@ fn the_same_seed_writes_the_same_bytes() {
         run(&cfg).unwrap();
         assert_ne!(tree(c.path()).get(Path::new("truth.json")), first.get(Path::new("truth.json")));
     }
+}
+
+/// With clocks off by up to 3 s, each host's log states start its own offset later or earlier
+/// than on one clock (the same for all of its states, no two hosts alike), its sadc capture
+/// keeps its rows, and the job history, stamped by the master, is the same bytes.
+#[tokio::test]
+async fn a_skewed_clock_shifts_its_hosts_logs_and_capture_not_the_history() {
+    let (alike, skewed) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let mut cfg = config(alike.path(), 4, Workload::Sort, None, 6.0, Version::V018);
+    run(&cfg).unwrap();
+    cfg.out = skewed.path().to_path_buf();
+    cfg.conditions.clock_skew_ms = 3000;
+    run(&cfg).unwrap();
+    let (one_clock, four_clocks) = (tree(alike.path()), tree(skewed.path()));
+    let history = |tree: &BTreeMap<PathBuf, Vec<u8>>| {
+        tree.iter()
+            .filter(|(path, _)| path.starts_with("history"))
+            .map(|(p, b)| (p.clone(), b.clone()))
+            .collect::<Vec<_>>()
+    };
+    assert!(!history(&one_clock).is_empty());
+    assert_eq!(history(&one_clock), history(&four_clocks));
+
+    let mut shifts = Vec::new();
+    for (dir, wh) in [(&alike, tempfile::tempdir().unwrap()), (&skewed, tempfile::tempdir().unwrap())] {
+        ingest_into(vec![dir.path().to_path_buf()], wh.path(), None).await;
+        let sql = "SELECT host, count(*), count(DISTINCT start_ts), \
+                          CAST(date_part('epoch', min(start_ts)) * 1000 AS BIGINT), \
+                          CAST(date_part('epoch', max(start_ts)) * 1000 AS BIGINT) \
+                   FROM states WHERE daemon = 'tasktracker' GROUP BY host ORDER BY host";
+        let samples = "SELECT host, count(*) FROM sar_records GROUP BY host ORDER BY host";
+        shifts.push((rows(wh.path(), sql).await, rows(wh.path(), samples).await));
+    }
+    let ((one, samples_one), (four, samples_four)) = (&shifts[0], &shifts[1]);
+    assert_eq!(samples_one, samples_four, "a second of capture for every second, whatever the clock");
+    let ms = |text: &str| text.parse::<i64>().unwrap();
+    let mut offsets = Vec::new();
+    for (a, b) in one.iter().zip(four) {
+        assert_eq!((&a[0], &a[1], &a[2]), (&b[0], &b[1], &b[2]), "the same host, states and start times");
+        let offset = ms(&b[3]) - ms(&a[3]);
+        assert_eq!(ms(&b[4]) - ms(&a[4]), offset, "{}: one offset for all of its states", a[0]);
+        assert!(offset.abs() <= 3000, "{}: {offset} ms", a[0]);
+        offsets.push(offset);
+    }
+    offsets.sort();
+    offsets.dedup();
+    assert_eq!(offsets.len(), 4, "{offsets:?}");
 }
 
 #[tokio::test]
@@ -403,7 +450,7 @@ fn m45_history_at_a_thousandth_matches_table_i() {
         logs: true,
         threads: 2,
         progress: false,
-        hardware: kahuna::simulate::Hardware::Uniform,
+        conditions: kahuna::simulate::Conditions::default(),
     };
     let summary = run_history(&cfg).unwrap();
     assert_eq!(summary["experiments"], 13);

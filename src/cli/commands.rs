@@ -277,6 +277,8 @@ pub fn simulate(args: SimulateArgs) -> Result<()> {
     let threads = args.threads.unwrap_or_else(cores).max(1);
     let hardware = simulate::Hardware::parse(&args.hardware)
         .with_context(|| format!("--hardware {}: uniform or mixed", args.hardware))?;
+    let clock_skew_s = parse_duration(&args.clock_skew).map_err(|e| anyhow!("--clock-skew {e}"))?;
+    let conditions = simulate::Conditions { hardware, clock_skew_ms: (clock_skew_s * 1000.0).round() as i64 };
     if let Some(kind) = &args.history {
         if kind != "m45" {
             bail!("--history {kind}: the one history is m45");
@@ -297,7 +299,7 @@ pub fn simulate(args: SimulateArgs) -> Result<()> {
             logs: !args.no_logs,
             threads,
             progress: true,
-            hardware,
+            conditions,
         };
         let summary = run_history(&cfg)?;
         println!("{}", serde_json::to_string_pretty(&summary)?);
@@ -329,7 +331,7 @@ pub fn simulate(args: SimulateArgs) -> Result<()> {
         threads,
         progress: true,
         epoch_ms: simulate::DEFAULT_EPOCH_MS,
-        hardware,
+        conditions,
     };
     let outcome = simulate::run(&cfg)?;
     let done = outcome.jobs.iter().filter(|j| j.finish_ms.is_some()).count();

@@ -61,7 +61,7 @@ async fn diagnosis(warehouse: &Warehouse) -> Result<()> {
         threads: cores(),
         progress: false,
         epoch_ms: simulate::DEFAULT_EPOCH_MS,
-        hardware: simulate::Hardware::Uniform,
+        conditions: simulate::Conditions::default(),
     };
     println!("\nNow a diagnosis. Simulating 15 minutes of a 10-node Hadoop cluster sorting, with a");
     println!("CPU hog (70% of the cores, Kahuna's CPUHog) injected on {culprit}…");

@@ -126,6 +126,10 @@ pub struct SimulateArgs {
     /// and a quarter of the nodes).
     #[arg(long, default_value = "uniform", conflicts_with = "suite")]
     pub hardware: String,
+    /// How far each host's clock may be off, either way (drawn per host from the seed), like 3s:
+    /// its logs and sadc capture are stamped by it, the job history by the master's clock.
+    #[arg(long, default_value = "0s", conflicts_with = "suite")]
+    pub clock_skew: String,
     /// A JSON matrix of runs (workloads × faults × cluster sizes × repetitions).
     #[arg(long, conflicts_with_all = ["history", "fault"])]
     pub suite: Option<PathBuf>,

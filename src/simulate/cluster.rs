@@ -23,6 +23,16 @@ pub enum Hardware {
     Mixed,
 }
 
+/// What makes a cluster harder to diagnose than alike nodes on one clock, beyond its workload
+/// and its fault. The default is alike nodes on one clock.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Conditions {
+    pub hardware: Hardware,
+    /// Each host's clock is off by up to this much either way, drawn per host from the seed: its
+    /// logs and sadc capture are stamped by it, the job history by the master's.
+    pub clock_skew_ms: i64,
+}
+
 impl Hardware {
     pub fn parse(name: &str) -> Option<Hardware> {
         match name.to_ascii_lowercase().as_str() {
@@ -58,6 +68,8 @@ pub struct Node {
     pub cores: f64,
     pub disk_mb_s: f64,
     pub net_mb_s: f64,
+    /// How far the node's clock is off: what its logs and sadc stamp is the true time plus this.
+    pub clock_offset_ms: i64,
 }
 
 pub fn host_name(global: usize) -> String {
@@ -70,10 +82,16 @@ pub fn host_ip(global: usize) -> String {
 
 impl Node {
     /// The node with this cluster index; its rates depend only on the seed, the index and the
-    /// cluster's hardware.
-    pub fn new(global: usize, seed: u64, hardware: Hardware) -> Node {
+    /// cluster's conditions.
+    pub fn new(global: usize, seed: u64, conditions: Conditions) -> Node {
         let mut rng = Rng::derive(seed, Stream::Node, &[global as u64]);
-        let class = hardware.class_speed(global, seed);
+        let class = conditions.hardware.class_speed(global, seed);
+        // A stream of its own, so that a cluster without skew keeps the rates it had.
+        let skew = conditions.clock_skew_ms;
+        let clock_offset_ms = match skew {
+            0 => 0,
+            _ => Rng::derive(seed, Stream::NodeClock, &[global as u64]).range(-skew as f64, skew as f64).round() as i64,
+        };
         Node {
             global,
             name: host_name(global),
@@ -84,6 +102,7 @@ impl Node {
             // One SATA disk of the era, and gigabit Ethernet less protocol overhead.
             disk_mb_s: class * 60.0 * rng.jitter(0.03),
             net_mb_s: 110.0 * rng.jitter(0.01),
+            clock_offset_ms,
         }
     }
 }
@@ -97,13 +116,13 @@ pub struct Cluster {
 
 impl Cluster {
     /// A cluster of the given cluster-wide node indices.
-    pub fn of(globals: &[usize], seed: u64, hardware: Hardware) -> Cluster {
-        Cluster { nodes: globals.iter().map(|&g| Node::new(g, seed, hardware)).collect(), master: "master".into() }
+    pub fn of(globals: &[usize], seed: u64, conditions: Conditions) -> Cluster {
+        Cluster { nodes: globals.iter().map(|&g| Node::new(g, seed, conditions)).collect(), master: "master".into() }
     }
 
-    /// Nodes `0..n` of a cluster of `hardware`.
-    pub fn first(n: usize, seed: u64, hardware: Hardware) -> Cluster {
-        Cluster::of(&(0..n).collect::<Vec<_>>(), seed, hardware)
+    /// Nodes `0..n` of a cluster under `conditions`.
+    pub fn first(n: usize, seed: u64, conditions: Conditions) -> Cluster {
+        Cluster::of(&(0..n).collect::<Vec<_>>(), seed, conditions)
     }
 
     pub fn len(&self) -> usize {
@@ -129,7 +148,7 @@ mod tests {
 
     #[test]
     fn names_addresses_and_peer_similar_rates() {
-        let c = Cluster::first(50, 1, Hardware::Uniform);
+        let c = Cluster::first(50, 1, Conditions::default());
         assert_eq!((c.nodes[0].name.as_str(), c.nodes[0].ip.as_str()), ("r01n01", "10.1.1.10"));
         assert_eq!((c.nodes[41].name.as_str(), c.nodes[41].ip.as_str()), ("r02n02", "10.1.2.11"));
         assert_eq!(c.find("r02n02"), Some(41));
@@ -138,7 +157,7 @@ mod tests {
         let disks: Vec<f64> = c.nodes.iter().map(|n| n.disk_mb_s).collect();
         let (lo, hi) = disks.iter().fold((f64::MAX, 0f64), |(lo, hi), d| (lo.min(*d), hi.max(*d)));
         assert!(lo > 60.0 * 0.91 && hi < 60.0 * 1.09 && hi - lo > 1.0, "{lo} {hi}");
-        assert_eq!(Node::new(7, 1, Hardware::Uniform).disk_mb_s, c.nodes[7].disk_mb_s);
+        assert_eq!(Node::new(7, 1, Conditions::default()).disk_mb_s, c.nodes[7].disk_mb_s);
     }
 
     /// Mixed hardware: each node's CPU and disk come from its class, in the classes' shares
@@ -146,7 +165,8 @@ mod tests {
     /// cluster's rates are those of the mixed one's base class, node for node.
     #[test]
     fn mixed_hardware_has_three_classes_in_their_shares() {
-        let (uniform, mixed) = (Cluster::first(400, 3, Hardware::Uniform), Cluster::first(400, 3, Hardware::Mixed));
+        let mixed = Conditions { hardware: Hardware::Mixed, ..Conditions::default() };
+        let (uniform, mixed) = (Cluster::first(400, 3, Conditions::default()), Cluster::first(400, 3, mixed));
         let mut counts = [0usize; 3];
         for (u, m) in uniform.nodes.iter().zip(&mixed.nodes) {
             let class = m.cpu / u.cpu;

@@ -55,11 +55,11 @@ pub fn existing_replicas(nodes: &[Node], rng: &mut Rng) -> [u16; 3] {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::simulate::cluster::{Cluster, Hardware};
+    use crate::simulate::cluster::{Cluster, Conditions};
 
     #[test]
     fn placement_follows_the_policy() {
-        let c = Cluster::first(80, 1, Hardware::Uniform);
+        let c = Cluster::first(80, 1, Conditions::default());
         let mut rng = Rng::new(5);
         for _ in 0..50 {
             let r = place(3, &c.nodes, &mut rng, |_| false);
@@ -71,7 +71,7 @@ mod tests {
         }
         let full = place(3, &c.nodes, &mut rng, |i| i == 3);
         assert!(!full.contains(&3) && full.len() == 3);
-        let small = Cluster::first(2, 1, Hardware::Uniform);
+        let small = Cluster::first(2, 1, Conditions::default());
         assert_eq!(place(0, &small.nodes, &mut rng, |_| false).len(), 2);
         assert!(new_block_id(&mut rng) != 0);
     }

@@ -19,7 +19,7 @@ use anyhow::{Context, Result};
 use indicatif::ProgressBar;
 use serde_json::{Value, json};
 
-use super::cluster::{Cluster, Hardware};
+use super::cluster::{Cluster, Conditions};
 use super::faults::{Fault, Injected};
 use super::jobhistory::Status;
 use super::rng::{Rng, Stream};
@@ -265,7 +265,7 @@ pub struct HistoryConfig {
     pub logs: bool,
     pub threads: usize,
     pub progress: bool,
-    pub hardware: Hardware,
+    pub conditions: Conditions,
 }
 
 /// What an experiment turned out to be.
@@ -278,7 +278,7 @@ pub(crate) struct Ran {
 }
 
 pub(crate) fn run_one(e: &Experiment, cfg: &HistoryConfig) -> Result<Ran> {
-    let cluster = Cluster::of(&e.nodes, cfg.seed, cfg.hardware);
+    let cluster = Cluster::of(&e.nodes, cfg.seed, cfg.conditions);
     let end_ms = limit_ms(e.planned_minutes);
     let fault = e.fault.map(|(f, node, at)| Injected::new(f, node, at, end_ms, cluster.nodes[node].disk_mb_s));
     let dir = cfg.out.join(format!("e{:05}", e.id));

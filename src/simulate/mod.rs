@@ -35,7 +35,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::{Value, json};
 
 use cluster::Cluster;
-pub use cluster::Hardware;
+pub use cluster::{Conditions, Hardware};
 use faults::{Fault, FaultSpec, Injected};
 use jobhistory::Status;
 use rng::{Rng, Stream};
@@ -106,7 +106,7 @@ pub struct Config {
     pub threads: usize,
     pub progress: bool,
     pub epoch_ms: i64,
-    pub hardware: Hardware,
+    pub conditions: Conditions,
 }
 
 /// A job as it ran.
@@ -180,7 +180,8 @@ fn execute<S: JobSource>(spec: RunSpec, source: S, layout: &Layout, bar: &Progre
     let mut logs = Vec::with_capacity(hosts.len());
     for (node, (host, _)) in hosts.iter().enumerate() {
         let Some(dir) = &layout.logs else { break };
-        let w = NodeWriter::create(dir, node as u16, &layout.user, &names, layout.gzip)
+        let offset = cluster.nodes[node].clock_offset_ms;
+        let w = NodeWriter::create(dir, node as u16, &layout.user, &names, layout.gzip, offset)
             .with_context(|| format!("cannot create the logs of {host} under {}", dir.display()))?;
         logs.push(w);
     }
@@ -188,7 +189,8 @@ fn execute<S: JobSource>(spec: RunSpec, source: S, layout: &Layout, bar: &Progre
     if let Some(dir) = &layout.sadc {
         for (i, n) in cluster.nodes.iter().enumerate() {
             let w = SadcWriter::create(dir, i, &n.name, n.cores, n.disk_mb_s, seed, layout.gzip)
-                .with_context(|| format!("cannot create {}", dir.display()))?;
+                .with_context(|| format!("cannot create {}", dir.display()))?
+                .with_clock_offset(n.clock_offset_ms);
             sadcs.push(w);
         }
     }
@@ -215,7 +217,7 @@ fn execute<S: JobSource>(spec: RunSpec, source: S, layout: &Layout, bar: &Progre
         } else {
             sim.bufs.iter_mut().for_each(Vec::clear);
         }
-        appmaster_lines += write_histories(&mut sim, layout, &hosts, version, &cluster.master)?;
+        appmaster_lines += write_histories(&mut sim, layout, &hosts, version, cluster)?;
         bar.set_position((until / 1000) as u64);
         if !more {
             break;
@@ -226,7 +228,7 @@ fn execute<S: JobSource>(spec: RunSpec, source: S, layout: &Layout, bar: &Progre
         .filter(|&j| sim.jobs[j as usize].state != JobState::Waiting && sim.jobs[j as usize].finish_ms.is_none())
         .collect();
     sim.closed.extend(still);
-    appmaster_lines += write_histories(&mut sim, layout, &hosts, version, &cluster.master)?;
+    appmaster_lines += write_histories(&mut sim, layout, &hosts, version, cluster)?;
     for buf in &mut sim.bufs {
         buf.clear();
     }
@@ -342,7 +344,7 @@ fn write_histories<S: JobSource>(
     layout: &Layout,
     hosts: &[(String, String)],
     version: Version,
-    master: &str,
+    cluster: &Cluster,
 ) -> Result<u64> {
     let closed = std::mem::take(&mut sim.closed);
     let names = Names { version, epoch_ms: layout.epoch_ms, hosts, jobs: &sim.names };
@@ -353,14 +355,18 @@ fn write_histories<S: JobSource>(
         match (version, &layout.logs) {
             (Version::V018 | Version::V020, _) => {
                 let id = &sim.names[job as usize].id;
-                let path = jobhistory::path(&layout.history, master, layout.epoch_ms, id, &j.spec, layout.gzip);
+                let path =
+                    jobhistory::path(&layout.history, &cluster.master, layout.epoch_ms, id, &j.spec, layout.gzip);
                 jobhistory::write(&path, job, &j.spec, &j.history, &names, layout.gzip)
                     .with_context(|| format!("cannot write {}", path.display()))?;
             }
             (Version::V2, Some(logs)) => {
                 let node = (job as usize % hosts.len()) as u16;
                 let path = appmaster::path(logs, job, node, &names, layout.gzip);
-                lines += appmaster::write(&path, job, &j.history, &names, layout.gzip)
+                // The master's container is stamped by its node's clock.
+                let offset = cluster.nodes[usize::from(node)].clock_offset_ms;
+                let on_its_node = Names { epoch_ms: layout.epoch_ms + offset, ..names };
+                lines += appmaster::write(&path, job, &j.history, &on_its_node, layout.gzip)
                     .with_context(|| format!("cannot write {}", path.display()))?;
             }
             (Version::V2, None) => {}
@@ -402,7 +408,7 @@ pub fn run(cfg: &Config) -> Result<Outcome> {
     if cfg.nodes == 0 {
         bail!("--nodes must be at least 1");
     }
-    let cluster = Cluster::first(cfg.nodes, cfg.seed, cfg.hardware);
+    let cluster = Cluster::first(cfg.nodes, cfg.seed, cfg.conditions);
     let end_ms = (cfg.duration_s * 1000.0) as i64;
     let fault = match &cfg.fault {
         None => None,
@@ -516,13 +522,13 @@ pub struct Suite {
     pub seed: u64,
     pub version: Version,
     pub sadc: bool,
-    pub hardware: Hardware,
+    pub conditions: Conditions,
 }
 
 impl Suite {
     /// `{"workloads": ["sort"], "faults": ["none", "CPUHog"], "nodes": [10, 25],
     /// "repetitions": 10, "duration": "30m", "seed": 1, "hadoop": "0.18", "sadc": true,
-    /// "hardware": "uniform"}`; every key but `workloads` may be left out.
+    /// "hardware": "uniform", "clock_skew": "0s"}`; every key but `workloads` may be left out.
     pub fn parse(text: &str) -> Result<Suite> {
         let v: Value = serde_json::from_str(text).context("a suite is a JSON object")?;
         let strings = |key: &str| -> Vec<String> {
@@ -564,6 +570,10 @@ impl Suite {
             Some(h) => Hardware::parse(h).with_context(|| format!("suite: hardware {h} is not uniform or mixed"))?,
             None => Hardware::Uniform,
         };
+        let clock_skew_s = match v.get("clock_skew").and_then(Value::as_str) {
+            Some(d) => faults::parse_duration(d).map_err(|e| anyhow::anyhow!("suite: clock_skew {e}"))?,
+            None => 0.0,
+        };
         Ok(Suite {
             workloads,
             faults,
@@ -573,7 +583,7 @@ impl Suite {
             seed: v.get("seed").and_then(Value::as_u64).unwrap_or(1),
             version,
             sadc: v.get("sadc").and_then(Value::as_bool).unwrap_or(true),
-            hardware,
+            conditions: Conditions { hardware, clock_skew_ms: (clock_skew_s * 1000.0).round() as i64 },
         })
     }
 }
@@ -649,7 +659,7 @@ pub fn run_suite(
                         threads,
                         progress: false,
                         epoch_ms: DEFAULT_EPOCH_MS,
-                        hardware: suite.hardware,
+                        conditions: suite.conditions,
                     };
                     let outcome = run(&cfg)?;
                     bar.inc(1);

@@ -19,6 +19,7 @@ pub enum Stream {
     History,
     Experiment,
     NodeClass,
+    NodeClock,
 }
 
 #[derive(Clone, Debug)]

@@ -121,6 +121,7 @@ pub struct SadcWriter {
     gzip: bool,
     rng: Rng,
     clock: Clock,
+    clock_offset_ms: i64,
     load: [f64; 3],
     line: Vec<u8>,
 }
@@ -148,9 +149,15 @@ impl SadcWriter {
             gzip,
             rng: Rng::derive(seed, Stream::Sadc, &[node as u64]),
             clock: Clock::new(),
+            clock_offset_ms: 0,
             load: [0.3, 0.2, 0.1],
             line: Vec::with_capacity(256),
         })
+    }
+
+    /// The capture stamped by a clock `ms` off the true time.
+    pub fn with_clock_offset(self, ms: i64) -> SadcWriter {
+        SadcWriter { clock_offset_ms: ms, ..self }
     }
 
     /// Writes the rows of every second before `second` (relative to the run's start).
@@ -244,7 +251,8 @@ impl SadcWriter {
                 format!("eth0;{rx_pck:.2};{tx_pck:.2};{rx_kb:.2};{tx_kb:.2};0.00;0.00;0.00;{:.2}", util.min(100.0))
             }),
         ];
-        let stamp = String::from_utf8_lossy(self.clock.seconds_text((epoch_ms + t_ms).div_euclid(1000))).into_owned();
+        let stamped_ms = epoch_ms + t_ms + self.clock_offset_ms;
+        let stamp = String::from_utf8_lossy(self.clock.seconds_text(stamped_ms.div_euclid(1000))).into_owned();
         for (activity, fields) in rows {
             if activity == 5 {
                 self.spool_row(activity, &stamp, "lo;0.00;0.00;0.00;0.00;0.00;0.00;0.00;0.00")?;

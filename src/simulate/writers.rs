@@ -421,6 +421,8 @@ pub struct NodeWriter {
     /// Open attempt syslogs (a few: the node's running reduces).
     syslogs: Vec<Syslog>,
     clock: Clock,
+    /// How far this node's clock is off the true time.
+    clock_offset_ms: i64,
     buf: Vec<u8>,
     keys: Vec<u64>,
     /// DataNode connections open, for 0.18's DEBUG `Number of active connections is: N`.
@@ -446,8 +448,16 @@ enum Dest {
 }
 
 impl NodeWriter {
-    /// Opens the node's daemon logs under `dir/<host>/` and writes their start-up banners.
-    pub fn create(dir: &Path, node: u16, user: &str, names: &Names, gzip: bool) -> io::Result<NodeWriter> {
+    /// Opens the node's daemon logs under `dir/<host>/` and writes their start-up banners; its
+    /// lines are stamped by a clock `clock_offset_ms` off the true time.
+    pub fn create(
+        dir: &Path,
+        node: u16,
+        user: &str,
+        names: &Names,
+        gzip: bool,
+        clock_offset_ms: i64,
+    ) -> io::Result<NodeWriter> {
         let (host, ip) = &names.hosts[usize::from(node)];
         let dir = dir.join(host);
         let (tasks, tasks_logger) = match names.version {
@@ -465,6 +475,7 @@ impl NodeWriter {
             gzip,
             syslogs: Vec::new(),
             clock: Clock::new(),
+            clock_offset_ms,
             buf: Vec::with_capacity(1 << 10),
             keys: Vec::new(),
             connections: 0,
@@ -477,7 +488,7 @@ impl NodeWriter {
         };
         let daemon = tasks_logger.rsplit('.').next().unwrap_or_default();
         for (daemon, logger) in [(daemon, tasks_logger), ("DataNode", dn_logger(names.version))] {
-            w.head(names.epoch_ms - 5000, "INFO", logger);
+            w.head(names.epoch_ms + clock_offset_ms - 5000, "INFO", logger);
             let _ = write!(
                 w.buf,
                 "STARTUP_MSG: \n/************************************************************\nSTARTUP_MSG: Starting {daemon}\nSTARTUP_MSG:   host = {host}/{ip}\nSTARTUP_MSG:   args = []\nSTARTUP_MSG:   version = {release}\n************************************************************/\n"
@@ -599,7 +610,7 @@ impl NodeWriter {
     }
 
     fn line(&mut self, rec: &Rec, names: &Names) -> io::Result<()> {
-        let ms = names.epoch_ms + rec.ts_ms;
+        let ms = names.epoch_ms + rec.ts_ms + self.clock_offset_ms;
         match names.version {
             Version::V018 | Version::V020 => self.classic_line(ms, rec.line, names),
             Version::V2 => self.yarn_line(ms, rec.line, names),
@@ -1121,7 +1132,7 @@ mod tests {
             vec![("r01n01".to_string(), "10.1.1.10".to_string()), ("r01n02".to_string(), "10.1.1.11".to_string())];
         let jobs = vec![JobName { id: "200808250000_0001".into(), input: "/user/hadoop/in".into(), input_mb: 64.0 }];
         let names = Names { version: Version::V018, epoch_ms: 1_219_622_400_000, hosts: &hosts, jobs: &jobs };
-        let mut w = NodeWriter::create(dir.path(), 0, "hadoop", &names, false).unwrap();
+        let mut w = NodeWriter::create(dir.path(), 0, "hadoop", &names, false, 0).unwrap();
         let m = TaskRef { job: 0, idx: 3, attempt: 0, reduce: false };
         let r = TaskRef { job: 0, idx: 0, attempt: 1, reduce: true };
         let recs = [

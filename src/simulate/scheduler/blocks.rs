@@ -143,7 +143,7 @@ impl<S: JobSource> Sim<'_, S> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::simulate::cluster::{Cluster, Hardware};
+    use crate::simulate::cluster::{Cluster, Conditions};
     use crate::simulate::faults::Fault;
     use crate::simulate::scheduler::testing::{Jobs, job, running, spec};
     use crate::simulate::writers::Rec;
@@ -175,7 +175,7 @@ mod tests {
 
     #[test]
     fn a_write_goes_through_a_pipeline_from_the_writers_own_datanode_at_its_slowest_disks_rate() {
-        let cluster = Cluster::first(3, 1, Hardware::Uniform);
+        let cluster = Cluster::first(3, 1, Conditions::default());
         let mut sim = running(spec(&cluster, None), vec![job(1, 0)]);
         let end = sim.write_block(0, 1000, 64.0, 3, TASK, &mut Rng::new(1));
         let nodes = receives(&sim);
@@ -196,7 +196,7 @@ mod tests {
 
     #[test]
     fn a_datanode_that_stops_acknowledging_is_dropped_and_the_write_goes_on_without_it() {
-        let cluster = Cluster::first(3, 1, Hardware::Uniform);
+        let cluster = Cluster::first(3, 1, Conditions::default());
         let lossy = Injected::new(Fault::PacketLoss50, 2, 0, 3_600_000, 60.0);
         let mut sim = running(spec(&cluster, Some(lossy)), vec![job(1, 0)]);
         let end = sim.write_block(0, 1000, 64.0, 3, TASK, &mut Rng::new(1));
@@ -217,7 +217,7 @@ mod tests {
 
     #[test]
     fn a_read_is_served_by_the_datanode_that_holds_the_block_at_its_disks_rate() {
-        let cluster = Cluster::first(3, 1, Hardware::Uniform);
+        let cluster = Cluster::first(3, 1, Conditions::default());
         let mut sim = running(spec(&cluster, None), vec![job(1, 0)]);
         let end = sim.read_block(1, 0, 1000, 32.0, TASK, &mut Rng::new(1));
         assert_eq!(end - 1000, (32.0 / cluster.nodes[1].disk_mb_s * 1000.0 + 5.0) as i64);

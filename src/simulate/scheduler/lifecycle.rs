@@ -280,12 +280,12 @@ impl<S: JobSource> Sim<'_, S> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::simulate::cluster::{Cluster, Hardware, MAP_SLOTS, REDUCE_SLOTS};
+    use crate::simulate::cluster::{Cluster, Conditions, MAP_SLOTS, REDUCE_SLOTS};
     use crate::simulate::scheduler::testing::{attempts, finish, job, spec, submitted};
 
     #[test]
     fn a_map_that_always_fails_fails_its_job_at_the_fourth_failure_each_try_on_another_node() {
-        let cluster = Cluster::first(3, 1, Hardware::Uniform);
+        let cluster = Cluster::first(3, 1, Conditions::default());
         let mut poisoned = job(3, 1);
         poisoned.poison_map = Some(1);
         let mut sim = submitted(spec(&cluster, None), vec![poisoned]);
@@ -312,7 +312,7 @@ mod tests {
 
     #[test]
     fn a_job_its_user_kills_kills_every_running_attempt_and_frees_their_slots() {
-        let cluster = Cluster::first(3, 1, Hardware::Uniform);
+        let cluster = Cluster::first(3, 1, Conditions::default());
         let mut long = job(8, 1);
         long.map_fixed_s = 120.0;
         long.kill_after_ms = Some(30_000);

@@ -120,7 +120,7 @@ mod tests {
     use std::cmp::Reverse;
 
     use super::*;
-    use crate::simulate::cluster::{Cluster, Hardware};
+    use crate::simulate::cluster::{Cluster, Conditions};
     use crate::simulate::faults::Fault;
     use crate::simulate::scheduler::testing::{Jobs, job, running, spec};
 
@@ -146,7 +146,7 @@ mod tests {
 
     #[test]
     fn a_map_reads_its_block_where_it_runs_if_it_can_then_computes_and_spills() {
-        let cluster = Cluster::first(4, 1, Hardware::Uniform);
+        let cluster = Cluster::first(4, 1, Conditions::default());
         let mut sim = running(spec(&cluster, None), vec![job(2, 1)]);
         sim.jobs[0].maps[0].replicas = Some([0, 1, 2]);
         sim.jobs[0].maps[1].replicas = Some([1, 2, 3]);
@@ -182,7 +182,7 @@ mod tests {
 
     #[test]
     fn a_map_only_job_writes_its_output_to_hdfs_a_block_at_a_time() {
-        let cluster = Cluster::first(3, 1, Hardware::Uniform);
+        let cluster = Cluster::first(3, 1, Conditions::default());
         let mut writer = job(1, 0);
         (writer.input_mb, writer.map_out_mb, writer.map_writes_hdfs) = (0.0, 100.0, true);
         let mut sim = running(spec(&cluster, None), vec![writer]);
@@ -203,7 +203,7 @@ mod tests {
 
     #[test]
     fn a_poisoned_map_fails_seconds_in() {
-        let cluster = Cluster::first(3, 1, Hardware::Uniform);
+        let cluster = Cluster::first(3, 1, Conditions::default());
         let mut poisoned = job(1, 0);
         poisoned.poison_map = Some(0);
         let mut sim = running(spec(&cluster, None), vec![poisoned]);
@@ -217,7 +217,7 @@ mod tests {
 
     #[test]
     fn hadoop_1036_the_first_map_on_the_node_dies_silently_and_times_out() {
-        let cluster = Cluster::first(3, 1, Hardware::Uniform);
+        let cluster = Cluster::first(3, 1, Conditions::default());
         let hang = Injected::new(Fault::Hang1036, 0, 0, 3_600_000, 60.0);
         let mut sim = running(spec(&cluster, Some(hang)), vec![job(2, 0)]);
         sim.launch_map(0, 0, 0);

@@ -438,7 +438,7 @@ impl<'a, S: JobSource> Sim<'a, S> {
 mod tests {
     use super::testing::{attempts, finish, job, running, spec, submitted};
     use super::*;
-    use crate::simulate::cluster::Hardware;
+    use crate::simulate::cluster::Conditions;
 
     #[test]
     fn a_planned_progress_is_linear_between_its_ends() {
@@ -451,7 +451,7 @@ mod tests {
 
     #[test]
     fn a_reduce_shows_a_third_for_its_copies_a_third_for_its_sort_a_third_for_its_reduce() {
-        let cluster = Cluster::first(3, 1, Hardware::Uniform);
+        let cluster = Cluster::first(3, 1, Conditions::default());
         let mut sim = running(spec(&cluster, None), vec![job(4, 1)]);
         sim.launch_reduce(0, 0, 0);
         let run = &mut sim.jobs[0].reduces[0].runs[0];
@@ -471,7 +471,7 @@ mod tests {
 
     #[test]
     fn progress_reports_come_every_three_seconds_or_so_round_by_round() {
-        let cluster = Cluster::first(3, 1, Hardware::Uniform);
+        let cluster = Cluster::first(3, 1, Conditions::default());
         let mut sim = running(spec(&cluster, None), vec![job(1, 0)]);
         let task = TaskRef { job: 0, idx: 0, attempt: 0, reduce: false };
         sim.progress(1, task, (10_000, 40_000), (0.5, 1.0), None, &mut Rng::new(1));
@@ -503,7 +503,7 @@ mod tests {
 
     #[test]
     fn a_small_job_runs_each_task_once_and_succeeds() {
-        let cluster = Cluster::first(3, 1, Hardware::Uniform);
+        let cluster = Cluster::first(3, 1, Conditions::default());
         let mut sim = submitted(spec(&cluster, None), vec![job(4, 1)]);
         finish(&mut sim);
         let j = &sim.jobs[0];

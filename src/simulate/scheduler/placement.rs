@@ -89,13 +89,13 @@ mod tests {
     use std::cmp::Reverse;
 
     use super::*;
-    use crate::simulate::cluster::{Cluster, Hardware};
+    use crate::simulate::cluster::{Cluster, Conditions};
     use crate::simulate::scheduler::testing::{job, running, spec};
     use crate::simulate::writers::Line;
 
     #[test]
     fn a_node_gets_a_map_whose_input_it_holds_first_and_never_one_it_failed() {
-        let cluster = Cluster::first(4, 1, Hardware::Uniform);
+        let cluster = Cluster::first(4, 1, Conditions::default());
         let mut sim = running(spec(&cluster, None), vec![job(4, 0)]);
         for (m, replicas) in sim.jobs[0].maps.iter_mut().zip([[1, 2, 3], [0, 2, 3], [1, 2, 3], [0, 1, 2]]) {
             m.replicas = Some(replicas);
@@ -112,7 +112,7 @@ mod tests {
 
     #[test]
     fn the_oldest_job_comes_before_data_locality() {
-        let cluster = Cluster::first(4, 1, Hardware::Uniform);
+        let cluster = Cluster::first(4, 1, Conditions::default());
         let mut sim = running(spec(&cluster, None), vec![job(1, 0), job(1, 0)]);
         sim.jobs[0].maps[0].replicas = Some([1, 2, 3]);
         sim.jobs[1].maps[0].replicas = Some([0, 1, 2]);
@@ -122,7 +122,7 @@ mod tests {
 
     #[test]
     fn a_heartbeat_fills_the_free_slots_and_no_more() {
-        let cluster = Cluster::first(3, 1, Hardware::Uniform);
+        let cluster = Cluster::first(3, 1, Conditions::default());
         let mut sim = running(spec(&cluster, None), vec![job(5, 3)]);
         sim.assign(0);
         let (node, j) = (&sim.nodes[0], &sim.jobs[0]);
@@ -151,7 +151,7 @@ mod tests {
 
     #[test]
     fn in_0_20_reduces_wait_for_a_twentieth_of_the_maps() {
-        let cluster = Cluster::first(3, 1, Hardware::Uniform);
+        let cluster = Cluster::first(3, 1, Conditions::default());
         let mut v020 = spec(&cluster, None);
         v020.version = Version::V020;
         let mut sim = running(v020, vec![job(40, 1)]);
@@ -167,7 +167,7 @@ mod tests {
 
     #[test]
     fn a_node_with_a_free_slot_asks_for_work_once_and_a_full_one_not_at_all() {
-        let cluster = Cluster::first(3, 1, Hardware::Uniform);
+        let cluster = Cluster::first(3, 1, Conditions::default());
         let mut sim = running(spec(&cluster, None), vec![job(1, 0)]);
         sim.now = 10_000;
         sim.wake(0, 10_000);

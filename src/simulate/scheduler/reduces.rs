@@ -132,12 +132,12 @@ mod tests {
     use std::cmp::Reverse;
 
     use super::*;
-    use crate::simulate::cluster::{Cluster, Hardware};
+    use crate::simulate::cluster::{Cluster, Conditions};
     use crate::simulate::scheduler::testing::{job, running, spec};
 
     #[test]
     fn a_reduce_copies_the_maps_done_and_once_all_are_in_sorts_reduces_and_writes_its_output() {
-        let cluster = Cluster::first(3, 1, Hardware::Uniform);
+        let cluster = Cluster::first(3, 1, Conditions::default());
         let mut sim = running(spec(&cluster, None), vec![job(2, 1)]);
         let task = TaskRef { job: 0, idx: 0, attempt: 0, reduce: true };
         sim.jobs[0].maps[0].done = Some((5_000, 1, 0));

@@ -53,13 +53,13 @@ impl<S: JobSource> Sim<'_, S> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::simulate::cluster::{Cluster, Hardware};
+    use crate::simulate::cluster::{Cluster, Conditions};
     use crate::simulate::faults::Fault;
     use crate::simulate::scheduler::testing::{running, spec};
 
     #[test]
     fn a_node_shares_its_disk_and_cores_among_its_tasks() {
-        let cluster = Cluster::first(3, 1, Hardware::Uniform);
+        let cluster = Cluster::first(3, 1, Conditions::default());
         let mut sim = running(spec(&cluster, None), vec![]);
         let (cpu, disk) = (cluster.nodes[1].cpu, cluster.nodes[1].disk_mb_s);
         assert_eq!((sim.cpu_rate(1, 0), sim.disk_rate(1, 0, false)), (cpu, disk));
@@ -79,7 +79,7 @@ mod tests {
 
     #[test]
     fn use_is_kept_per_attempt_so_that_a_kill_can_take_back_the_rest() {
-        let cluster = Cluster::first(3, 1, Hardware::Uniform);
+        let cluster = Cluster::first(3, 1, Conditions::default());
         let mut sim = running(spec(&cluster, None), vec![]);
         sim.use_total(7, 1, (2_000, 6_000), Use::DiskRead, 100.0);
         sim.use_rate(7, 2, (6_000, 6_000), Use::Cpu, 1.0);
@@ -97,7 +97,7 @@ mod tests {
 
     #[test]
     fn a_node_hands_out_its_ports_in_turn_from_40000_to_60000() {
-        let cluster = Cluster::first(3, 1, Hardware::Uniform);
+        let cluster = Cluster::first(3, 1, Conditions::default());
         let mut sim = running(spec(&cluster, None), vec![]);
         assert_eq!((sim.port(0), sim.port(0), sim.port(1)), (40_001, 40_002, 40_101));
         sim.nodes[2].next_port = 59_999;

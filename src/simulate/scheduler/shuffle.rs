@@ -175,7 +175,7 @@ mod tests {
     use std::collections::BTreeMap;
 
     use super::*;
-    use crate::simulate::cluster::{Cluster, Hardware};
+    use crate::simulate::cluster::{Cluster, Conditions};
     use crate::simulate::faults::Fault;
     use crate::simulate::scheduler::testing::{Jobs, job, running, spec};
 
@@ -235,7 +235,7 @@ mod tests {
 
     #[test]
     fn at_most_five_copies_run_at_once_the_next_on_the_first_copier_free() {
-        let cluster = Cluster::first(3, 1, Hardware::Uniform);
+        let cluster = Cluster::first(3, 1, Conditions::default());
         let sim = reduce_after_maps(&cluster, None, 12, 12, 200.0);
         let spans: Vec<(i64, i64)> = copies(&sim)
             .values()
@@ -262,7 +262,7 @@ mod tests {
 
     #[test]
     fn every_ten_segments_in_memory_are_merged_and_the_rest_once_the_shuffle_is_complete() {
-        let cluster = Cluster::first(3, 1, Hardware::Uniform);
+        let cluster = Cluster::first(3, 1, Conditions::default());
         let mut sim = reduce_after_maps(&cluster, None, 25, 23, 1.0);
         assert_eq!(merges(&sim), (vec![10, 10], vec![(10, 1), (10, 2)]));
         let run = &sim.jobs[0].reduces[0].runs[0];
@@ -281,7 +281,7 @@ mod tests {
 
     #[test]
     fn a_copy_that_times_out_on_a_lossy_link_is_fetched_again() {
-        let cluster = Cluster::first(3, 1, Hardware::Uniform);
+        let cluster = Cluster::first(3, 1, Conditions::default());
         let lossy = Injected::new(Fault::PacketLoss50, 1, 0, 3_600_000, 60.0);
         let sim = reduce_after_maps(&cluster, Some(lossy), 40, 40, 1.0);
         let per_map = copies(&sim);
@@ -303,7 +303,7 @@ mod tests {
 
     #[test]
     fn hadoop_1152_fails_the_last_copy_three_times_and_stalls_the_reduce() {
-        let cluster = Cluster::first(3, 1, Hardware::Uniform);
+        let cluster = Cluster::first(3, 1, Conditions::default());
         let hang = Injected::new(Fault::Hang1152, 0, 0, 3_600_000, 60.0);
         let mut sim = reduce_after_maps(&cluster, Some(hang), 4, 4, 1.0);
         let per_map = copies(&sim);
@@ -327,7 +327,7 @@ mod tests {
 
     #[test]
     fn hadoop_2080_leaves_the_first_in_memory_merge_open_and_the_copies_stop() {
-        let cluster = Cluster::first(3, 1, Hardware::Uniform);
+        let cluster = Cluster::first(3, 1, Conditions::default());
         let hang = Injected::new(Fault::Hang2080, 0, 0, 3_600_000, 60.0);
         let sim = reduce_after_maps(&cluster, Some(hang), 15, 15, 1.0);
         assert_eq!(merges(&sim), (vec![MERGE_SEGMENTS], vec![]));

@@ -103,7 +103,7 @@ mod tests {
     use std::collections::BTreeSet;
 
     use super::*;
-    use crate::simulate::cluster::{Cluster, Hardware};
+    use crate::simulate::cluster::{Cluster, Conditions};
     use crate::simulate::jobhistory::Status;
     use crate::simulate::scheduler::testing::{attempts, job, running, spec};
     use crate::simulate::scheduler::{End, Prog};
@@ -127,7 +127,7 @@ mod tests {
 
     #[test]
     fn a_backup_goes_to_a_free_node_that_neither_runs_nor_failed_the_task_replica_holders_first() {
-        let cluster = Cluster::first(5, 1, Hardware::Uniform);
+        let cluster = Cluster::first(5, 1, Conditions::default());
         let mut sim = running(spec(&cluster, None), vec![job(1, 1)]);
         sim.jobs[0].maps[0].replicas = Some([1, 2, 3]);
         sim.launch_map(0, 0, 1);
@@ -148,7 +148,7 @@ mod tests {
 
     #[test]
     fn a_straggler_gets_one_backup_and_the_first_to_finish_wins() {
-        let cluster = Cluster::first(3, 1, Hardware::Uniform);
+        let cluster = Cluster::first(3, 1, Conditions::default());
         let mut sim = running(spec(&cluster, None), vec![job(2, 0)]);
         sim.jobs[0].pending_maps.clear();
         sim.launch_map(0, 0, 0);
