@@ -111,6 +111,51 @@ async fn a_skewed_clock_shifts_its_hosts_logs_and_capture_not_the_history() {
     assert_eq!(offsets.len(), 4, "{offsets:?}");
 }
 
+/// 0.18's DataNodes at INFO write no DEBUG line and everything else as at DEBUG: the block
+/// operations are all there, but a read's start, which only the count of open connections
+/// shows, is not.
+#[tokio::test]
+async fn an_info_datanode_shows_its_block_reads_without_their_starts() {
+    let (debug, info) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let mut cfg = config(debug.path(), 4, Workload::Sort, None, 6.0, Version::V018);
+    run(&cfg).unwrap();
+    cfg.out = info.path().to_path_buf();
+    cfg.conditions.datanode_log = kahuna::simulate::DataNodeLog::Info;
+    run(&cfg).unwrap();
+    let (at_debug, at_info) = (tree(debug.path()), tree(info.path()));
+    assert_eq!(at_debug.keys().collect::<Vec<_>>(), at_info.keys().collect::<Vec<_>>());
+    let mut left_out = 0;
+    // truth.json counts the lines written, so it differs by as many.
+    for (path, bytes) in at_debug.iter().filter(|(path, _)| !path.ends_with("truth.json")) {
+        let text = String::from_utf8_lossy(bytes);
+        let kept: String = text.lines().filter(|l| !l.contains(" DEBUG ")).map(|l| format!("{l}\n")).collect();
+        assert!(
+            kept == String::from_utf8_lossy(&at_info[path]),
+            "{}: more than the DEBUG lines left out",
+            path.display()
+        );
+        left_out += text.lines().count() - kept.lines().count();
+        if path.to_string_lossy().contains("datanode") {
+            assert!(text.contains(" DEBUG "), "{}", path.display());
+        }
+    }
+    let datanode_lines = |tree: &BTreeMap<PathBuf, Vec<u8>>| {
+        let truth: serde_json::Value = serde_json::from_slice(&tree[Path::new("truth.json")]).unwrap();
+        truth["lines"]["datanode"].as_u64().unwrap() as usize
+    };
+    assert_eq!(datanode_lines(&at_debug) - datanode_lines(&at_info), left_out);
+    let sql = "SELECT count(*), count(start_ts) FROM states WHERE state = 'ReadBlock'";
+    let mut counts = Vec::new();
+    for dir in [&debug, &info] {
+        let wh = tempfile::tempdir().unwrap();
+        ingest_into(vec![dir.path().to_path_buf()], wh.path(), None).await;
+        counts.push(rows(wh.path(), sql).await);
+    }
+    let (reads, started) = (&counts[0][0][0], &counts[0][0][1]);
+    assert!(reads.parse::<u64>().unwrap() > 0 && started == reads, "{counts:?}");
+    assert_eq!(counts[1], vec![vec![reads.clone(), "0".to_string()]]);
+}
+
 #[tokio::test]
 async fn every_file_ingests_without_a_reject() {
     for (version, fault) in [

@@ -278,7 +278,10 @@ pub fn simulate(args: SimulateArgs) -> Result<()> {
     let hardware = simulate::Hardware::parse(&args.hardware)
         .with_context(|| format!("--hardware {}: uniform or mixed", args.hardware))?;
     let clock_skew_s = parse_duration(&args.clock_skew).map_err(|e| anyhow!("--clock-skew {e}"))?;
-    let conditions = simulate::Conditions { hardware, clock_skew_ms: (clock_skew_s * 1000.0).round() as i64 };
+    let datanode_log = simulate::DataNodeLog::parse(&args.datanode_log)
+        .with_context(|| format!("--datanode-log {}: debug or info", args.datanode_log))?;
+    let clock_skew_ms = (clock_skew_s * 1000.0).round() as i64;
+    let conditions = simulate::Conditions { hardware, clock_skew_ms, datanode_log };
     if let Some(kind) = &args.history {
         if kind != "m45" {
             bail!("--history {kind}: the one history is m45");

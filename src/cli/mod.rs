@@ -130,6 +130,10 @@ pub struct SimulateArgs {
     /// its logs and sadc capture are stamped by it, the job history by the master's clock.
     #[arg(long, default_value = "0s", conflicts_with = "suite")]
     pub clock_skew: String,
+    /// The level 0.18's DataNodes log at: `debug` (as SALSA ran them: a block read's start shows
+    /// in the count of open connections) or `info` (only where a read ends shows).
+    #[arg(long, default_value = "debug", conflicts_with = "suite")]
+    pub datanode_log: String,
     /// A JSON matrix of runs (workloads × faults × cluster sizes × repetitions).
     #[arg(long, conflicts_with_all = ["history", "fault"])]
     pub suite: Option<PathBuf>,

@@ -31,6 +31,28 @@ pub struct Conditions {
     /// Each host's clock is off by up to this much either way, drawn per host from the seed: its
     /// logs and sadc capture are stamped by it, the job history by the master's.
     pub clock_skew_ms: i64,
+    pub datanode_log: DataNodeLog,
+}
+
+/// The level a 0.18 DataNode logs at.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum DataNodeLog {
+    /// As SALSA ran it: each DataXceiver's start and end also log the count of open
+    /// connections, which is how a block read's start shows.
+    #[default]
+    Debug,
+    /// Log4j's usual level: a block read shows only where it ends.
+    Info,
+}
+
+impl DataNodeLog {
+    pub fn parse(level: &str) -> Option<DataNodeLog> {
+        match level.to_ascii_lowercase().as_str() {
+            "debug" => Some(DataNodeLog::Debug),
+            "info" => Some(DataNodeLog::Info),
+            _ => None,
+        }
+    }
 }
 
 impl Hardware {

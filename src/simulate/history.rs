@@ -290,6 +290,7 @@ pub(crate) fn run_one(e: &Experiment, cfg: &HistoryConfig) -> Result<Ran> {
         gzip: cfg.gzip,
         threads: 1,
         epoch_ms: e.start_ms,
+        datanode_log: cfg.conditions.datanode_log,
     };
     let spec = RunSpec {
         seed: cfg.seed ^ (e.id as u64) << 20,

@@ -35,7 +35,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::{Value, json};
 
 use cluster::Cluster;
-pub use cluster::{Conditions, Hardware};
+pub use cluster::{Conditions, DataNodeLog, Hardware};
 use faults::{Fault, FaultSpec, Injected};
 use jobhistory::Status;
 use rng::{Rng, Stream};
@@ -155,6 +155,7 @@ struct Layout {
     gzip: bool,
     threads: usize,
     epoch_ms: i64,
+    datanode_log: DataNodeLog,
 }
 
 fn iso(ms: i64) -> String {
@@ -181,7 +182,7 @@ fn execute<S: JobSource>(spec: RunSpec, source: S, layout: &Layout, bar: &Progre
     for (node, (host, _)) in hosts.iter().enumerate() {
         let Some(dir) = &layout.logs else { break };
         let offset = cluster.nodes[node].clock_offset_ms;
-        let w = NodeWriter::create(dir, node as u16, &layout.user, &names, layout.gzip, offset)
+        let w = NodeWriter::create(dir, node as u16, &layout.user, &names, layout.gzip, offset, layout.datanode_log)
             .with_context(|| format!("cannot create the logs of {host} under {}", dir.display()))?;
         logs.push(w);
     }
@@ -432,6 +433,7 @@ pub fn run(cfg: &Config) -> Result<Outcome> {
         gzip: cfg.gzip,
         threads: cfg.threads,
         epoch_ms: cfg.epoch_ms,
+        datanode_log: cfg.conditions.datanode_log,
     };
     let spec = RunSpec {
         seed: cfg.seed,
@@ -528,7 +530,8 @@ pub struct Suite {
 impl Suite {
     /// `{"workloads": ["sort"], "faults": ["none", "CPUHog"], "nodes": [10, 25],
     /// "repetitions": 10, "duration": "30m", "seed": 1, "hadoop": "0.18", "sadc": true,
-    /// "hardware": "uniform", "clock_skew": "0s"}`; every key but `workloads` may be left out.
+    /// "hardware": "uniform", "clock_skew": "0s", "datanode_log": "debug"}`; every key but
+    /// `workloads` may be left out.
     pub fn parse(text: &str) -> Result<Suite> {
         let v: Value = serde_json::from_str(text).context("a suite is a JSON object")?;
         let strings = |key: &str| -> Vec<String> {
@@ -570,6 +573,12 @@ impl Suite {
             Some(h) => Hardware::parse(h).with_context(|| format!("suite: hardware {h} is not uniform or mixed"))?,
             None => Hardware::Uniform,
         };
+        let datanode_log = match v.get("datanode_log").and_then(Value::as_str) {
+            Some(l) => {
+                DataNodeLog::parse(l).with_context(|| format!("suite: datanode_log {l} is not debug or info"))?
+            }
+            None => DataNodeLog::Debug,
+        };
         let clock_skew_s = match v.get("clock_skew").and_then(Value::as_str) {
             Some(d) => faults::parse_duration(d).map_err(|e| anyhow::anyhow!("suite: clock_skew {e}"))?,
             None => 0.0,
@@ -583,7 +592,7 @@ impl Suite {
             seed: v.get("seed").and_then(Value::as_u64).unwrap_or(1),
             version,
             sadc: v.get("sadc").and_then(Value::as_bool).unwrap_or(true),
-            conditions: Conditions { hardware, clock_skew_ms: (clock_skew_s * 1000.0).round() as i64 },
+            conditions: Conditions { hardware, clock_skew_ms: (clock_skew_s * 1000.0).round() as i64, datanode_log },
         })
     }
 }

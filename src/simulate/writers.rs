@@ -15,6 +15,7 @@ use flate2::Compression;
 use flate2::write::GzEncoder;
 
 use super::Version;
+use super::cluster::DataNodeLog;
 
 mod yarn;
 
@@ -423,6 +424,7 @@ pub struct NodeWriter {
     clock: Clock,
     /// How far this node's clock is off the true time.
     clock_offset_ms: i64,
+    datanode_log: DataNodeLog,
     buf: Vec<u8>,
     keys: Vec<u64>,
     /// DataNode connections open, for 0.18's DEBUG `Number of active connections is: N`.
@@ -457,6 +459,7 @@ impl NodeWriter {
         names: &Names,
         gzip: bool,
         clock_offset_ms: i64,
+        datanode_log: DataNodeLog,
     ) -> io::Result<NodeWriter> {
         let (host, ip) = &names.hosts[usize::from(node)];
         let dir = dir.join(host);
@@ -476,6 +479,7 @@ impl NodeWriter {
             syslogs: Vec::new(),
             clock: Clock::new(),
             clock_offset_ms,
+            datanode_log,
             buf: Vec::with_capacity(1 << 10),
             keys: Vec::new(),
             connections: 0,
@@ -1062,7 +1066,7 @@ impl NodeWriter {
     /// connections, which is how a read's start shows.
     fn connection(&mut self, ms: i64, delta: i32, names: &Names) -> io::Result<()> {
         self.connections = self.connections.saturating_add_signed(delta);
-        if names.version != Version::V018 {
+        if names.version != Version::V018 || self.datanode_log == DataNodeLog::Info {
             return Ok(());
         }
         self.head(ms, "DEBUG", dn_logger(names.version));
@@ -1132,7 +1136,7 @@ mod tests {
             vec![("r01n01".to_string(), "10.1.1.10".to_string()), ("r01n02".to_string(), "10.1.1.11".to_string())];
         let jobs = vec![JobName { id: "200808250000_0001".into(), input: "/user/hadoop/in".into(), input_mb: 64.0 }];
         let names = Names { version: Version::V018, epoch_ms: 1_219_622_400_000, hosts: &hosts, jobs: &jobs };
-        let mut w = NodeWriter::create(dir.path(), 0, "hadoop", &names, false, 0).unwrap();
+        let mut w = NodeWriter::create(dir.path(), 0, "hadoop", &names, false, 0, DataNodeLog::Debug).unwrap();
         let m = TaskRef { job: 0, idx: 3, attempt: 0, reduce: false };
         let r = TaskRef { job: 0, idx: 0, attempt: 1, reduce: true };
         let recs = [
