@@ -10,6 +10,17 @@ pub const REDUCE_SLOTS: u8 = 2;
 /// Nodes per rack, for names, addresses and replica placement.
 pub const RACK_SIZE: usize = 40;
 
+/// What makes a cluster harder to diagnose, beyond its workload and its fault. The default is
+/// alike nodes on one clock, DataNodes at DEBUG, as SALSA's and Kahuna's clusters ran.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Conditions {
+    pub hardware: Hardware,
+    /// Each host's clock is off by up to this much either way, drawn per host from the seed: its
+    /// logs and sadc capture are stamped by it, the job history by the master's.
+    pub clock_skew_ms: i64,
+    pub datanode_log: DataNodeLog,
+}
+
 /// The machines of a cluster.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Hardware {
@@ -21,38 +32,6 @@ pub enum Hardware {
     /// quarter newer (1.2). Classes differ by 20–50%: peers a diagnosis compares are no longer
     /// alike, though none is faulty.
     Mixed,
-}
-
-/// What makes a cluster harder to diagnose than alike nodes on one clock, beyond its workload
-/// and its fault. The default is alike nodes on one clock.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Conditions {
-    pub hardware: Hardware,
-    /// Each host's clock is off by up to this much either way, drawn per host from the seed: its
-    /// logs and sadc capture are stamped by it, the job history by the master's.
-    pub clock_skew_ms: i64,
-    pub datanode_log: DataNodeLog,
-}
-
-/// The level a 0.18 DataNode logs at.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum DataNodeLog {
-    /// As SALSA ran it: each DataXceiver's start and end also log the count of open
-    /// connections, which is how a block read's start shows.
-    #[default]
-    Debug,
-    /// Log4j's usual level: a block read shows only where it ends.
-    Info,
-}
-
-impl DataNodeLog {
-    pub fn parse(level: &str) -> Option<DataNodeLog> {
-        match level.to_ascii_lowercase().as_str() {
-            "debug" => Some(DataNodeLog::Debug),
-            "info" => Some(DataNodeLog::Info),
-            _ => None,
-        }
-    }
 }
 
 impl Hardware {
@@ -74,6 +53,27 @@ impl Hardware {
                 u if u < 0.75 => 1.0,
                 _ => 1.2,
             },
+        }
+    }
+}
+
+/// The level a 0.18 DataNode logs at.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum DataNodeLog {
+    /// As SALSA ran it: each DataXceiver's start and end also log the count of open
+    /// connections, which is how a block read's start shows.
+    #[default]
+    Debug,
+    /// Log4j's usual level: a block read shows only where it ends.
+    Info,
+}
+
+impl DataNodeLog {
+    pub fn parse(level: &str) -> Option<DataNodeLog> {
+        match level.to_ascii_lowercase().as_str() {
+            "debug" => Some(DataNodeLog::Debug),
+            "info" => Some(DataNodeLog::Info),
+            _ => None,
         }
     }
 }
@@ -108,7 +108,7 @@ impl Node {
     pub fn new(global: usize, seed: u64, conditions: Conditions) -> Node {
         let mut rng = Rng::derive(seed, Stream::Node, &[global as u64]);
         let class = conditions.hardware.class_speed(global, seed);
-        // A stream of its own, so that a cluster without skew keeps the rates it had.
+        // A stream of its own: the node's rates are the same with skew as without.
         let skew = conditions.clock_skew_ms;
         let clock_offset_ms = match skew {
             0 => 0,

@@ -709,5 +709,21 @@ mod tests {
         let all = Suite::parse(r#"{"workloads": ["nutch"]}"#).unwrap();
         assert_eq!((all.faults.len(), all.nodes.len()), (10, 4));
         assert!(Suite::parse(r#"{"workloads": ["hive"]}"#).is_err());
+        assert_eq!((s.conditions, all.conditions), (Conditions::default(), Conditions::default()));
+    }
+
+    #[test]
+    fn a_suite_names_its_conditions() {
+        let harder = r#"{"workloads": ["sort"], "hardware": "mixed", "clock_skew": "3s", "datanode_log": "info"}"#;
+        let expected = Conditions { hardware: Hardware::Mixed, clock_skew_ms: 3000, datanode_log: DataNodeLog::Info };
+        assert_eq!(Suite::parse(harder).unwrap().conditions, expected);
+        for (bad, says) in [
+            (r#""hardware": "exotic""#, "hardware exotic is not uniform or mixed"),
+            (r#""datanode_log": "trace""#, "datanode_log trace is not debug or info"),
+            (r#""clock_skew": "soon""#, "clock_skew"),
+        ] {
+            let error = Suite::parse(&format!(r#"{{"workloads": ["sort"], {bad}}}"#)).unwrap_err();
+            assert!(format!("{error:#}").contains(says), "{error:#}");
+        }
     }
 }
