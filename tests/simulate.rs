@@ -156,6 +156,41 @@ async fn an_info_datanode_shows_its_block_reads_without_their_starts() {
     assert_eq!(counts[1], vec![vec![reads.clone(), "0".to_string()]]);
 }
 
+/// With the noise of what runs beside Hadoop, each node's capture shows more CPU than Hadoop's
+/// alone in every second, and during cron's first 30 s of the hour a core more on every node;
+/// the logs and the job history are the same bytes.
+#[test]
+fn sysstat_noise_adds_to_the_capture_and_nothing_else() {
+    let (quiet, noisy) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let mut cfg = config(quiet.path(), 4, Workload::Sort, None, 10.0, Version::V018);
+    run(&cfg).unwrap();
+    cfg.out = noisy.path().to_path_buf();
+    cfg.conditions.sysstat_noise = true;
+    run(&cfg).unwrap();
+    let (without, with) = (tree(quiet.path()), tree(noisy.path()));
+    assert_eq!(without.keys().collect::<Vec<_>>(), with.keys().collect::<Vec<_>>());
+    for (path, bytes) in without.iter().filter(|(path, _)| !path.starts_with("sadc")) {
+        assert!(bytes == &with[path], "{} differs", path.display());
+    }
+    // Per host, each second's %user of the CPU rows (`…;-1;%user;…`).
+    let user = |bytes: &[u8]| -> Vec<f64> {
+        let text = String::from_utf8_lossy(bytes).into_owned();
+        let rows = text.lines().map(|l| l.split(';').collect::<Vec<_>>());
+        rows.filter(|f| f.get(3) == Some(&"-1")).map(|f| f[4].parse().unwrap()).collect()
+    };
+    let mut more = 0;
+    for (path, bytes) in without.iter().filter(|(path, _)| path.starts_with("sadc")) {
+        let (alone, beside) = (user(bytes), user(&with[path]));
+        assert_eq!(alone.len(), 600, "{}", path.display());
+        assert_eq!(alone.len(), beside.len());
+        assert!(alone.iter().zip(&beside).all(|(a, b)| b >= a), "{}", path.display());
+        // A core of four is 22.5 points of %user (90% of its time is user time).
+        assert!(alone[..30].iter().zip(&beside[..30]).all(|(a, b)| b - a > 15.0), "{}: cron", path.display());
+        more += alone[30..].iter().zip(&beside[30..]).filter(|(a, b)| b > a).count();
+    }
+    assert!(more > 0, "the daemons' bursts show after cron");
+}
+
 #[tokio::test]
 async fn every_file_ingests_without_a_reject() {
     for (version, fault) in [

@@ -134,6 +134,10 @@ pub struct SimulateArgs {
     /// in the count of open connections) or `info` (only where a read ends shows).
     #[arg(long, default_value = "debug", conflicts_with = "suite")]
     pub datanode_log: String,
+    /// The sysstat capture also shows what each node runs beside Hadoop: its daemons' bursts at
+    /// random times and cron's hourly jobs.
+    #[arg(long, conflicts_with = "suite")]
+    pub sysstat_noise: bool,
     /// A JSON matrix of runs (workloads × faults × cluster sizes × repetitions).
     #[arg(long, conflicts_with_all = ["history", "fault"])]
     pub suite: Option<PathBuf>,

@@ -11,7 +11,8 @@ pub const REDUCE_SLOTS: u8 = 2;
 pub const RACK_SIZE: usize = 40;
 
 /// What makes a cluster harder to diagnose, beyond its workload and its fault. The default is
-/// alike nodes on one clock, DataNodes at DEBUG, as SALSA's and Kahuna's clusters ran.
+/// alike nodes on one clock, DataNodes at DEBUG and nothing but Hadoop in the sysstat capture,
+/// as SALSA's and Kahuna's clusters ran.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Conditions {
     pub hardware: Hardware,
@@ -19,6 +20,8 @@ pub struct Conditions {
     /// logs and sadc capture are stamped by it, the job history by the master's.
     pub clock_skew_ms: i64,
     pub datanode_log: DataNodeLog,
+    /// Each node's capture shows the daemons and cron jobs it runs beside Hadoop.
+    pub sysstat_noise: bool,
 }
 
 /// The machines of a cluster.

@@ -291,6 +291,7 @@ pub(crate) fn run_one(e: &Experiment, cfg: &HistoryConfig) -> Result<Ran> {
         threads: 1,
         epoch_ms: e.start_ms,
         datanode_log: cfg.conditions.datanode_log,
+        sysstat_noise: cfg.conditions.sysstat_noise,
     };
     let spec = RunSpec {
         seed: cfg.seed ^ (e.id as u64) << 20,

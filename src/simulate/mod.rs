@@ -156,6 +156,7 @@ struct Layout {
     threads: usize,
     epoch_ms: i64,
     datanode_log: DataNodeLog,
+    sysstat_noise: bool,
 }
 
 fn iso(ms: i64) -> String {
@@ -192,7 +193,7 @@ fn execute<S: JobSource>(spec: RunSpec, source: S, layout: &Layout, bar: &Progre
             let w = SadcWriter::create(dir, i, &n.name, n.cores, n.disk_mb_s, seed, layout.gzip)
                 .with_context(|| format!("cannot create {}", dir.display()))?
                 .with_clock_offset(n.clock_offset_ms);
-            sadcs.push(w);
+            sadcs.push(if layout.sysstat_noise { w.with_noise(seed) } else { w });
         }
     }
     // Simulated time per writing round: short enough that buffered lines stay few, shorter
@@ -434,6 +435,7 @@ pub fn run(cfg: &Config) -> Result<Outcome> {
         threads: cfg.threads,
         epoch_ms: cfg.epoch_ms,
         datanode_log: cfg.conditions.datanode_log,
+        sysstat_noise: cfg.conditions.sysstat_noise,
     };
     let spec = RunSpec {
         seed: cfg.seed,
@@ -530,8 +532,8 @@ pub struct Suite {
 impl Suite {
     /// `{"workloads": ["sort"], "faults": ["none", "CPUHog"], "nodes": [10, 25],
     /// "repetitions": 10, "duration": "30m", "seed": 1, "hadoop": "0.18", "sadc": true,
-    /// "hardware": "uniform", "clock_skew": "0s", "datanode_log": "debug"}`; every key but
-    /// `workloads` may be left out.
+    /// "hardware": "uniform", "clock_skew": "0s", "datanode_log": "debug", "sysstat_noise": false}`;
+    /// every key but `workloads` may be left out.
     pub fn parse(text: &str) -> Result<Suite> {
         let v: Value = serde_json::from_str(text).context("a suite is a JSON object")?;
         let strings = |key: &str| -> Vec<String> {
@@ -592,7 +594,12 @@ impl Suite {
             seed: v.get("seed").and_then(Value::as_u64).unwrap_or(1),
             version,
             sadc: v.get("sadc").and_then(Value::as_bool).unwrap_or(true),
-            conditions: Conditions { hardware, clock_skew_ms: (clock_skew_s * 1000.0).round() as i64, datanode_log },
+            conditions: Conditions {
+                hardware,
+                clock_skew_ms: (clock_skew_s * 1000.0).round() as i64,
+                datanode_log,
+                sysstat_noise: v.get("sysstat_noise").and_then(Value::as_bool).unwrap_or(false),
+            },
         })
     }
 }
@@ -714,8 +721,13 @@ mod tests {
 
     #[test]
     fn a_suite_names_its_conditions() {
-        let harder = r#"{"workloads": ["sort"], "hardware": "mixed", "clock_skew": "3s", "datanode_log": "info"}"#;
-        let expected = Conditions { hardware: Hardware::Mixed, clock_skew_ms: 3000, datanode_log: DataNodeLog::Info };
+        let harder = r#"{"workloads": ["sort"], "hardware": "mixed", "clock_skew": "3s", "datanode_log": "info", "sysstat_noise": true}"#;
+        let expected = Conditions {
+            hardware: Hardware::Mixed,
+            clock_skew_ms: 3000,
+            datanode_log: DataNodeLog::Info,
+            sysstat_noise: true,
+        };
         assert_eq!(Suite::parse(harder).unwrap().conditions, expected);
         for (bad, says) in [
             (r#""hardware": "exotic""#, "hardware exotic is not uniform or mixed"),

@@ -20,6 +20,7 @@ pub enum Stream {
     Experiment,
     NodeClass,
     NodeClock,
+    SadcNoise,
 }
 
 #[derive(Clone, Debug)]

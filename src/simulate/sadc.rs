@@ -100,6 +100,45 @@ impl Usage {
     }
 }
 
+/// What a node runs beside Hadoop, as its capture shows it: bursts of the daemons every node has
+/// (a log shipper, a backup agent, a JVM's collection) at random times of each node's own, and
+/// cron's hourly jobs (`logrotate`, `updatedb`) on every node at once by its clock. The tasks
+/// do not feel it: it is in the capture only, where a black-box diagnosis meets it.
+struct Noise {
+    rng: Rng,
+    /// The current burst: until which second, its cores and its disk writes (MB/s).
+    burst: (i64, f64, f64),
+    next_burst: i64,
+}
+
+impl Noise {
+    /// A burst every 10 minutes on average, of 5–30 s, 0.5–1.5 cores and 5–20 MB/s of writes.
+    const MEAN_GAP_S: f64 = 600.0;
+    /// Cron's hourly jobs: 30 s of a core and 20 MB/s of reads.
+    const CRON_S: i64 = 30;
+
+    fn new(seed: u64, node: usize) -> Noise {
+        let mut rng = Rng::derive(seed, Stream::SadcNoise, &[node as u64]);
+        let next_burst = rng.exp(Self::MEAN_GAP_S) as i64;
+        Noise { rng, burst: (0, 0.0, 0.0), next_burst }
+    }
+
+    /// The cores, disk reads and disk writes (MB/s) beside Hadoop's in `second`, which the
+    /// node's clock reads `clock_ms` into the hour.
+    fn at(&mut self, second: i64, clock_ms: i64) -> (f64, f64, f64) {
+        if second >= self.next_burst {
+            let r = &mut self.rng;
+            let length = r.range(5.0, 30.0) as i64;
+            self.burst = (second + length, r.range(0.5, 1.5), r.range(5.0, 20.0));
+            self.next_burst = second + length + r.exp(Self::MEAN_GAP_S) as i64;
+        }
+        let (until, cores, writes) = self.burst;
+        let (cores, writes) = if second < until { (cores, writes) } else { (0.0, 0.0) };
+        let cron = clock_ms.rem_euclid(3_600_000) < Self::CRON_S * 1000;
+        if cron { (cores + 1.0, 20.0, writes) } else { (cores, 0.0, writes) }
+    }
+}
+
 const HEADERS: [&str; 6] = [
     "# hostname;interval;timestamp;CPU;%user;%nice;%system;%iowait;%steal;%idle",
     "# hostname;interval;timestamp;proc/s;cswch/s",
@@ -122,6 +161,7 @@ pub struct SadcWriter {
     rng: Rng,
     clock: Clock,
     clock_offset_ms: i64,
+    noise: Option<Noise>,
     load: [f64; 3],
     line: Vec<u8>,
 }
@@ -150,6 +190,7 @@ impl SadcWriter {
             rng: Rng::derive(seed, Stream::Sadc, &[node as u64]),
             clock: Clock::new(),
             clock_offset_ms: 0,
+            noise: None,
             load: [0.3, 0.2, 0.1],
             line: Vec::with_capacity(256),
         })
@@ -158,6 +199,12 @@ impl SadcWriter {
     /// The capture stamped by a clock `ms` off the true time.
     pub fn with_clock_offset(self, ms: i64) -> SadcWriter {
         SadcWriter { clock_offset_ms: ms, ..self }
+    }
+
+    /// The capture with what the node runs beside Hadoop ([`Noise`]), drawn from `seed`.
+    pub fn with_noise(self, seed: u64) -> SadcWriter {
+        let noise = Some(Noise::new(seed, self.node));
+        SadcWriter { noise, ..self }
     }
 
     /// Writes the rows of every second before `second` (relative to the run's start).
@@ -176,6 +223,11 @@ impl SadcWriter {
 
     fn row(&mut self, second: i64, bin: &Bin, epoch_ms: i64, fault: Option<&Injected>) -> io::Result<()> {
         let t_ms = second * 1000;
+        let clock_ms = epoch_ms + t_ms + self.clock_offset_ms;
+        let (noise_cpu, noise_reads, noise_writes) = match &mut self.noise {
+            Some(noise) => noise.at(second, clock_ms),
+            None => (0.0, 0.0, 0.0),
+        };
         let hog = |kind: Fault| fault.is_some_and(|f| f.fault == kind && f.at(self.node, t_ms));
         let r = &mut self.rng;
         let cores = self.cores;
@@ -183,11 +235,11 @@ impl SadcWriter {
         let hog_disk = if hog(Fault::DiskHog) { Injected::disk_hog_mb_s(self.disk_mb_s) } else { 0.0 };
         // A killed attempt's use is taken back, which can leave a rounding error below zero.
         let get = |x: f32| f64::from(x.max(0.0));
-        let disk_w = get(bin.disk_write_mb) + hog_disk;
-        let disk_r = get(bin.disk_read_mb);
+        let disk_w = get(bin.disk_write_mb) + hog_disk + noise_writes;
+        let disk_r = get(bin.disk_read_mb) + noise_reads;
         let (rx, tx) = (get(bin.rx_mb), get(bin.tx_mb));
         let tasks = get(bin.tasks);
-        let demand = get(bin.cpu) + hog_cpu + 0.05;
+        let demand = get(bin.cpu) + hog_cpu + noise_cpu + 0.05;
         let busy = demand.min(cores);
         let disk_util = ((disk_r + disk_w) / self.disk_mb_s).min(1.0);
         let user = (100.0 * busy * 0.9 / cores * r.jitter(0.03)).clamp(0.0, 100.0);
@@ -251,8 +303,7 @@ impl SadcWriter {
                 format!("eth0;{rx_pck:.2};{tx_pck:.2};{rx_kb:.2};{tx_kb:.2};0.00;0.00;0.00;{:.2}", util.min(100.0))
             }),
         ];
-        let stamped_ms = epoch_ms + t_ms + self.clock_offset_ms;
-        let stamp = String::from_utf8_lossy(self.clock.seconds_text(stamped_ms.div_euclid(1000))).into_owned();
+        let stamp = String::from_utf8_lossy(self.clock.seconds_text(clock_ms.div_euclid(1000))).into_owned();
         for (activity, fields) in rows {
             if activity == 5 {
                 self.spool_row(activity, &stamp, "lo;0.00;0.00;0.00;0.00;0.00;0.00;0.00;0.00")?;
