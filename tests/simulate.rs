@@ -11,7 +11,7 @@ use common::{ingest_into, rows, scalar};
 use kahuna::simulate::faults::FaultSpec;
 use kahuna::simulate::history::{HistoryConfig, run_history};
 use kahuna::simulate::workload::Workload;
-use kahuna::simulate::{Config, DEFAULT_EPOCH_MS, Version, run};
+use kahuna::simulate::{Conditions, Config, DEFAULT_EPOCH_MS, DataNodeLog, Version, run};
 
 fn config(out: &Path, nodes: usize, workload: Workload, fault: Option<&str>, minutes: f64, version: Version) -> Config {
     Config {
@@ -27,7 +27,7 @@ fn config(out: &Path, nodes: usize, workload: Workload, fault: Option<&str>, min
         threads: 2,
         progress: false,
         epoch_ms: DEFAULT_EPOCH_MS,
-        conditions: kahuna::simulate::Conditions::default(),
+        conditions: Conditions::default(),
     }
 }
 
@@ -64,17 +64,24 @@ fn the_same_seed_writes_the_same_bytes() {
     }
 }
 
+/// A 4-node Sort run of `minutes` under the default conditions, and the same run under the
+/// conditions `change` makes: their folders, in that order.
+fn under_default_and(minutes: f64, change: impl FnOnce(&mut Conditions)) -> (tempfile::TempDir, tempfile::TempDir) {
+    let (default, changed) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let mut cfg = config(default.path(), 4, Workload::Sort, None, minutes, Version::V018);
+    run(&cfg).unwrap();
+    cfg.out = changed.path().to_path_buf();
+    change(&mut cfg.conditions);
+    run(&cfg).unwrap();
+    (default, changed)
+}
+
 /// With clocks off by up to 3 s, each host's log states start its own offset later or earlier
 /// than on one clock (the same for all of its states, no two hosts alike), its sadc capture
 /// keeps its rows, and the job history, stamped by the master, is the same bytes.
 #[tokio::test]
 async fn a_skewed_clock_shifts_its_hosts_logs_and_capture_not_the_history() {
-    let (alike, skewed) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let mut cfg = config(alike.path(), 4, Workload::Sort, None, 6.0, Version::V018);
-    run(&cfg).unwrap();
-    cfg.out = skewed.path().to_path_buf();
-    cfg.conditions.clock_skew_ms = 3000;
-    run(&cfg).unwrap();
+    let (alike, skewed) = under_default_and(6.0, |c| c.clock_skew_ms = 3000);
     let (one_clock, four_clocks) = (tree(alike.path()), tree(skewed.path()));
     let history = |tree: &BTreeMap<PathBuf, Vec<u8>>| {
         tree.iter()
@@ -116,12 +123,7 @@ async fn a_skewed_clock_shifts_its_hosts_logs_and_capture_not_the_history() {
 /// shows, is not.
 #[tokio::test]
 async fn an_info_datanode_shows_its_block_reads_without_their_starts() {
-    let (debug, info) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let mut cfg = config(debug.path(), 4, Workload::Sort, None, 6.0, Version::V018);
-    run(&cfg).unwrap();
-    cfg.out = info.path().to_path_buf();
-    cfg.conditions.datanode_log = kahuna::simulate::DataNodeLog::Info;
-    run(&cfg).unwrap();
+    let (debug, info) = under_default_and(6.0, |c| c.datanode_log = DataNodeLog::Info);
     let (at_debug, at_info) = (tree(debug.path()), tree(info.path()));
     assert_eq!(at_debug.keys().collect::<Vec<_>>(), at_info.keys().collect::<Vec<_>>());
     let mut left_out = 0;
@@ -161,12 +163,7 @@ async fn an_info_datanode_shows_its_block_reads_without_their_starts() {
 /// the logs and the job history are the same bytes.
 #[test]
 fn sysstat_noise_adds_to_the_capture_and_nothing_else() {
-    let (quiet, noisy) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let mut cfg = config(quiet.path(), 4, Workload::Sort, None, 10.0, Version::V018);
-    run(&cfg).unwrap();
-    cfg.out = noisy.path().to_path_buf();
-    cfg.conditions.sysstat_noise = true;
-    run(&cfg).unwrap();
+    let (quiet, noisy) = under_default_and(10.0, |c| c.sysstat_noise = true);
     let (without, with) = (tree(quiet.path()), tree(noisy.path()));
     assert_eq!(without.keys().collect::<Vec<_>>(), with.keys().collect::<Vec<_>>());
     for (path, bytes) in without.iter().filter(|(path, _)| !path.starts_with("sadc")) {
@@ -530,7 +527,7 @@ fn m45_history_at_a_thousandth_matches_table_i() {
         logs: true,
         threads: 2,
         progress: false,
-        conditions: kahuna::simulate::Conditions::default(),
+        conditions: Conditions::default(),
     };
     let summary = run_history(&cfg).unwrap();
     assert_eq!(summary["experiments"], 13);
