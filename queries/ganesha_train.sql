@@ -9,6 +9,7 @@
 -- @param to              timestamp = null   fault-free window end
 -- @param cluster         text      = null   cluster the model is for (null: trained on every cluster, saved as 'default')
 -- @param train_clusters  text      = null   comma-separated clusters to train on (null: $cluster, or all)
+-- @param exclude         text      = null   comma-separated cluster/host pairs left out (hosts found outlying)
 -- @param k               integer   = 7      profiles (Ganesha's elbow: 7)
 -- @param seed            integer   = 42     K-means seed, for a reproducible model
 -- @output table ganesha_models
@@ -24,4 +25,5 @@ FROM sadc
 WHERE ($cluster IS NULL OR cluster = $cluster)
   AND ($train_clusters IS NULL OR array_has(string_to_array($train_clusters, ','), cluster))
   AND ($from IS NULL OR (date >= CAST($from AS DATE) AND ts >= $from))
-  AND ($to IS NULL OR (date <= CAST($to AS DATE) AND ts < $to));
+  AND ($to IS NULL OR (date <= CAST($to AS DATE) AND ts < $to))
+  AND ($exclude IS NULL OR NOT array_has(string_to_array($exclude, ','), concat(cluster, '/', host)));

@@ -9,8 +9,8 @@ use anyhow::{Context, Result, anyhow, bail};
 use chrono::{DateTime, Utc};
 
 use super::{
-    BackfillArgs, DiagnoseArgs, EvalArgs, ExecutorArgs, IngestArgs, OptimizeArgs, ReportArgs, ScheduleArgs,
-    SchedulerArgs, ServeArgs, SimulateArgs, SqlArgs,
+    BackfillArgs, CalibrateArgs, DiagnoseArgs, EvalArgs, ExecutorArgs, IngestArgs, OptimizeArgs, ReportArgs,
+    ScheduleArgs, SchedulerArgs, ServeArgs, SimulateArgs, SqlArgs,
 };
 use crate::diagnose::queries::{self, Output, Query};
 use crate::diagnose::{self, Record, Request};
@@ -181,6 +181,9 @@ pub async fn diagnose(args: DiagnoseArgs, warehouse: Warehouse) -> Result<()> {
     if request.query.output == Output::Verdict {
         print!("{}", diagnose::summarize(&request.query, &outcome.verdict));
     }
+    for line in &outcome.thresholds {
+        println!("  {line}");
+    }
     let recorded = match &request.query.output {
         _ if args.dry_run => "nothing (dry run)".to_string(),
         Output::Verdict => "diagnoses".to_string(),
@@ -218,6 +221,25 @@ pub async fn report(args: ReportArgs, warehouse: Warehouse) -> Result<()> {
     Ok(())
 }
 
+pub async fn calibrate(args: CalibrateArgs, warehouse: Warehouse) -> Result<()> {
+    let window = parse_duration(&args.window).map_err(|e| anyhow!("--window {e}"))?;
+    if window < 1.0 || !args.days.is_finite() || args.days <= 0.0 || !(0.0..1.0).contains(&args.max_share) {
+        bail!("--window must be at least 1s, --days above 0 and --max-share in [0, 1)");
+    }
+    let options = crate::diagnose::calibrate::Options {
+        clusters: args.cluster.into_iter().collect(),
+        days: args.days,
+        window: chrono::Duration::milliseconds((window * 1000.0).round() as i64),
+        max_share: args.max_share,
+        min_windows: args.min_windows.max(1),
+        queries_dir: args.queries_dir,
+        queries: args.queries,
+    };
+    let calibrations = crate::diagnose::calibrate::calibrate(&warehouse, &options, &mut std::io::stdout()).await?;
+    eprintln!("{} values recorded in calibrations", calibrations.len());
+    Ok(())
+}
+
 pub async fn eval(args: EvalArgs) -> Result<()> {
     // The runs become clusters of a warehouse apart from the operator's.
     let scratch = std::env::temp_dir().join(format!("kahuna-eval-{}", std::process::id()));
@@ -229,7 +251,11 @@ pub async fn eval(args: EvalArgs) -> Result<()> {
         queries: args.queries,
         warehouse: Warehouse::new(folder),
         max_false_alarm: args.max_false_alarm,
-        defaults: args.defaults,
+        thresholds: match (args.defaults, args.calibrate) {
+            (true, _) => crate::diagnose::eval::Thresholds::Defaults,
+            (false, Some(max_share)) => crate::diagnose::eval::Thresholds::Calibrated { max_share },
+            (false, None) => crate::diagnose::eval::Thresholds::Tuned,
+        },
         csv: args.csv,
     };
     let result = crate::diagnose::eval::eval(&options, &mut std::io::stdout()).await;

@@ -41,6 +41,8 @@ pub enum Command {
     /// Run a saved diagnosis (a name in the queries folder, a built-in, or a .sql path), print its
     /// verdict and record it in the `diagnoses` table.
     Diagnose(DiagnoseArgs),
+    /// Each diagnosis's threshold from a cluster's own history, no labels needed; diagnose uses it.
+    Calibrate(CalibrateArgs),
     /// Score the diagnoses on simulated traces (folders with truth.json): TP, FP, FN, false alarms.
     Eval(EvalArgs),
     /// Run the jobs of a kahuna.toml on their cron schedules, catching up missed runs.
@@ -71,6 +73,7 @@ pub async fn run(cli: Cli) -> Result<()> {
         Command::Optimize(args) => commands::optimize(args, warehouse().await?).await,
         Command::Demo(args) => demo::run(args, warehouse().await?).await,
         Command::Diagnose(args) => commands::diagnose(args, warehouse().await?).await,
+        Command::Calibrate(args) => commands::calibrate(args, warehouse().await?).await,
         Command::Eval(args) => commands::eval(args).await,
         Command::Schedule(args) => commands::schedule(args, warehouse().await?).await,
         Command::Backfill(args) => commands::backfill(args, warehouse().await?).await,
@@ -342,6 +345,31 @@ pub struct DiagnoseArgs {
 }
 
 #[derive(clap::Args)]
+pub struct CalibrateArgs {
+    /// The one cluster to calibrate (default: every cluster with a job history).
+    #[arg(long)]
+    pub cluster: Option<String>,
+    /// History used, in days back from the cluster's newest job.
+    #[arg(long, default_value_t = 30.0)]
+    pub days: f64,
+    /// Length of a window, as long as the windows diagnosed (`1d` for a daily schedule).
+    #[arg(long, default_value = "1d")]
+    pub window: String,
+    /// Share of host-windows the chosen values may indict.
+    #[arg(long, default_value_t = crate::diagnose::calibrate::MAX_SHARE)]
+    pub max_share: f64,
+    /// Windows with jobs needed; with fewer the defaults hold.
+    #[arg(long, default_value_t = crate::diagnose::calibrate::MIN_WINDOWS)]
+    pub min_windows: usize,
+    /// Diagnoses to calibrate, comma-separated.
+    #[arg(long, value_delimiter = ',', default_values_t = crate::diagnose::calibrate::CALIBRATED.map(String::from))]
+    pub queries: Vec<String>,
+    /// Folder of the query files.
+    #[arg(long, env = "KAHUNA_QUERIES", default_value = "queries")]
+    pub queries_dir: PathBuf,
+}
+
+#[derive(clap::Args)]
 pub struct EvalArgs {
     /// Simulated runs to score: folders with a truth.json, or folders of them.
     #[arg(required = true)]
@@ -360,8 +388,12 @@ pub struct EvalArgs {
     pub max_false_alarm: f64,
     /// Score every query with its defaults: the tuning runs only train Ganesha's profiles. What
     /// an operator without labelled runs of a cluster gets.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "calibrate")]
     pub defaults: bool,
+    /// Calibrate every query as `kahuna calibrate` does, on the tuning runs read as one
+    /// cluster's history, their labels unread: at most this share of healthy host-runs alarm.
+    #[arg(long, num_args = 0..=1, default_missing_value = "0.05", value_name = "SHARE")]
+    pub calibrate: Option<f64>,
     /// Where the tables go as CSV.
     #[arg(long, default_value = "eval.csv")]
     pub csv: PathBuf,

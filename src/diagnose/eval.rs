@@ -22,12 +22,11 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result, bail};
 use chrono::Utc;
 
-use futures::StreamExt as _;
-
 use crate::catalog::{self, Snapshot};
+use crate::diagnose::calibrate;
 use crate::diagnose::queries::{Output, Query};
 use crate::diagnose::results::{self, DIAGNOSES, Diagnosis, RunInfo};
-use crate::diagnose::{self, Record, Request};
+use crate::diagnose::{self, Record, Request, Window};
 use crate::ingest::discover::Hints;
 use crate::ingest::{IngestOptions, ingest};
 use crate::warehouse::Warehouse;
@@ -156,6 +155,18 @@ impl Score {
     }
 }
 
+/// Where each query's `@tune` value comes from.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Thresholds {
+    /// Chosen on the labelled tuning runs.
+    Tuned,
+    /// Each query's default; the tuning runs only train Ganesha's profiles.
+    Defaults,
+    /// Calibrated as `kahuna calibrate` does, on the tuning runs read as one cluster's history,
+    /// a window each, their labels unread (Ganesha's profiles included).
+    Calibrated { max_share: f64 },
+}
+
 pub struct Options {
     pub runs: Vec<PathBuf>,
     pub tune: Vec<PathBuf>,
@@ -163,8 +174,7 @@ pub struct Options {
     pub queries: Vec<String>,
     pub warehouse: Warehouse,
     pub max_false_alarm: f64,
-    /// Each query's defaults, none chosen on the tuning runs.
-    pub defaults: bool,
+    pub thresholds: Thresholds,
     pub csv: PathBuf,
 }
 
@@ -179,34 +189,6 @@ fn indicted_by_cluster(verdict: &[Diagnosis]) -> HashMap<&str, BTreeSet<String>>
         }
     }
     out
-}
-
-/// The verdict rows of every cluster, each diagnosed on its own: memory stays that of the
-/// largest cluster, not of the whole suite, which a suite of many repetitions would outgrow.
-/// One cluster's query keeps about one core busy, so as many run at once as there are cores.
-async fn verdict(
-    snapshot: &Snapshot,
-    query: &Query,
-    params: &[(String, String)],
-    clusters: &[String],
-) -> Result<Vec<Diagnosis>> {
-    let runs = clusters.iter().map(|cluster| {
-        let (snapshot, mut request) = (snapshot.clone(), Request::new(query.clone()));
-        request.cluster = Some(cluster.clone());
-        request.params = params.to_vec();
-        tokio::spawn(async move {
-            let ctx = catalog::session_over(&snapshot)?;
-            let outcome = diagnose::run_in(&ctx, snapshot.warehouse(), &request, Record::Nothing).await;
-            outcome.map(|o| o.verdict).with_context(|| format!("cluster {}", request.cluster.unwrap_or_default()))
-        })
-    });
-    let parallel = crate::cores();
-    let mut running = futures::stream::iter(runs).buffered(parallel);
-    let mut rows = Vec::new();
-    while let Some(verdict) = running.next().await {
-        rows.extend(verdict??);
-    }
-    Ok(rows)
 }
 
 /// The rows of a two-column query, both columns as text.
@@ -282,8 +264,16 @@ pub async fn eval(options: &Options, out: &mut dyn std::io::Write) -> Result<()>
         runs.iter().filter(|r| !r.tuning).count(),
         runs.iter().filter(|r| r.tuning).count()
     )?;
-    if options.defaults {
-        writeln!(out, "thresholds: each query's default (--defaults); the tuning runs only train Ganesha's profiles")?;
+    match options.thresholds {
+        Thresholds::Tuned => {}
+        Thresholds::Defaults => writeln!(
+            out,
+            "thresholds: each query's default (--defaults); the tuning runs only train Ganesha's profiles"
+        )?,
+        Thresholds::Calibrated { max_share } => writeln!(
+            out,
+            "thresholds: calibrated on the tuning runs without their labels (--calibrate), healthy alarm share at most {max_share}"
+        )?,
     }
     if reused > 0 {
         writeln!(
@@ -294,7 +284,7 @@ pub async fn eval(options: &Options, out: &mut dyn std::io::Write) -> Result<()>
 
     let fault_free_tuning: Vec<&str> =
         runs.iter().filter(|r| r.tuning && r.fault_free()).map(|r| r.cluster.as_str()).collect();
-    let clusters: Vec<String> = runs.iter().map(|r| r.cluster.clone()).collect();
+    let windows: Vec<Window> = runs.iter().map(|r| Window::whole(&r.cluster)).collect();
     let mut lines = vec!["query,fault,workload,nodes,runs,param,value,tp,fp,fn,false_alarm".to_string()];
     let mut report = String::new();
     // Any verdict query, the shipped ones or an operator's copy saved under a new name; one that
@@ -309,6 +299,39 @@ pub async fn eval(options: &Options, out: &mut dyn std::io::Write) -> Result<()>
         queries.push((query, reads));
     }
     queries.sort_by_key(|(_, reads)| reads.contains(DIAGNOSES));
+    // Calibrated: the values `kahuna calibrate` would choose on the tuning runs as one
+    // cluster's history, a window each, their labels unread.
+    let mut calibrated: BTreeMap<String, String> = BTreeMap::new();
+    if let Thresholds::Calibrated { max_share } = options.thresholds {
+        let tuning: Vec<Window> = runs.iter().filter(|r| r.tuning).map(|r| Window::whole(&r.cluster)).collect();
+        if tuning.is_empty() {
+            bail!(
+                "--calibrate calibrates on the tuning runs, read as a cluster's history without their labels: give --tune"
+            );
+        }
+        let names: Vec<String> = queries
+            .iter()
+            .filter(|(q, reads)| q.tune.is_some() && !reads.contains(DIAGNOSES))
+            .map(|(q, _)| q.name.clone())
+            .collect();
+        let mut training = Request::new(Query::resolve("ganesha_train", &options.queries_dir)?);
+        let clusters: Vec<&str> = tuning.iter().map(|w| w.cluster.as_str()).collect();
+        training.params = vec![("train_clusters".into(), clusters.join(","))];
+        let history = calibrate::History {
+            windows: &tuning,
+            training,
+            model_cluster: None,
+            unit: format!("{} tuning runs", tuning.len()),
+        };
+        let mut said = Vec::new();
+        let queries = calibrate::calibrated_queries(&names, &options.queries_dir)?;
+        for chosen in calibrate::calibrate_history(&options.warehouse, &queries, &history, max_share, &mut said).await?
+        {
+            calibrated.insert(chosen.query, chosen.value);
+        }
+        let _ = write!(report, "\ncalibration on the tuning runs:\n{}", String::from_utf8_lossy(&said));
+    }
+    let calibrating = matches!(options.thresholds, Thresholds::Calibrated { .. });
     let training = Query::resolve("ganesha_train", &options.queries_dir)?;
     let Output::Table(models) = &training.output else { bail!("{}: saves no table of profiles", training.origin) };
     let mut trained = false;
@@ -316,7 +339,7 @@ pub async fn eval(options: &Options, out: &mut dyn std::io::Write) -> Result<()>
         let name = &query.name;
         // A Ganesha query (one that reads the profiles) needs them trained on the fault-free
         // tuning runs first, once.
-        if reads.contains(models) && !trained {
+        if reads.contains(models) && !trained && !calibrating {
             if fault_free_tuning.is_empty() {
                 let _ = writeln!(
                     report,
@@ -331,7 +354,10 @@ pub async fn eval(options: &Options, out: &mut dyn std::io::Write) -> Result<()>
         }
         // Each grid value runs once over every cluster; per workload, the tuning runs choose.
         let grid = match &query.tune {
-            Some(tune) if !options.defaults && runs.iter().any(|r| r.tuning) => tune.grid.clone(),
+            Some(_) if calibrating && !calibrated.contains_key(name) => vec![String::new()],
+            Some(tune) if options.thresholds != Thresholds::Defaults && runs.iter().any(|r| r.tuning) => {
+                tune.grid.clone()
+            }
             _ => vec![String::new()],
         };
         let param = query.tune.as_ref().map(|t| t.param.clone()).unwrap_or_default();
@@ -341,18 +367,23 @@ pub async fn eval(options: &Options, out: &mut dyn std::io::Write) -> Result<()>
         let mut by_value = Vec::new();
         for value in &grid {
             let params = if value.is_empty() { Vec::new() } else { vec![(param.clone(), value.clone())] };
-            by_value.push(verdict(&snapshot, query, &params, &clusters).await?);
+            by_value.push(diagnose::over_windows(&snapshot, query, &params, &windows).await?);
         }
         let workloads: BTreeSet<&str> = runs.iter().map(|r| r.workload.as_str()).collect();
         let mut chosen_rows = Vec::new();
         let mut chosen_value: BTreeMap<&str, String> = BTreeMap::new();
         for workload in &workloads {
             let tuning: Vec<&Run> = runs.iter().filter(|r| r.tuning && r.workload == *workload).collect();
-            let best = choose(&tuning, &by_value, options.max_false_alarm);
+            let best = match calibrated.get(name) {
+                Some(value) => grid.iter().position(|v| v == value).unwrap_or(0),
+                None => {
+                    choose(&tuning, &by_value.iter().map(|v| v.concat()).collect::<Vec<_>>(), options.max_false_alarm)
+                }
+            };
             chosen_value.insert(workload, grid[best].clone());
             let clusters: BTreeSet<&str> =
                 runs.iter().filter(|r| r.workload == *workload).map(|r| r.cluster.as_str()).collect();
-            chosen_rows.extend(by_value[best].iter().filter(|d| clusters.contains(&*d.cluster)).cloned());
+            chosen_rows.extend(by_value[best].iter().flatten().filter(|d| clusters.contains(&*d.cluster)).cloned());
         }
         // `combined` reads the chosen verdicts from `diagnoses`, as it would in production.
         let info = RunInfo {
@@ -373,7 +404,11 @@ pub async fn eval(options: &Options, out: &mut dyn std::io::Write) -> Result<()>
             let hosts = indicted.get(run.cluster.as_str()).cloned().unwrap_or_default();
             groups.entry((run.fault.clone(), run.workload.clone(), run.nodes.len())).or_default().add(run, &hosts);
         }
-        let how = if options.defaults { "default" } else { "tuned" };
+        let how = match options.thresholds {
+            Thresholds::Tuned => "tuned",
+            Thresholds::Defaults => "default",
+            Thresholds::Calibrated { .. } => "calibrated",
+        };
         let _ =
             writeln!(report, "\n{name}{}", if param.is_empty() { String::new() } else { format!(" ({how}: {param})") });
         let _ = writeln!(

@@ -7,6 +7,7 @@
 //! kept as JSON in `detail`. Those rows go to the `diagnoses` table. A query declared
 //! `@output table NAME` instead replaces its cluster's partition of the run date in table NAME.
 
+pub mod calibrate;
 pub mod eval;
 pub mod queries;
 pub mod results;
@@ -38,6 +39,8 @@ pub struct Request {
     pub to: Option<DateTime<Utc>>,
     pub cluster: Option<String>,
     pub params: Vec<(String, String)>,
+    /// Those of `params` that are a calibration's, not given.
+    pub calibrated: Vec<String>,
     /// The `date` partition the results go to.
     pub run_date: NaiveDate,
     /// Bytes the statements' operators may hold at once, spilling to disk beyond (None: no bound).
@@ -65,6 +68,8 @@ pub struct Outcome {
     pub verdict: Vec<Diagnosis>,
     /// Rows of the last statement.
     pub rows: usize,
+    /// Where the values of the calibrated and tuned parameters came from, a line each.
+    pub thresholds: Vec<String>,
 }
 
 impl Request {
@@ -75,6 +80,7 @@ impl Request {
             to: None,
             cluster: None,
             params: Vec::new(),
+            calibrated: Vec::new(),
             run_date: Utc::now().date_naive(),
             memory_limit: None,
             engine: None,
@@ -119,13 +125,20 @@ pub async fn run(warehouse: &Warehouse, request: &Request, record: Record) -> Re
 /// [`run`] over tables `snapshot` has opened already: runs one after another (a nightly batch,
 /// a backfill) open `states` once, not once a query. The table the run writes is forgotten by
 /// the snapshot, so the next run over it (`combined` after the verdicts) reads what this wrote.
+/// A verdict query takes its cluster's calibrated values for parameters not given.
 pub async fn run_on(snapshot: &Snapshot, request: &Request, record: Record) -> Result<Outcome> {
+    let mut request = request.clone();
+    let thresholds = match request.query.output {
+        Output::Verdict => calibrate::apply(snapshot, &mut request).await?,
+        Output::Table(_) => Vec::new(),
+    };
+    let request = &request;
     let ctx = match (&request.engine, request.memory_limit) {
         (Some(scheduler), _) => catalog::session_on_cluster(snapshot, scheduler).await?,
         (None, Some(memory)) => catalog::session_limited(snapshot, memory)?,
         (None, None) => catalog::session_over(snapshot)?,
     };
-    let outcome = run_in(&ctx, snapshot.warehouse(), request, record).await;
+    let outcome = run_in(&ctx, snapshot.warehouse(), request, record).await.map(|o| Outcome { thresholds, ..o });
     if record != Record::Nothing {
         snapshot.forget(match &request.query.output {
             Output::Verdict => DIAGNOSES,
@@ -133,6 +146,51 @@ pub async fn run_on(snapshot: &Snapshot, request: &Request, record: Record) -> R
         });
     }
     outcome
+}
+
+/// A stretch of one cluster's history that a query runs over as one diagnosis.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Window {
+    pub cluster: String,
+    pub from: Option<DateTime<Utc>>,
+    pub to: Option<DateTime<Utc>>,
+}
+
+impl Window {
+    /// All of a cluster's history.
+    pub fn whole(cluster: &str) -> Window {
+        Window { cluster: cluster.to_string(), from: None, to: None }
+    }
+}
+
+/// The verdict of `query` over each window, nothing recorded. Each window is diagnosed on its
+/// own: memory stays that of the largest window, not of all of them, which a suite of many
+/// runs or months of days would outgrow. One window's query keeps about one core busy, so as
+/// many run at once as there are cores.
+pub async fn over_windows(
+    snapshot: &Snapshot,
+    query: &Query,
+    params: &[(String, String)],
+    windows: &[Window],
+) -> Result<Vec<Vec<Diagnosis>>> {
+    use futures::StreamExt as _;
+    let runs = windows.iter().map(|window| {
+        let (snapshot, mut request) = (snapshot.clone(), Request::new(query.clone()));
+        request.cluster = Some(window.cluster.clone());
+        (request.from, request.to) = (window.from, window.to);
+        request.params = params.to_vec();
+        tokio::spawn(async move {
+            let ctx = catalog::session_over(&snapshot)?;
+            let outcome = run_in(&ctx, snapshot.warehouse(), &request, Record::Nothing).await;
+            outcome.map(|o| o.verdict).with_context(|| format!("cluster {}", request.cluster.unwrap_or_default()))
+        })
+    });
+    let mut running = futures::stream::iter(runs).buffered(crate::cores());
+    let mut verdicts = Vec::new();
+    while let Some(verdict) = running.next().await {
+        verdicts.push(verdict??);
+    }
+    Ok(verdicts)
 }
 
 /// What a request's statements returned.
@@ -181,8 +239,13 @@ pub async fn run_in(ctx: &SessionContext, warehouse: &Warehouse, request: &Reque
     let run_id = run_id(&query.name);
     // Keys sorted, whatever serde_json's features: a scheduled run replaces the rows of the runs
     // with the same parameters, found by this text.
-    let parameters: std::collections::BTreeMap<&str, &str> =
+    let mut parameters: std::collections::BTreeMap<&str, &str> =
         values.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    // Named, so that a rerun after a new calibration still replaces this run's rows.
+    let calibrated = request.calibrated.join(",");
+    if !calibrated.is_empty() {
+        parameters.insert(results::CALIBRATED_KEY, &calibrated);
+    }
     let parameters = serde_json::to_string(&parameters)?;
     let info = RunInfo {
         run_id: run_id.clone(),
@@ -228,7 +291,7 @@ pub async fn run_in(ctx: &SessionContext, warehouse: &Warehouse, request: &Reque
         }
         Output::Table(_) => {}
     }
-    Ok(Outcome { run_id, results, verdict, rows })
+    Ok(Outcome { run_id, results, verdict, rows, thresholds: Vec::new() })
 }
 
 /// The verdict columns of the last statement's rows; other columns become `detail`: on every

@@ -40,6 +40,9 @@ use crate::warehouse::{Warehouse, writer_properties};
 pub const DIAGNOSES: &str = "diagnoses";
 pub const SCHEDULE_RUNS: &str = "schedule_runs";
 
+/// The key of a run's `parameters` naming those that came from a calibration.
+pub const CALIBRATED_KEY: &str = "calibrated";
+
 /// One row of `diagnoses`: what a verdict query said about one subject.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Diagnosis {
@@ -197,7 +200,7 @@ pub fn ledger_batch(entries: &[LedgerEntry]) -> Result<RecordBatch> {
 }
 
 /// A SQL string literal.
-fn quote(text: &str) -> String {
+pub(crate) fn quote(text: &str) -> String {
     format!("'{}'", text.replace('\'', "''"))
 }
 
@@ -412,11 +415,35 @@ fn rows_of_run(file: impl ChunkReader + 'static, query: &str, parameters: &str) 
             queries.is_valid(row)
                 && queries.value(row) == query
                 && values.is_valid(row)
-                && values.value(row) == parameters
+                && same_run(values.value(row), parameters)
         };
         matching += (0..batch.num_rows()).filter(|&row| of_run(row)).count();
     }
     Ok(Some(matching))
+}
+
+/// Whether two runs' `parameters` are those of one run: the same, but for the values of
+/// calibrated parameters (a scheduled rerun after a new calibration replaces the old rows).
+fn same_run(a: &str, b: &str) -> bool {
+    if a == b {
+        return true;
+    }
+    let parse = |text: &str| serde_json::from_str::<BTreeMap<String, serde_json::Value>>(text).ok();
+    let (Some(mut a), Some(mut b)) = (parse(a), parse(b)) else { return false };
+    let calibrated: Vec<String> = [&mut a, &mut b]
+        .into_iter()
+        .filter_map(|values| values.remove(CALIBRATED_KEY))
+        .filter_map(|names| names.as_str().map(str::to_string))
+        .flat_map(|names| names.split(',').map(str::to_string).collect::<Vec<_>>())
+        .collect();
+    if calibrated.is_empty() {
+        return false;
+    }
+    for name in &calibrated {
+        a.remove(name);
+        b.remove(name);
+    }
+    a == b
 }
 
 /// The write as Delta's own operation.
@@ -501,6 +528,20 @@ mod tests {
     use deltalake::table::config::TablePropertiesExt as _;
 
     use super::*;
+
+    #[test]
+    fn a_run_is_the_same_whatever_its_calibrated_values() {
+        let default = r#"{"cluster":"c","threshold":"0.5","weight":"time"}"#;
+        let calibrated = r#"{"calibrated":"threshold","cluster":"c","threshold":"0.55","weight":"time"}"#;
+        let again = r#"{"calibrated":"threshold","cluster":"c","threshold":"0.7","weight":"time"}"#;
+        assert!(same_run(default, default));
+        assert!(same_run(calibrated, again), "a new calibration replaces the old rows");
+        assert!(same_run(default, calibrated), "so does a first calibration, of rows run with the default");
+        let other = r#"{"calibrated":"threshold","cluster":"c","threshold":"0.55","weight":"count"}"#;
+        assert!(!same_run(calibrated, other), "a given parameter still tells runs apart");
+        assert!(!same_run(default, r#"{"cluster":"c","threshold":"0.6","weight":"time"}"#));
+        assert!(!same_run("not json", calibrated));
+    }
 
     fn run(id: &str, date: NaiveDate) -> RunInfo {
         RunInfo {

@@ -1,0 +1,141 @@
+//! `kahuna calibrate` on a simulated cluster of alike nodes whose sysstat captures carry their
+//! daemons' and cron's noise: no diagnosis indicts more than one host of ten, with its defaults
+//! or calibrated; a calibration says what it chose and why, `diagnose` says where each value
+//! came from, a value given still wins, and too little history keeps the defaults, named.
+
+mod common;
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use common::{rows, scalar};
+
+fn kahuna(warehouse: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_kahuna")).arg("--warehouse").arg(warehouse).args(args).output().unwrap()
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+fn ok(warehouse: &Path, args: &[&str]) -> String {
+    let out = kahuna(warehouse, args);
+    assert!(out.status.success(), "{args:?}: {}", text(&out.stderr));
+    text(&out.stdout)
+}
+
+/// Hosts `query` indicted over the whole window in its newest recorded run.
+async fn indicted(wh: &Path, query: &str) -> Vec<String> {
+    let sql = format!(
+        "SELECT DISTINCT host FROM diagnoses WHERE query = '{query}' AND indicted AND job_id IS NULL \
+         AND run_id = (SELECT max(run_id) FROM diagnoses WHERE query = '{query}') ORDER BY host"
+    );
+    rows(wh, &sql).await.into_iter().map(|r| r[0].clone()).collect()
+}
+
+const VERDICTS: [&str; 5] = ["kahuna_wb", "salsa_fingerpoint", "ganesha_bb", "fetch_failures", "combined"];
+
+#[tokio::test]
+async fn alike_nodes_with_noise_are_not_indicted_and_calibration_says_what_it_chose() {
+    let run = tempfile::tempdir().unwrap();
+    let wh = tempfile::tempdir().unwrap();
+    let sim = Command::new(env!("CARGO_BIN_EXE_kahuna"))
+        .args(["simulate", "--nodes", "10", "--workload", "sort", "--duration", "12m", "--threads", "2"])
+        .args(["--seed", "5", "--sysstat-noise", "--out"])
+        .arg(run.path())
+        .output()
+        .unwrap();
+    assert!(sim.status.success(), "{}", text(&sim.stderr));
+    let parts = ["logs", "sadc", "history"].map(|p| run.path().join(p));
+    let parts: Vec<&str> = parts.iter().map(|p| p.to_str().unwrap()).collect();
+    ok(wh.path(), &[&["ingest"], &parts[..], &["--cluster", "alike"]].concat());
+
+    // Defaults, Ganesha's profiles trained on the cluster itself: each verdict at most one host.
+    ok(wh.path(), &["diagnose", "ganesha_train", "--cluster", "alike"]);
+    for query in VERDICTS {
+        let stdout = ok(wh.path(), &["diagnose", query, "--cluster", "alike"]);
+        let hosts = indicted(wh.path(), query).await;
+        assert!(hosts.len() <= 1, "{query} indicted {hosts:?} of ten alike nodes: {stdout}");
+    }
+    let stdout = ok(wh.path(), &["diagnose", "kahuna_wb", "--cluster", "alike", "--dry-run"]);
+    assert!(
+        stdout.contains("threshold = 0.5 (default: cluster alike has no calibration; kahuna calibrate makes one)"),
+        "{stdout}"
+    );
+
+    // Too little history: said, the defaults named, nothing recorded. A window is two minutes
+    // of the grid from the first launch that holds the launch of a finished job.
+    let slots = "SELECT count(DISTINCT floor((date_part('epoch', launch_ts) - \
+                 (SELECT min(date_part('epoch', launch_ts)) FROM jobs)) / 120)) FROM jobs WHERE finish_ts IS NOT NULL";
+    let windows = scalar(wh.path(), slots).await;
+    let queries = ["--queries", "kahuna_wb,ganesha_bb"];
+    let stdout = ok(wh.path(), &[&["calibrate", "--window", "2m", "--min-windows", "50"], &queries[..]].concat());
+    assert!(
+        stdout.contains(&format!(
+            "cluster alike: {windows} windows of 2m hold jobs in the last 30 days; calibration needs 50: too little history; \
+             the defaults hold: kahuna_wb threshold = 0.5, ganesha_bb alarm_level = 0.6"
+        )),
+        "{stdout}"
+    );
+    let stdout = ok(wh.path(), &["calibrate", "--cluster", "elsewhere"]);
+    assert!(stdout.contains("cluster elsewhere: no finished job in its history: too little to calibrate"), "{stdout}");
+    assert!(!wh.path().join("calibrations").exists());
+    let out = kahuna(wh.path(), &["calibrate", "--queries", "combined"]);
+    assert!(text(&out.stderr).contains("combined: only a verdict query that reads no other verdicts is calibrated"));
+
+    // A calibration over those windows: the values recorded are those it printed,
+    // each alarming at most the share allowed, and Ganesha's profiles are the cluster's own.
+    let stdout = ok(wh.path(), &[&["calibrate", "--window", "2m", "--min-windows", "4"], &queries[..]].concat());
+    assert!(stdout.contains(&format!("cluster alike: {windows} windows of 2m with jobs")), "{stdout}");
+    let recorded = rows(
+        wh.path(),
+        "SELECT query, parameter, value, CAST(windows AS VARCHAR), CAST(alarm_share <= 0.05 AS VARCHAR), cluster \
+         FROM calibrations ORDER BY query, parameter",
+    )
+    .await;
+    let params: Vec<[&str; 2]> = recorded.iter().map(|r| [r[0].as_str(), r[1].as_str()]).collect();
+    assert_eq!(params, [["ganesha_bb", "alarm_level"], ["ganesha_bb", "model_cluster"], ["kahuna_wb", "threshold"]]);
+    for row in &recorded {
+        assert_eq!((&row[3], &row[5][..]), (&windows, "alike"), "{row:?}");
+        assert!(stdout.contains(&format!("  {}: {} = {} (", row[0], row[1], row[2])), "{row:?} in {stdout}");
+    }
+    assert_eq!(recorded[1][2], "alike");
+    assert_eq!((&recorded[0][4][..], &recorded[2][4][..]), ("true", "true"), "{stdout}");
+    assert_eq!(scalar(wh.path(), "SELECT count(*) FROM ganesha_models WHERE cluster = 'alike'").await, "1");
+
+    // Diagnose takes the calibrated values, says so, and records them as such; a value given
+    // wins; a run over every cluster has no calibration.
+    let threshold = &recorded[2][2];
+    let stdout = ok(wh.path(), &["diagnose", "kahuna_wb", "--cluster", "alike"]);
+    assert!(stdout.contains(&format!("threshold = {threshold} (calibrated ")), "{stdout}");
+    let parameters = rows(wh.path(), "SELECT DISTINCT parameters FROM diagnoses WHERE query = 'kahuna_wb'").await;
+    assert!(
+        parameters
+            .iter()
+            .any(|p| p[0].contains(r#""calibrated":"threshold""#)
+                && p[0].contains(&format!(r#""threshold":"{threshold}""#))),
+        "{parameters:?}"
+    );
+    let stdout =
+        ok(wh.path(), &["diagnose", "kahuna_wb", "--cluster", "alike", "--param", "threshold=0.7", "--dry-run"]);
+    assert!(stdout.contains("threshold = 0.7 (given)"), "{stdout}");
+    let stdout = ok(wh.path(), &["diagnose", "kahuna_wb", "--dry-run"]);
+    assert!(stdout.contains("threshold = 0.5 (default: calibrations are per cluster: give --cluster)"), "{stdout}");
+    let stdout = ok(wh.path(), &["diagnose", "ganesha_bb", "--cluster", "alike"]);
+    assert!(stdout.contains("model_cluster = alike (calibrated "), "{stdout}");
+
+    // Calibrated, still at most one host each.
+    for query in VERDICTS {
+        let stdout = ok(wh.path(), &["diagnose", query, "--cluster", "alike"]);
+        let hosts = indicted(wh.path(), query).await;
+        assert!(hosts.len() <= 1, "{query} calibrated indicted {hosts:?} of ten alike nodes: {stdout}");
+    }
+
+    // A backfill run after a new calibration replaces its date's rows: one run of the date is left.
+    let day = ["--from", "2008-08-25", "--to", "2008-08-25", "--cluster", "alike"];
+    ok(wh.path(), &[&["backfill", "kahuna_wb"], &day[..]].concat());
+    ok(wh.path(), &[&["calibrate", "--window", "3m", "--min-windows", "4"], &queries[..]].concat());
+    ok(wh.path(), &[&["backfill", "kahuna_wb"], &day[..]].concat());
+    let runs = "SELECT count(DISTINCT run_id) FROM diagnoses WHERE query = 'kahuna_wb' AND date = DATE '2008-08-25'";
+    assert_eq!(scalar(wh.path(), runs).await, "1");
+}
