@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use common::{ingest_into, rows, scalar};
+use kahuna::simulate::cluster::STRAGGLER_MAX;
 use kahuna::simulate::faults::FaultSpec;
 use kahuna::simulate::history::{HistoryConfig, run_history};
 use kahuna::simulate::workload::Workload;
@@ -567,4 +568,26 @@ fn m45_history_at_a_thousandth_matches_table_i() {
         serde_json::from_slice(&std::fs::read(bare.path().join("truth.json")).unwrap()).unwrap();
     assert_eq!(bare_truth["experiments"], truth["experiments"]);
     assert_eq!(bare_truth["summary"]["log_lines"], 0);
+}
+
+/// With a fifth of the attempts stragglers, some Maps take over twice the median Map's time,
+/// on more than one host and at most 8× the median's work; on alike nodes without them, none.
+#[tokio::test]
+async fn stragglers_lengthen_some_maps_on_any_node() {
+    let (alike, straggling) = under_default_and(10.0, |c| c.stragglers = 0.2);
+    let sql = "WITH m AS (SELECT host, duration_ms FROM states WHERE daemon = 'tasktracker' AND state = 'Map'), \
+               med AS (SELECT median(duration_ms) AS d FROM m) \
+               SELECT count(*) AS slow, count(DISTINCT host) AS hosts, coalesce(max(duration_ms / d), 0) AS most \
+               FROM m, med WHERE duration_ms > 2 * d";
+    let mut slow = Vec::new();
+    for dir in [&alike, &straggling] {
+        let wh = tempfile::tempdir().unwrap();
+        ingest_into(vec![dir.path().to_path_buf()], wh.path(), None).await;
+        let row = rows(wh.path(), sql).await.remove(0);
+        slow.push((row[0].parse::<u64>().unwrap(), row[1].parse::<u64>().unwrap(), row[2].parse::<f64>().unwrap()));
+    }
+    assert_eq!(slow[0], (0, 0, 0.0), "no straggler among alike nodes");
+    let (maps, hosts, most) = slow[1];
+    assert!(maps >= 3 && hosts >= 2, "{maps} slow Maps on {hosts} hosts");
+    assert!(most <= STRAGGLER_MAX + 1.0, "the slowest took {most}× the median");
 }

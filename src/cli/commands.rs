@@ -307,7 +307,16 @@ pub fn simulate(args: SimulateArgs) -> Result<()> {
     let datanode_log = simulate::DataNodeLog::parse(&args.datanode_log)
         .with_context(|| format!("--datanode-log {}: debug or info", args.datanode_log))?;
     let clock_skew_ms = (clock_skew_s * 1000.0).round() as i64;
-    let conditions = simulate::Conditions { hardware, clock_skew_ms, datanode_log, sysstat_noise: args.sysstat_noise };
+    if !(0.0..=1.0).contains(&args.stragglers) {
+        bail!("--stragglers {}: a share of task attempts from 0 to 1", args.stragglers);
+    }
+    let conditions = simulate::Conditions {
+        hardware,
+        clock_skew_ms,
+        datanode_log,
+        sysstat_noise: args.sysstat_noise,
+        stragglers: args.stragglers,
+    };
     if let Some(kind) = &args.history {
         if kind != "m45" {
             bail!("--history {kind}: the one history is m45");

@@ -141,6 +141,10 @@ pub struct SimulateArgs {
     /// random times and cron's hourly jobs.
     #[arg(long, conflicts_with = "suite")]
     pub sysstat_noise: bool,
+    /// The share of task attempts, on any node, whose work takes a heavy-tailed multiple of its
+    /// time (Pareto, α = 2, at most 8×): stragglers on healthy nodes.
+    #[arg(long, default_value_t = 0.0, conflicts_with = "suite")]
+    pub stragglers: f64,
     /// A JSON matrix of runs (workloads × faults × cluster sizes × repetitions).
     #[arg(long, conflicts_with_all = ["history", "fault"])]
     pub suite: Option<PathBuf>,

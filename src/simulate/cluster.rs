@@ -13,7 +13,7 @@ pub const RACK_SIZE: usize = 40;
 /// What makes a cluster harder to diagnose, beyond its workload and its fault. The default is
 /// alike nodes on one clock, DataNodes at DEBUG and nothing but Hadoop in the sysstat capture,
 /// as SALSA's and Kahuna's clusters ran.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct Conditions {
     pub hardware: Hardware,
     /// Each host's clock is off by up to this much either way, drawn per host from the seed: its
@@ -22,6 +22,9 @@ pub struct Conditions {
     pub datanode_log: DataNodeLog,
     /// Each node's capture shows the daemons and cron jobs it runs beside Hadoop.
     pub sysstat_noise: bool,
+    /// The share of task attempts that run slower for reasons of their own, on any node (a
+    /// skewed split, a long garbage collection, a slow disk sector): see [`Cluster::stragglers`].
+    pub stragglers: f64,
 }
 
 /// The machines of a cluster.
@@ -137,12 +140,23 @@ pub struct Cluster {
     pub nodes: Vec<Node>,
     /// The master (JobTracker, NameNode): not a slave, named for history files.
     pub master: String,
+    /// The share of task attempts whose work takes a Pareto (α = 2) multiple of its time, at
+    /// most [`STRAGGLER_MAX`]: a heavy tail of durations on healthy nodes (median 1.4×, one
+    /// straggler in nine over 3×).
+    pub stragglers: f64,
 }
+
+/// The longest a straggler's work is drawn to take, as a multiple of its time.
+pub const STRAGGLER_MAX: f64 = 8.0;
 
 impl Cluster {
     /// A cluster of the given cluster-wide node indices.
     pub fn of(globals: &[usize], seed: u64, conditions: Conditions) -> Cluster {
-        Cluster { nodes: globals.iter().map(|&g| Node::new(g, seed, conditions)).collect(), master: "master".into() }
+        Cluster {
+            nodes: globals.iter().map(|&g| Node::new(g, seed, conditions)).collect(),
+            master: "master".into(),
+            stragglers: conditions.stragglers,
+        }
     }
 
     /// Nodes `0..n` of a cluster under `conditions`.

@@ -532,7 +532,8 @@ pub struct Suite {
 impl Suite {
     /// `{"workloads": ["sort"], "faults": ["none", "CPUHog"], "nodes": [10, 25],
     /// "repetitions": 10, "duration": "30m", "seed": 1, "hadoop": "0.18", "sadc": true,
-    /// "hardware": "uniform", "clock_skew": "0s", "datanode_log": "debug", "sysstat_noise": false}`;
+    /// "hardware": "uniform", "clock_skew": "0s", "datanode_log": "debug", "sysstat_noise": false,
+    /// "stragglers": 0}`;
     /// every key but `workloads` may be left out.
     pub fn parse(text: &str) -> Result<Suite> {
         let v: Value = serde_json::from_str(text).context("a suite is a JSON object")?;
@@ -581,6 +582,13 @@ impl Suite {
             }
             None => DataNodeLog::Debug,
         };
+        let stragglers = match v.get("stragglers") {
+            None => 0.0,
+            Some(s) => s
+                .as_f64()
+                .filter(|s| (0.0..=1.0).contains(s))
+                .with_context(|| format!("suite: stragglers {s} is not a share of task attempts from 0 to 1"))?,
+        };
         let clock_skew_s = match v.get("clock_skew").and_then(Value::as_str) {
             Some(d) => faults::parse_duration(d).map_err(|e| anyhow::anyhow!("suite: clock_skew {e}"))?,
             None => 0.0,
@@ -599,6 +607,7 @@ impl Suite {
                 clock_skew_ms: (clock_skew_s * 1000.0).round() as i64,
                 datanode_log,
                 sysstat_noise: v.get("sysstat_noise").and_then(Value::as_bool).unwrap_or(false),
+                stragglers,
             },
         })
     }
@@ -721,18 +730,21 @@ mod tests {
 
     #[test]
     fn a_suite_names_its_conditions() {
-        let harder = r#"{"workloads": ["sort"], "hardware": "mixed", "clock_skew": "3s", "datanode_log": "info", "sysstat_noise": true}"#;
+        let harder = r#"{"workloads": ["sort"], "hardware": "mixed", "clock_skew": "3s", "datanode_log": "info", "sysstat_noise": true, "stragglers": 0.1}"#;
         let expected = Conditions {
             hardware: Hardware::Mixed,
             clock_skew_ms: 3000,
             datanode_log: DataNodeLog::Info,
             sysstat_noise: true,
+            stragglers: 0.1,
         };
         assert_eq!(Suite::parse(harder).unwrap().conditions, expected);
         for (bad, says) in [
             (r#""hardware": "exotic""#, "hardware exotic is not uniform or mixed"),
             (r#""datanode_log": "trace""#, "datanode_log trace is not debug or info"),
             (r#""clock_skew": "soon""#, "clock_skew"),
+            (r#""stragglers": 2"#, "stragglers 2 is not a share of task attempts from 0 to 1"),
+            (r#""stragglers": "many""#, "stragglers \"many\" is not a share"),
         ] {
             let error = Suite::parse(&format!(r#"{{"workloads": ["sort"], {bad}}}"#)).unwrap_err();
             assert!(format!("{error:#}").contains(says), "{error:#}");

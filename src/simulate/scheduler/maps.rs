@@ -89,6 +89,7 @@ impl<S: JobSource> Sim<'_, S> {
             t += (wait * 1000.0) as i64;
         }
         let cpu_s = (in_mb * spec.map_cpu_s_per_mb + spec.map_fixed_s * rng.jitter(0.2)) * rng.jitter(0.04);
+        let cpu_s = cpu_s * self.straggle(&mut rng);
         let cpu_ms = cpu_s / self.cpu_rate(n, t) * 1000.0;
         if spec.map_writes_hdfs {
             let blocks = (out_mb / BLOCK_MB).ceil().max(1.0) as usize;

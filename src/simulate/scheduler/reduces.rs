@@ -103,7 +103,9 @@ impl<S: JobSource> Sim<'_, S> {
         self.progress(node, task, (t, t + sort_ms), (0.6667, 0.6667), Some(ReducePhase::Sort), &mut rng);
         t += sort_ms;
         let sort_done = t;
-        let cpu_ms = total_mb * spec.reduce_cpu_s_per_mb * rng.jitter(0.04) / self.cpu_rate(node, t) * 1000.0;
+        let cpu_ms = total_mb * spec.reduce_cpu_s_per_mb * rng.jitter(0.04) * self.straggle(&mut rng)
+            / self.cpu_rate(node, t)
+            * 1000.0;
         let out_mb = total_mb * spec.reduce_out_ratio;
         let blocks = (out_mb / BLOCK_MB).ceil().max(1.0) as usize;
         for b in 0..blocks {

@@ -3,7 +3,9 @@
 //! shows, kept per attempt so that a kill can take back the rest, and the node's ports.
 
 use super::{JobSource, Sim};
+use crate::simulate::cluster::STRAGGLER_MAX;
 use crate::simulate::faults::Injected;
+use crate::simulate::rng::Rng;
 use crate::simulate::sadc::Use;
 
 impl<S: JobSource> Sim<'_, S> {
@@ -11,6 +13,16 @@ impl<S: JobSource> Sim<'_, S> {
         let s = &mut self.nodes[node];
         s.next_port = if s.next_port >= 60_000 { 40_000 } else { s.next_port + 1 };
         s.next_port
+    }
+
+    /// How many times its time an attempt's work takes: a straggler's Pareto multiple, else 1.
+    /// Drawn only on a cluster with stragglers, so that a run without is the same as before.
+    pub(super) fn straggle(&self, rng: &mut Rng) -> f64 {
+        let share = self.spec.cluster.stragglers;
+        if share <= 0.0 || rng.f64() >= share {
+            return 1.0;
+        }
+        (1.0 - rng.f64()).powf(-0.5).min(STRAGGLER_MAX)
     }
 
     pub(super) fn cpu_rate(&self, node: usize, t: i64) -> f64 {
