@@ -73,7 +73,7 @@ async fn alike_nodes_with_noise_are_not_indicted_and_calibration_says_what_it_ch
     assert!(
         stdout.contains(&format!(
             "cluster alike: {windows} windows of 2m hold jobs in the last 30 days; calibration needs 50: too little history; \
-             the defaults hold: kahuna_wb threshold = 0.5, ganesha_bb alarm_level = 0.6"
+             nothing changes (an earlier calibration holds, else the defaults: kahuna_wb threshold = 0.5, ganesha_bb alarm_level = 0.6)"
         )),
         "{stdout}"
     );
@@ -110,10 +110,8 @@ async fn alike_nodes_with_noise_are_not_indicted_and_calibration_says_what_it_ch
     assert!(stdout.contains(&format!("threshold = {threshold} (calibrated ")), "{stdout}");
     let parameters = rows(wh.path(), "SELECT DISTINCT parameters FROM diagnoses WHERE query = 'kahuna_wb'").await;
     assert!(
-        parameters
-            .iter()
-            .any(|p| p[0].contains(r#""calibrated":"threshold""#)
-                && p[0].contains(&format!(r#""threshold":"{threshold}""#))),
+        parameters.iter().any(|p| p[0].contains(r#""calibrated":"{\"threshold\":\"0.5\"}""#)
+            && p[0].contains(&format!(r#""threshold":"{threshold}""#))),
         "{parameters:?}"
     );
     let stdout =
@@ -131,11 +129,35 @@ async fn alike_nodes_with_noise_are_not_indicted_and_calibration_says_what_it_ch
         assert!(hosts.len() <= 1, "{query} calibrated indicted {hosts:?} of ten alike nodes: {stdout}");
     }
 
-    // A backfill run after a new calibration replaces its date's rows: one run of the date is left.
+    // Scheduled runs and backfills replace a date's rows of the same run: after a calibration
+    // moved the value (of a copy of Kahuna-WB whose default, 0.3, alarms too often) and after a
+    // second calibration, the date keeps one calibrated run, beside the run given a value.
+    let mine = run.path().join("mine");
+    std::fs::create_dir(&mine).unwrap();
+    let text = std::fs::read_to_string("queries/kahuna_wb.sql").unwrap();
+    let loose = text.replace("@param threshold   number    = 0.5", "@param threshold   number    = 0.3");
+    assert_ne!(loose, text);
+    let query = mine.join("kahuna_wb_loose.sql");
+    std::fs::write(&query, loose).unwrap();
     let day = ["--from", "2008-08-25", "--to", "2008-08-25", "--cluster", "alike"];
-    ok(wh.path(), &[&["backfill", "kahuna_wb"], &day[..]].concat());
-    ok(wh.path(), &[&["calibrate", "--window", "3m", "--min-windows", "4"], &queries[..]].concat());
-    ok(wh.path(), &[&["backfill", "kahuna_wb"], &day[..]].concat());
-    let runs = "SELECT count(DISTINCT run_id) FROM diagnoses WHERE query = 'kahuna_wb' AND date = DATE '2008-08-25'";
-    assert_eq!(scalar(wh.path(), runs).await, "1");
+    let backfill = |extra: &[&str]| ok(wh.path(), &[&["backfill", query.to_str().unwrap()], &day[..], extra].concat());
+    let runs =
+        "SELECT count(DISTINCT run_id) FROM diagnoses WHERE query = 'kahuna_wb_loose' AND date = DATE '2008-08-25'";
+    backfill(&[]);
+    backfill(&["--param", "threshold=0.7"]);
+    assert_eq!(scalar(wh.path(), runs).await, "2");
+    let calibrate = ["calibrate", "--queries", "kahuna_wb_loose", "--queries-dir", mine.to_str().unwrap()];
+    let stdout =
+        ok(wh.path(), &[&calibrate[..], &["--window", "2m", "--min-windows", "4", "--max-share", "0.01"]].concat());
+    assert!(stdout.contains("kahuna_wb_loose: threshold = 0.4 (the default alarms over 0.01"), "{stdout}");
+    backfill(&[]);
+    assert_eq!(scalar(wh.path(), runs).await, "2", "the default run's rows replaced by the calibrated run's");
+    ok(wh.path(), &[&calibrate[..], &["--window", "3m", "--min-windows", "4", "--max-share", "0"]].concat());
+    backfill(&[]);
+    assert_eq!(scalar(wh.path(), runs).await, "2");
+    let values = "SELECT DISTINCT parameters FROM diagnoses WHERE query = 'kahuna_wb_loose' ORDER BY parameters";
+    let values: Vec<String> = rows(wh.path(), values).await.into_iter().map(|r| r[0].clone()).collect();
+    assert_eq!(values.len(), 2, "{values:?}");
+    assert!(values.iter().any(|p| p.contains(r#""threshold":"0.7""#) && !p.contains("calibrated")), "{values:?}");
+    assert!(values.iter().any(|p| p.contains(r#""calibrated":"{\"threshold\":\"0.3\"}""#)), "{values:?}");
 }

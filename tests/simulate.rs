@@ -577,7 +577,7 @@ async fn stragglers_lengthen_some_maps_on_any_node() {
     let (alike, straggling) = under_default_and(10.0, |c| c.stragglers = 0.2);
     let sql = "WITH m AS (SELECT host, duration_ms FROM states WHERE daemon = 'tasktracker' AND state = 'Map'), \
                med AS (SELECT median(duration_ms) AS d FROM m) \
-               SELECT count(*) AS slow, count(DISTINCT host) AS hosts, coalesce(max(duration_ms / d), 0) AS most \
+               SELECT count(*) AS slow, count(DISTINCT host) AS hosts, coalesce(max(CAST(duration_ms AS DOUBLE) / d), 0) AS most \
                FROM m, med WHERE duration_ms > 2 * d";
     let mut slow = Vec::new();
     for dir in [&alike, &straggling] {

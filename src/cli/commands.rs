@@ -241,6 +241,9 @@ pub async fn calibrate(args: CalibrateArgs, warehouse: Warehouse) -> Result<()> 
 }
 
 pub async fn eval(args: EvalArgs) -> Result<()> {
+    if args.calibrate.is_some_and(|share| !(0.0..1.0).contains(&share)) {
+        bail!("--calibrate SHARE: a share of host-runs in [0, 1)");
+    }
     // The runs become clusters of a warehouse apart from the operator's.
     let scratch = std::env::temp_dir().join(format!("kahuna-eval-{}", std::process::id()));
     let folder = args.keep.clone().unwrap_or_else(|| scratch.clone());

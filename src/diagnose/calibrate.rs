@@ -28,7 +28,7 @@ use datafusion::arrow::datatypes::{DataType, Field, Schema, TimeUnit, TimestampM
 
 use crate::catalog::{self, Snapshot};
 use crate::diagnose::queries::{Output, Query};
-use crate::diagnose::results::{self, DIAGNOSES, Diagnosis, Replace};
+use crate::diagnose::results::{self, DIAGNOSES, Diagnosis};
 use crate::diagnose::{self, Record, Request, Window};
 use crate::warehouse::Warehouse;
 
@@ -41,8 +41,8 @@ pub const MAX_SHARE: f64 = 0.05;
 /// Windows with jobs a calibration needs, by default: a week of days.
 pub const MIN_WINDOWS: usize = 7;
 
-/// The built-in queries calibrated, in order: Ganesha's profiles are trained with the hosts
-/// the first two indict left out. `combined` is not: it weighs the others' calibrated verdicts.
+/// The built-in queries calibrated, in order: Ganesha's profiles are trained with the outliers
+/// the first two find left out. `combined` is not: it weighs the others' calibrated verdicts.
 pub const CALIBRATED: [&str; 3] = ["kahuna_wb", "salsa_fingerpoint", "ganesha_bb"];
 
 /// How many host-windows a query indicts at each value of its grid, the outliers left out.
@@ -54,7 +54,8 @@ pub struct Curve {
     pub alarmed: Vec<usize>,
     /// Host-windows with a verdict, the outliers left out.
     pub host_windows: usize,
-    pub windows: usize,
+    /// Hosts (`cluster/host`) with a verdict in any window.
+    pub hosts: usize,
     /// Host-windows (`window cluster/host`) the strictest value still indicts: faults, not
     /// noise to calibrate away. None when they are over a fifth of all: a peer comparison
     /// singles out a minority, so that many is a cluster the grid cannot quiet.
@@ -82,7 +83,7 @@ impl Curve {
             values: values.to_vec(),
             alarmed: alarmed.iter().map(count).collect(),
             host_windows: count(&seen),
-            windows: verdicts.first().map_or(0, Vec::len),
+            hosts: seen.iter().map(|(_, host)| host).collect::<BTreeSet<_>>().len(),
             outliers,
         }
     }
@@ -114,13 +115,13 @@ impl Curve {
 }
 
 /// The alarm curve of `query` over `windows` at each value of its `@tune` grid, the other
-/// parameters as `fixed`, and the verdicts at each value (None without a grid).
+/// parameters as `fixed` (None without a grid).
 async fn curve(
     snapshot: &Snapshot,
     query: &Query,
     fixed: &[(String, String)],
     windows: &[Window],
-) -> Result<Option<(Curve, Vec<Vec<Vec<Diagnosis>>>)>> {
+) -> Result<Option<Curve>> {
     let Some(tune) = &query.tune else { return Ok(None) };
     let mut verdicts = Vec::new();
     for value in &tune.grid {
@@ -128,7 +129,7 @@ async fn curve(
         params.push((tune.param.clone(), value.clone()));
         verdicts.push(diagnose::over_windows(snapshot, query, &params, windows).await?);
     }
-    Ok(Some((Curve::of(&tune.param, &tune.grid, &verdicts), verdicts)))
+    Ok(Some(Curve::of(&tune.param, &tune.grid, &verdicts)))
 }
 
 pub struct Options {
@@ -175,7 +176,8 @@ async fn job_launches(snapshot: &Snapshot, clusters: &[String]) -> Result<BTreeM
     Ok(out)
 }
 
-/// Windows of `length` back from the newest finish over `days`, each holding a job's launch.
+/// Windows of `length` on a grid from the oldest launch within `days` before the newest
+/// finish, each holding a launch.
 fn windows_of(cluster: &str, jobs: &[(i64, i64)], days: f64, length: chrono::Duration) -> Vec<Window> {
     let Some(newest) = jobs.iter().map(|&(_, finish)| finish).max() else { return Vec::new() };
     let step = length.num_microseconds().unwrap_or(i64::MAX).max(1);
@@ -188,7 +190,7 @@ fn windows_of(cluster: &str, jobs: &[(i64, i64)], days: f64, length: chrono::Dur
     }
     starts
         .into_iter()
-        .map(|start| Window { cluster: cluster.to_string(), from: at(start), to: at(start + step) })
+        .map(|start| Window { cluster: cluster.to_string(), from: at(start), to: start.checked_add(step).and_then(at) })
         .collect()
 }
 
@@ -237,8 +239,9 @@ pub fn calibrated_queries(names: &[String], dir: &std::path::Path) -> Result<Vec
 }
 
 /// Calibrates `queries`, in order, on one history, saying what it chose in `out`. Ganesha's
-/// profiles are trained on the history first (saved in the models table as `training` says),
-/// the hosts the queries before indicted and the outliers left out.
+/// profiles are trained on the history first (saved in the models table as `training` says,
+/// replacing that day's model of the same cluster), the outliers the queries before found left
+/// out while they are under half of the hosts.
 pub async fn calibrate_history(
     warehouse: &Warehouse,
     queries: &[Query],
@@ -270,12 +273,25 @@ pub async fn calibrate_history(
                 chosen.push(Chosen { query: query.name.clone(), param, value, share: 0.0, host_windows: 0, method });
             }
         }
-        let Some((curve, verdicts)) = curve(&snapshot, query, &fixed, history.windows).await? else {
+        let Some(curve) = curve(&snapshot, query, &fixed, history.windows).await? else {
             writeln!(out, "  {}: nothing to calibrate (no @tune parameter)", query.name)?;
             continue;
         };
         let default = query.param(&curve.param).map(|p| p.default.clone()).unwrap_or_default();
-        let start = curve.values.iter().position(|v| *v == default).unwrap_or(0);
+        // The default's place in the grid, or the first value past it: never looser.
+        let number = |v: &str| v.parse::<f64>().ok();
+        let start = curve.values.iter().position(|v| *v == default).or_else(|| {
+            let default = number(&default)?;
+            curve.values.iter().position(|v| number(v).is_some_and(|v| v >= default))
+        });
+        let Some(start) = start else {
+            writeln!(
+                out,
+                "  {}: {} = {default} kept: the default is not in its grid, nor below a value of it",
+                query.name, curve.param
+            )?;
+            continue;
+        };
         let (index, reached) = curve.choose(start, max_share);
         let unit = &history.unit;
         let method = match (reached, index == start) {
@@ -297,9 +313,11 @@ pub async fn calibrate_history(
             curve.outliers.len(),
             curve.describe()
         )?;
-        outlying.extend(curve.outliers.iter().map(|(_, host)| host.clone()));
-        for verdict in verdicts[index].iter().flatten().filter(|d| d.indicted && d.job_id.is_none()) {
-            outlying.extend(verdict.host.as_deref().map(|host| format!("{}/{host}", verdict.cluster)));
+        // Ganesha learns from the rest; never from too few (a cluster alarming everywhere has
+        // no outliers at all).
+        let faulty: BTreeSet<String> = curve.outliers.iter().map(|(_, host)| host.clone()).collect();
+        if 2 * (outlying.len() + faulty.len()) <= curve.hosts {
+            outlying.extend(faulty);
         }
         chosen.push(Chosen {
             query: query.name.clone(),
@@ -326,7 +344,7 @@ pub async fn calibrate(
     for cluster in options.clusters.iter().filter(|c| !jobs.contains_key(*c)) {
         writeln!(
             out,
-            "cluster {cluster}: no finished job in its history: too little to calibrate; the defaults hold: {}",
+            "cluster {cluster}: no finished job in its history: too little to calibrate; nothing changes (an earlier calibration holds, else the defaults: {})",
             defaults_of(&queries)
         )?;
     }
@@ -338,7 +356,7 @@ pub async fn calibrate(
         if windows.len() < options.min_windows {
             writeln!(
                 out,
-                "cluster {cluster}: {} windows of {length} hold jobs in the last {} days; calibration needs {}: too little history; the defaults hold: {}",
+                "cluster {cluster}: {} windows of {length} hold jobs in the last {} days; calibration needs {}: too little history; nothing changes (an earlier calibration holds, else the defaults: {})",
                 windows.len(),
                 options.days,
                 options.min_windows,
@@ -382,8 +400,9 @@ pub async fn calibrate(
                 calibrated_at: now,
             })
             .collect();
-        let replace = Replace { cluster: Some(cluster.clone()), date: now.date_naive(), run: None };
-        results::write(warehouse, CALIBRATIONS, batch(&rows)?, Some(replace)).await?;
+        // Appended: `diagnose` takes each parameter's newest value, and the older ones say when
+        // what was chosen.
+        results::write(warehouse, CALIBRATIONS, batch(&rows)?, None).await?;
         written.extend(rows);
     }
     Ok(written)
@@ -574,7 +593,7 @@ mod tests {
         let verdicts = vec![at(8), at(4), at(0)];
         let curve = Curve::of("threshold", &values(3), &verdicts);
         assert_eq!(curve.outliers, BTreeSet::from([(0, "c/n3".to_string())]));
-        assert_eq!((curve.host_windows, curve.windows), (99, 10));
+        assert_eq!((curve.host_windows, curve.hosts), (99, 10));
         // Window 0 has both hosts at the first two values; host 7 counts, host 3 does not.
         assert_eq!(curve.alarmed, [8 + 7, 4 + 3, 0]);
         assert_eq!(curve.choose(0, 0.05), (2, true), "15 and 7 of 99 are over 0.05");
@@ -601,7 +620,7 @@ mod tests {
     }
 
     #[test]
-    fn windows_hold_a_job_launch_each_and_end_at_the_newest_finish() {
+    fn windows_hold_a_launch_each_on_a_grid_from_the_oldest_launch() {
         let minute = 60_000_000;
         let jobs = [(0, 3 * minute), (10 * minute, 12 * minute), (11 * minute, 40 * minute)];
         let windows = windows_of("c", &jobs, 1.0, chrono::Duration::minutes(5));

@@ -241,9 +241,15 @@ pub async fn run_in(ctx: &SessionContext, warehouse: &Warehouse, request: &Reque
     // with the same parameters, found by this text.
     let mut parameters: std::collections::BTreeMap<&str, &str> =
         values.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
-    // Named, so that a rerun after a new calibration still replaces this run's rows.
-    let calibrated = request.calibrated.join(",");
-    if !calibrated.is_empty() {
+    // Each calibrated parameter with the default it replaced: a rerun after a new calibration,
+    // or the first, still replaces this run's rows, and a run given a value does not.
+    let replaced: std::collections::BTreeMap<&str, &str> = request
+        .calibrated
+        .iter()
+        .filter_map(|name| query.param(name).map(|p| (name.as_str(), p.default.as_str())))
+        .collect();
+    let calibrated = serde_json::to_string(&replaced)?;
+    if !replaced.is_empty() {
         parameters.insert(results::CALIBRATED_KEY, &calibrated);
     }
     let parameters = serde_json::to_string(&parameters)?;

@@ -206,6 +206,9 @@ impl Query {
                 let param = query
                     .param(&tune.param)
                     .ok_or_else(|| anyhow!("{origin}:{number}: @tune names {}, which is not a @param", tune.param))?;
+                if tune.grid.is_empty() {
+                    bail!("{origin}:{number}: @tune {} lists no value", tune.param);
+                }
                 for value in &tune.grid {
                     render(param, value).with_context(|| format!("{origin}:{number}: @tune {}", tune.param))?;
                 }

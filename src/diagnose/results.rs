@@ -11,7 +11,7 @@
 //! go through Delta's own overwrite with a `replaceWhere` predicate, which plans the rewrite
 //! with DataFusion and costs more.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
 use anyhow::{Context, Result, bail};
@@ -216,11 +216,18 @@ pub struct Replace {
 }
 
 impl Replace {
-    /// As the SQL predicate Delta records with the commit.
-    fn predicate(&self) -> String {
+    /// As the SQL predicate Delta records with the commit; `runs` are the `parameters` of the
+    /// rows found to be of the same run (see [`same_run`]), beside the run's own.
+    fn predicate(&self, runs: &BTreeSet<String>) -> String {
         let mut terms = Vec::new();
         if let Some((query, parameters)) = &self.run {
-            terms.push(format!("query = {} AND parameters = {}", quote(query), quote(parameters)));
+            let texts: BTreeSet<&str> = runs.iter().map(String::as_str).chain([parameters.as_str()]).collect();
+            let texts: Vec<String> = texts.into_iter().map(quote).collect();
+            let parameters = match texts.as_slice() {
+                [one] => format!("= {one}"),
+                many => format!("IN ({})", many.join(", ")),
+            };
+            terms.push(format!("query = {} AND parameters {parameters}", quote(query)));
         }
         if let Some(cluster) = &self.cluster {
             terms.push(format!("cluster = {}", quote(cluster)));
@@ -265,19 +272,21 @@ pub async fn write(warehouse: &Warehouse, name: &str, batch: RecordBatch, replac
         },
     };
     let context = || match &replace {
-        Some(replace) => format!("cannot replace {} in table {name}", replace.predicate()),
+        Some(replace) => format!("cannot replace {} in table {name}", replace.predicate(&BTreeSet::new())),
         None => format!("cannot append to table {name}"),
     };
     let direct = match table.version() {
         Some(_) => conformed(&batch, &table.snapshot()?.snapshot().arrow_schema())?,
         None => None,
     };
-    let removes = match &direct {
-        Some(batch) => replaced_files(&table, batch, replace.as_ref()).await.with_context(context)?,
-        None => None,
+    let (removes, runs) = match (&direct, table.version()) {
+        (Some(batch), _) => replaced_files(&table, batch, replace.as_ref()).await.with_context(context)?,
+        (None, Some(_)) => (None, replaced_files(&table, &batch, replace.as_ref()).await.with_context(context)?.1),
+        (None, None) => (None, BTreeSet::new()),
     };
     let (Some(batch), Some(removes)) = (direct, removes) else {
-        let table = write_through_datafusion(table, name, batch, replace.as_ref()).await.with_context(context)?;
+        let replace = replace.as_ref().map(|r| (r, runs));
+        let table = write_through_datafusion(table, name, batch, replace).await.with_context(context)?;
         written.insert(url.into(), table);
         return Ok(());
     };
@@ -287,7 +296,7 @@ pub async fn write(warehouse: &Warehouse, name: &str, batch: RecordBatch, replac
     let operation = DeltaOperation::Write {
         mode: if replace.is_some() { SaveMode::Overwrite } else { SaveMode::Append },
         partition_by: Some(PARTITION_COLUMNS.map(String::from).to_vec()),
-        predicate: replace.as_ref().map(Replace::predicate),
+        predicate: replace.as_ref().map(|r| r.predicate(&runs)),
     };
     let committed = CommitBuilder::from(CommitProperties::default())
         .with_actions(actions.collect())
@@ -304,35 +313,37 @@ pub async fn write(warehouse: &Warehouse, name: &str, batch: RecordBatch, replac
 /// only replaced rows or none. None sends the write through Delta's own operation, which plans
 /// it with DataFusion and rewrites a file whose rows are only partly replaced (as a compacted
 /// one may be). A batch with rows outside the replaced partitions is an error.
+/// Also the `parameters` of the replaced rows that differ from the run's own text.
 async fn replaced_files(
     table: &DeltaTable,
     batch: &RecordBatch,
     replace: Option<&Replace>,
-) -> Result<Option<Vec<Remove>>> {
-    if !table.snapshot()?.metadata().partition_columns().iter().map(String::as_str).eq(PARTITION_COLUMNS) {
-        return Ok(None);
-    }
-    let Some(replace) = replace else { return Ok(Some(Vec::new())) };
-    if !batch_within(batch, replace)? {
+) -> Result<(Option<Vec<Remove>>, BTreeSet<String>)> {
+    let mut runs = BTreeSet::new();
+    let Some(replace) = replace else { return Ok((Some(Vec::new()), runs)) };
+    let partitioned = table.snapshot()?.metadata().partition_columns().iter().map(String::as_str).eq(PARTITION_COLUMNS);
+    if partitioned && !batch_within(batch, replace)? {
         bail!("rows of the result lie outside the run's partition");
     }
     let files: Vec<_> = table.get_active_add_actions_by_partitions(&[]).try_collect().await?;
     let store = table.log_store().object_store(None);
-    let mut removes = Vec::new();
-    for file in files.iter().filter(|file| replace.covers_partition(&file.partition_values_map())) {
+    let mut removes = Some(Vec::new());
+    for file in files.iter().filter(|file| !partitioned || replace.covers_partition(&file.partition_values_map())) {
         if let Some((query, parameters)) = &replace.run {
             let bytes = store.get(&file.object_store_path()).await?.bytes().await?;
-            let matching = rows_of_run(bytes, query, parameters)?;
+            let matching = rows_of_run(bytes, query, parameters, &mut runs)?;
             if matching == Some(0) {
                 continue;
             }
             if matching.is_none() || matching != file.num_records() {
-                return Ok(None);
+                removes = None;
             }
         }
-        removes.push(file.remove_action(true));
+        if let Some(removes) = removes.as_mut() {
+            removes.push(file.remove_action(true));
+        }
     }
-    Ok(Some(removes))
+    Ok((removes.filter(|_| partitioned), runs))
 }
 
 /// `batch` as the table's columns, in the table's order and with its types where the two differ
@@ -396,7 +407,12 @@ fn batch_within(batch: &RecordBatch, replace: &Replace) -> Result<bool> {
 
 /// How many rows of a Parquet file have this query and these parameters; None for a file
 /// without those columns.
-fn rows_of_run(file: impl ChunkReader + 'static, query: &str, parameters: &str) -> Result<Option<usize>> {
+fn rows_of_run(
+    file: impl ChunkReader + 'static,
+    query: &str,
+    parameters: &str,
+    runs: &mut BTreeSet<String>,
+) -> Result<Option<usize>> {
     let builder = ParquetRecordBatchReaderBuilder::try_new(file)?;
     let wanted = ["query", "parameters"];
     let leaves = builder.parquet_schema().columns();
@@ -417,33 +433,45 @@ fn rows_of_run(file: impl ChunkReader + 'static, query: &str, parameters: &str) 
                 && values.is_valid(row)
                 && same_run(values.value(row), parameters)
         };
-        matching += (0..batch.num_rows()).filter(|&row| of_run(row)).count();
+        for row in (0..batch.num_rows()).filter(|&row| of_run(row)) {
+            matching += 1;
+            if values.value(row) != parameters {
+                runs.insert(values.value(row).to_string());
+            }
+        }
     }
     Ok(Some(matching))
 }
 
-/// Whether two runs' `parameters` are those of one run: the same, but for the values of
-/// calibrated parameters (a scheduled rerun after a new calibration replaces the old rows).
+/// Whether two runs' `parameters` are those of one run: the same, but for a parameter a
+/// calibration set on both, or on one while the other ran with the default the calibration
+/// replaced (which its `calibrated` entry names): a scheduled rerun after a new calibration, or
+/// the first, replaces the old rows, while a run given a value of its own stays apart.
 fn same_run(a: &str, b: &str) -> bool {
     if a == b {
         return true;
     }
-    let parse = |text: &str| serde_json::from_str::<BTreeMap<String, serde_json::Value>>(text).ok();
-    let (Some(mut a), Some(mut b)) = (parse(a), parse(b)) else { return false };
-    let calibrated: Vec<String> = [&mut a, &mut b]
-        .into_iter()
-        .filter_map(|values| values.remove(CALIBRATED_KEY))
-        .filter_map(|names| names.as_str().map(str::to_string))
-        .flat_map(|names| names.split(',').map(str::to_string).collect::<Vec<_>>())
-        .collect();
-    if calibrated.is_empty() {
-        return false;
-    }
-    for name in &calibrated {
-        a.remove(name);
-        b.remove(name);
-    }
-    a == b
+    let parse = |text: &str| {
+        let mut values = serde_json::from_str::<BTreeMap<String, serde_json::Value>>(text).ok()?;
+        let defaults: BTreeMap<String, String> = match values.remove(CALIBRATED_KEY) {
+            Some(defaults) => serde_json::from_str(defaults.as_str()?).ok()?,
+            None => BTreeMap::new(),
+        };
+        Some((values, defaults))
+    };
+    let (Some((a, a_defaults)), Some((b, b_defaults))) = (parse(a), parse(b)) else { return false };
+    let keys: BTreeSet<&String> = a.keys().chain(b.keys()).collect();
+    keys.into_iter().all(|key| {
+        let is = |values: &BTreeMap<String, serde_json::Value>, default: &String| {
+            values.get(key).and_then(|v| v.as_str()) == Some(default.as_str())
+        };
+        match (a_defaults.get(key), b_defaults.get(key)) {
+            (Some(_), Some(_)) => true,
+            (Some(default), None) => is(&b, default),
+            (None, Some(default)) => is(&a, default),
+            (None, None) => a.get(key) == b.get(key),
+        }
+    })
 }
 
 /// The write as Delta's own operation.
@@ -451,7 +479,7 @@ async fn write_through_datafusion(
     table: DeltaTable,
     name: &str,
     batch: RecordBatch,
-    replace: Option<&Replace>,
+    replace: Option<(&Replace, BTreeSet<String>)>,
 ) -> Result<DeltaTable> {
     // New columns join the table (an operator's copy of a table query that returns one more,
     // or a table written before the run columns); the rows before have them NULL.
@@ -462,7 +490,9 @@ async fn write_through_datafusion(
         .with_configuration(Warehouse::table_properties())
         .with_schema_mode(SchemaMode::Merge);
     Ok(match replace {
-        Some(replace) => builder.with_save_mode(SaveMode::Overwrite).with_replace_where(replace.predicate()).await?,
+        Some((replace, runs)) => {
+            builder.with_save_mode(SaveMode::Overwrite).with_replace_where(replace.predicate(&runs)).await?
+        }
         None => builder.with_save_mode(SaveMode::Append).await?,
     })
 }
@@ -531,13 +561,16 @@ mod tests {
 
     #[test]
     fn a_run_is_the_same_whatever_its_calibrated_values() {
+        // A calibrated run names each calibrated parameter with the default it replaced.
         let default = r#"{"cluster":"c","threshold":"0.5","weight":"time"}"#;
-        let calibrated = r#"{"calibrated":"threshold","cluster":"c","threshold":"0.55","weight":"time"}"#;
-        let again = r#"{"calibrated":"threshold","cluster":"c","threshold":"0.7","weight":"time"}"#;
+        let calibrated = r#"{"calibrated":"{\"threshold\":\"0.5\"}","cluster":"c","threshold":"0.55","weight":"time"}"#;
+        let again = r#"{"calibrated":"{\"threshold\":\"0.5\"}","cluster":"c","threshold":"0.7","weight":"time"}"#;
         assert!(same_run(default, default));
         assert!(same_run(calibrated, again), "a new calibration replaces the old rows");
-        assert!(same_run(default, calibrated), "so does a first calibration, of rows run with the default");
-        let other = r#"{"calibrated":"threshold","cluster":"c","threshold":"0.55","weight":"count"}"#;
+        assert!(same_run(default, calibrated) && same_run(calibrated, default), "so does the first, of a default run");
+        let given = r#"{"cluster":"c","threshold":"0.7","weight":"time"}"#;
+        assert!(!same_run(given, again) && !same_run(again, given), "a value given stays apart from a calibrated one");
+        let other = r#"{"calibrated":"{\"threshold\":\"0.5\"}","cluster":"c","threshold":"0.55","weight":"count"}"#;
         assert!(!same_run(calibrated, other), "a given parameter still tells runs apart");
         assert!(!same_run(default, r#"{"cluster":"c","threshold":"0.6","weight":"time"}"#));
         assert!(!same_run("not json", calibrated));
