@@ -10,6 +10,12 @@
 -- differ from the rest for a minute now and then (a Reduce's shuffle, a job's last Maps), a
 -- faulty one for as long as its fault lasts.
 --
+-- Ganesha ran on one-second captures: memory and decay count samples. A capture every
+-- $sample_seconds (by default read from the capture: each host's span over its vectors, the
+-- median host) keeps $memory_seconds × $sample_seconds of history in a histogram and decays
+-- $sample_seconds times slower, so a histogram holds as many vectors as Ganesha's did; with 10 s
+-- samples and one-second settings each would hold six, and every host differs from its peers.
+--
 -- Decay is relative to the tick (a common factor of a histogram, which the distance ignores),
 -- so each second's vector is weighed once per tick bucket and the histograms are sums over
 -- 16 spelled-out bins (k ≤ 15: bins past the unknown label stay 0 and do not change distances).
@@ -20,8 +26,9 @@
 -- @param model_cluster   text      = null   whose model to use (null: the newest model of any cluster)
 -- @param k               integer   = 7      profiles in the model (as trained; at most 15)
 -- @param step_seconds    number    = 5      seconds between comparisons
--- @param memory_seconds  number    = 60     samples older than this weigh nothing
--- @param lambda          number    = 0.05   decay rate per second
+-- @param memory_seconds  number    = 60     samples older than this weigh nothing (at one sample a second)
+-- @param lambda          number    = 0.05   decay rate per second (at one sample a second)
+-- @param sample_seconds  number    = null   seconds between a host's sadc-vectors (null: from the capture)
 -- @param threshold       number    = 0.4    distance above which two hosts differ
 -- @param ewma_alpha      number    = 0.02   weight of the newest alarm in the alarm count
 -- @param alarm_level     number    = 0.6    weighted alarm count that indicts
@@ -51,28 +58,38 @@ WHERE ($cluster IS NULL OR s.cluster = $cluster)
   AND ($to IS NULL OR (s.date <= CAST($to AS DATE) AND s.ts < $to))
   AND s.host IS NOT NULL;
 
--- Statement 2: integer keys for hosts (series) and clusters (peers), which keep grouping cheap.
+-- Statement 2: the capture's pace, and the ticks each step's vectors count in.
+CREATE TABLE ganesha_pace AS
+SELECT coalesce(CAST($sample_seconds AS DOUBLE), greatest(1.0, round(approx_median(span)))) AS s
+FROM (SELECT CAST(max(t) - min(t) AS DOUBLE) / greatest(count(*) - 1, 1) AS span
+      FROM ganesha_labels GROUP BY cluster, host) AS h;
+
+CREATE TABLE ganesha_offsets AS
+SELECT g.value FROM generate_series(0, 100000) AS g CROSS JOIN ganesha_pace p
+WHERE g.value < ceil($memory_seconds * p.s / $step_seconds);
+
+-- Statement 3: integer keys for hosts (series) and clusters (peers), which keep grouping cheap.
 CREATE TABLE ganesha_series AS
 SELECT cluster, host, row_number() OVER (ORDER BY cluster, host) AS series,
        dense_rank() OVER (ORDER BY cluster) AS peers
 FROM (SELECT DISTINCT cluster, host FROM ganesha_labels) AS d;
 
--- Statement 3: histograms, alarms, the weighted alarm count.
+-- Statement 4: histograms, alarms, the weighted alarm count.
 CREATE TABLE ganesha_levels AS
 WITH buckets AS (
     -- The vectors of a step, each weighed by its age at the end of the step.
     SELECT k.series, k.peers, CAST(floor(l.t / $step_seconds) AS BIGINT) AS bucket, l.label,
-           sum(exp(-$lambda * ((floor(l.t / $step_seconds) + 1) * $step_seconds - l.t))) AS w
+           sum(exp(-$lambda / p.s * ((floor(l.t / $step_seconds) + 1) * $step_seconds - l.t))) AS w
     FROM ganesha_series k JOIN ganesha_labels l ON l.cluster = k.cluster AND l.host = k.host
+    CROSS JOIN ganesha_pace p
     WHERE l.label IS NOT NULL
     GROUP BY k.series, k.peers, bucket, l.label
 ),
--- Each step's vectors belong to the histograms of the ticks within $memory_seconds after it.
+-- Each step's vectors belong to the histograms of the ticks within the memory after it.
 ticked AS (
     SELECT b.series, b.peers, b.bucket + 1 + g.value AS tick, b.label,
-           b.w * exp(-$lambda * $step_seconds * g.value) AS w
-    FROM generate_series(0, CAST(ceil($memory_seconds / $step_seconds) AS BIGINT) - 1) AS g
-    CROSS JOIN buckets b
+           b.w * exp(-$lambda / p.s * $step_seconds * g.value) AS w
+    FROM ganesha_offsets g CROSS JOIN ganesha_pace p CROSS JOIN buckets b
 ),
 histograms AS (
     SELECT series, peers, tick, make_array(
@@ -111,7 +128,7 @@ SELECT series, tick, alarm,
          * first_value(CASE WHEN alarm THEN 1.0 ELSE 0.0 END) OVER (PARTITION BY series ORDER BY tick) AS level
 FROM alarms;
 
--- Statement 4: the verdict.
+-- Statement 5: the verdict.
 WITH per_series AS (
     SELECT series, max(level) AS score, count(*) AS ticks, sum(CASE WHEN alarm THEN 1 ELSE 0 END) AS alarmed
     FROM ganesha_levels GROUP BY series

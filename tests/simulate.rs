@@ -189,6 +189,41 @@ fn sysstat_noise_adds_to_the_capture_and_nothing_else() {
     assert!(more > 0, "the daemons' bursts show after cron");
 }
 
+/// A capture every 10 seconds keeps the records of the one-second capture at the seconds
+/// ending in 0, their interval 10, and nothing else changes.
+#[test]
+fn a_sysstat_interval_keeps_every_tenth_record_of_the_same_capture() {
+    let (every_second, every_ten) = under_default_and(3.0, |c| c.sysstat_interval_s = 10);
+    let (ones, tens) = (tree(every_second.path()), tree(every_ten.path()));
+    assert_eq!(ones.keys().collect::<Vec<_>>(), tens.keys().collect::<Vec<_>>());
+    let mut kept = 0;
+    for (path, bytes) in &ones {
+        let text = |bytes: &[u8]| String::from_utf8_lossy(bytes).into_owned();
+        if !path.starts_with("sadc") {
+            assert!(bytes == &tens[path], "{} differs", path.display());
+            continue;
+        }
+        let expected: Vec<String> = text(bytes)
+            .lines()
+            .filter_map(|line| {
+                let fields: Vec<&str> = line.split(';').collect();
+                match fields.as_slice() {
+                    _ if line.starts_with('#') => Some(line.to_string()),
+                    [host, "1", ts, rest @ ..] if ts.get(18..19) == Some("0") => {
+                        Some([&[*host, "10", *ts][..], rest].concat().join(";"))
+                    }
+                    _ => None,
+                }
+            })
+            .collect();
+        let got = text(&tens[path]);
+        assert_eq!(got.lines().collect::<Vec<_>>(), expected, "{}", path.display());
+        kept += expected.iter().filter(|l| !l.starts_with('#')).count();
+    }
+    // 4 hosts, 18 records of 3 minutes, 7 rows a record (CPU, task, paging, I/O, queue, eth0, lo).
+    assert_eq!(kept, 4 * 18 * 7);
+}
+
 #[tokio::test]
 async fn every_file_ingests_without_a_reject() {
     for (version, fault) in [

@@ -310,6 +310,11 @@ pub fn simulate(args: SimulateArgs) -> Result<()> {
     let datanode_log = simulate::DataNodeLog::parse(&args.datanode_log)
         .with_context(|| format!("--datanode-log {}: debug or info", args.datanode_log))?;
     let clock_skew_ms = (clock_skew_s * 1000.0).round() as i64;
+    let sysstat_interval_s = parse_duration(&args.sysstat_interval)
+        .ok()
+        .filter(|s| *s >= 1.0 && s.fract() == 0.0 && *s <= 3600.0)
+        .with_context(|| format!("--sysstat-interval {}: whole seconds from 1s to 1h", args.sysstat_interval))?
+        as u32;
     if !(0.0..=1.0).contains(&args.stragglers) {
         bail!("--stragglers {}: a share of task attempts from 0 to 1", args.stragglers);
     }
@@ -318,6 +323,7 @@ pub fn simulate(args: SimulateArgs) -> Result<()> {
         clock_skew_ms,
         datanode_log,
         sysstat_noise: args.sysstat_noise,
+        sysstat_interval_s,
         stragglers: args.stragglers,
     };
     if let Some(kind) = &args.history {

@@ -141,6 +141,10 @@ pub struct SimulateArgs {
     /// random times and cron's hourly jobs.
     #[arg(long, conflicts_with = "suite")]
     pub sysstat_noise: bool,
+    /// Time between two records of the sysstat capture, whole seconds such as 10s (sadc's own
+    /// `-I`/interval; Ganesha's captures recorded every second).
+    #[arg(long, default_value = "1s", conflicts_with = "suite")]
+    pub sysstat_interval: String,
     /// The share of task attempts, on any node, whose work takes a heavy-tailed multiple of its
     /// time (Pareto, α = 2, at most 8×): stragglers on healthy nodes.
     #[arg(long, default_value_t = 0.0, conflicts_with = "suite")]

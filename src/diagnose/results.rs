@@ -312,8 +312,8 @@ pub async fn write(warehouse: &Warehouse, name: &str, batch: RecordBatch, replac
 /// the table is partitioned as every table is, and each file of the replaced partitions holds
 /// only replaced rows or none. None sends the write through Delta's own operation, which plans
 /// it with DataFusion and rewrites a file whose rows are only partly replaced (as a compacted
-/// one may be). A batch with rows outside the replaced partitions is an error.
-/// Also the `parameters` of the replaced rows that differ from the run's own text.
+/// one may be). A batch with rows outside the replaced partitions is an error. Beside them,
+/// the `parameters` of the replaced rows whose text differs from the run's own.
 async fn replaced_files(
     table: &DeltaTable,
     batch: &RecordBatch,
@@ -405,8 +405,9 @@ fn batch_within(batch: &RecordBatch, replace: &Replace) -> Result<bool> {
     }))
 }
 
-/// How many rows of a Parquet file have this query and these parameters; None for a file
-/// without those columns.
+/// How many rows of a Parquet file are of this query's run with these parameters (see
+/// [`same_run`]), adding the other texts of their parameters to `runs`; None for a file without
+/// those columns.
 fn rows_of_run(
     file: impl ChunkReader + 'static,
     query: &str,

@@ -22,6 +22,8 @@ pub struct Conditions {
     pub datanode_log: DataNodeLog,
     /// Each node's capture shows the daemons and cron jobs it runs beside Hadoop.
     pub sysstat_noise: bool,
+    /// Seconds between two records of a capture (0 or 1: every second, as Ganesha's ran).
+    pub sysstat_interval_s: u32,
     /// The share of task attempts that run slower for reasons of their own, on any node (a
     /// skewed split, a long garbage collection, a slow disk sector): see [`Cluster::stragglers`].
     pub stragglers: f64,

@@ -292,6 +292,7 @@ pub(crate) fn run_one(e: &Experiment, cfg: &HistoryConfig) -> Result<Ran> {
         epoch_ms: e.start_ms,
         datanode_log: cfg.conditions.datanode_log,
         sysstat_noise: cfg.conditions.sysstat_noise,
+        sysstat_interval_s: cfg.conditions.sysstat_interval_s,
     };
     let spec = RunSpec {
         seed: cfg.seed ^ (e.id as u64) << 20,

@@ -157,6 +157,7 @@ struct Layout {
     epoch_ms: i64,
     datanode_log: DataNodeLog,
     sysstat_noise: bool,
+    sysstat_interval_s: u32,
 }
 
 fn iso(ms: i64) -> String {
@@ -193,6 +194,7 @@ fn execute<S: JobSource>(spec: RunSpec, source: S, layout: &Layout, bar: &Progre
             let w = SadcWriter::create(dir, i, &n.name, n.cores, n.disk_mb_s, seed, layout.gzip)
                 .with_context(|| format!("cannot create {}", dir.display()))?
                 .with_clock_offset(n.clock_offset_ms);
+            let w = w.with_interval(layout.sysstat_interval_s);
             sadcs.push(if layout.sysstat_noise { w.with_noise(seed) } else { w });
         }
     }
@@ -436,6 +438,7 @@ pub fn run(cfg: &Config) -> Result<Outcome> {
         epoch_ms: cfg.epoch_ms,
         datanode_log: cfg.conditions.datanode_log,
         sysstat_noise: cfg.conditions.sysstat_noise,
+        sysstat_interval_s: cfg.conditions.sysstat_interval_s,
     };
     let spec = RunSpec {
         seed: cfg.seed,
@@ -533,7 +536,7 @@ impl Suite {
     /// `{"workloads": ["sort"], "faults": ["none", "CPUHog"], "nodes": [10, 25],
     /// "repetitions": 10, "duration": "30m", "seed": 1, "hadoop": "0.18", "sadc": true,
     /// "hardware": "uniform", "clock_skew": "0s", "datanode_log": "debug", "sysstat_noise": false,
-    /// "stragglers": 0}`;
+    /// "sysstat_interval": "1s", "stragglers": 0}`;
     /// every key but `workloads` may be left out.
     pub fn parse(text: &str) -> Result<Suite> {
         let v: Value = serde_json::from_str(text).context("a suite is a JSON object")?;
@@ -589,6 +592,14 @@ impl Suite {
                 .filter(|s| (0.0..=1.0).contains(s))
                 .with_context(|| format!("suite: stragglers {s} is not a share of task attempts from 0 to 1"))?,
         };
+        let sysstat_interval_s = match v.get("sysstat_interval").and_then(Value::as_str) {
+            Some(d) => faults::parse_duration(d)
+                .ok()
+                .filter(|s| *s >= 1.0 && s.fract() == 0.0 && *s <= 3600.0)
+                .with_context(|| format!("suite: sysstat_interval {d} is not whole seconds from 1s to 1h"))?
+                as u32,
+            None => 0,
+        };
         let clock_skew_s = match v.get("clock_skew").and_then(Value::as_str) {
             Some(d) => faults::parse_duration(d).map_err(|e| anyhow::anyhow!("suite: clock_skew {e}"))?,
             None => 0.0,
@@ -607,6 +618,7 @@ impl Suite {
                 clock_skew_ms: (clock_skew_s * 1000.0).round() as i64,
                 datanode_log,
                 sysstat_noise: v.get("sysstat_noise").and_then(Value::as_bool).unwrap_or(false),
+                sysstat_interval_s,
                 stragglers,
             },
         })
@@ -730,12 +742,13 @@ mod tests {
 
     #[test]
     fn a_suite_names_its_conditions() {
-        let harder = r#"{"workloads": ["sort"], "hardware": "mixed", "clock_skew": "3s", "datanode_log": "info", "sysstat_noise": true, "stragglers": 0.1}"#;
+        let harder = r#"{"workloads": ["sort"], "hardware": "mixed", "clock_skew": "3s", "datanode_log": "info", "sysstat_noise": true, "sysstat_interval": "10s", "stragglers": 0.1}"#;
         let expected = Conditions {
             hardware: Hardware::Mixed,
             clock_skew_ms: 3000,
             datanode_log: DataNodeLog::Info,
             sysstat_noise: true,
+            sysstat_interval_s: 10,
             stragglers: 0.1,
         };
         assert_eq!(Suite::parse(harder).unwrap().conditions, expected);
@@ -743,6 +756,7 @@ mod tests {
             (r#""hardware": "exotic""#, "hardware exotic is not uniform or mixed"),
             (r#""datanode_log": "trace""#, "datanode_log trace is not debug or info"),
             (r#""clock_skew": "soon""#, "clock_skew"),
+            (r#""sysstat_interval": "1.5s""#, "sysstat_interval 1.5s is not whole seconds"),
             (r#""stragglers": 2"#, "stragglers 2 is not a share of task attempts from 0 to 1"),
             (r#""stragglers": "many""#, "stragglers \"many\" is not a share"),
         ] {

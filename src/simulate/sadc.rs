@@ -162,6 +162,7 @@ pub struct SadcWriter {
     clock: Clock,
     clock_offset_ms: i64,
     noise: Option<Noise>,
+    interval_s: i64,
     load: [f64; 3],
     line: Vec<u8>,
 }
@@ -191,6 +192,7 @@ impl SadcWriter {
             clock: Clock::new(),
             clock_offset_ms: 0,
             noise: None,
+            interval_s: 1,
             load: [0.3, 0.2, 0.1],
             line: Vec::with_capacity(256),
         })
@@ -199,6 +201,13 @@ impl SadcWriter {
     /// The capture stamped by a clock `ms` off the true time.
     pub fn with_clock_offset(self, ms: i64) -> SadcWriter {
         SadcWriter { clock_offset_ms: ms, ..self }
+    }
+
+    /// A capture that records every `seconds` (by the node's clock), the figures of the second
+    /// it records in; the seconds between are drawn all the same, so the records it keeps are
+    /// those of a capture every second.
+    pub fn with_interval(self, seconds: u32) -> SadcWriter {
+        SadcWriter { interval_s: i64::from(seconds.max(1)), ..self }
     }
 
     /// The capture with what the node runs beside Hadoop ([`Noise`]), drawn from `seed`.
@@ -303,6 +312,9 @@ impl SadcWriter {
                 format!("eth0;{rx_pck:.2};{tx_pck:.2};{rx_kb:.2};{tx_kb:.2};0.00;0.00;0.00;{:.2}", util.min(100.0))
             }),
         ];
+        if clock_ms.div_euclid(1000) % self.interval_s != 0 {
+            return Ok(());
+        }
         let stamp = String::from_utf8_lossy(self.clock.seconds_text(clock_ms.div_euclid(1000))).into_owned();
         for (activity, fields) in rows {
             if activity == 5 {
@@ -316,7 +328,7 @@ impl SadcWriter {
     fn spool_row(&mut self, activity: u8, stamp: &str, fields: &str) -> io::Result<()> {
         self.line.clear();
         self.line.push(b'0' + activity);
-        let _ = writeln!(self.line, "{};1;{stamp} UTC;{fields}", self.host);
+        let _ = writeln!(self.line, "{};{};{stamp} UTC;{fields}", self.host, self.interval_s);
         self.spool.write_all(&self.line)
     }
 
