@@ -143,7 +143,7 @@ pub struct SimulateArgs {
     pub sysstat_noise: bool,
     /// Time between two records of the sysstat capture, whole seconds such as 10s (sadc's own
     /// `-I`/interval; Ganesha's captures recorded every second).
-    #[arg(long, default_value = "1s", conflicts_with = "suite")]
+    #[arg(long, default_value = "1s", value_name = "INTERVAL", conflicts_with = "suite")]
     pub sysstat_interval: String,
     /// The share of task attempts, on any node, whose work takes a heavy-tailed multiple of its
     /// time (Pareto, α = 2, at most 8×): stragglers on healthy nodes.
