@@ -8,7 +8,7 @@ mod common;
 use std::path::Path;
 use std::process::{Command, Output};
 
-use common::{rows, scalar};
+use common::{every_ten_seconds, rows, scalar};
 
 fn kahuna(warehouse: &Path, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_kahuna")).arg("--warehouse").arg(warehouse).args(args).output().unwrap()
@@ -71,19 +71,7 @@ async fn alike_nodes_with_noise_are_not_indicted_and_calibration_says_what_it_ch
     for entry in std::fs::read_dir(run.path().join("sadc")).unwrap() {
         let path = entry.unwrap().path();
         let text = std::fs::read_to_string(&path).unwrap();
-        let kept: Vec<String> = text
-            .lines()
-            .filter_map(|line| {
-                let fields: Vec<&str> = line.split(';').collect();
-                match fields.as_slice() {
-                    _ if line.starts_with('#') => Some(line.to_string()),
-                    [host, "1", ts, rest @ ..] if ts.get(17..19).is_some_and(|s| s.ends_with('0')) => {
-                        Some([&[*host, "10", *ts][..], rest].concat().join(";"))
-                    }
-                    _ => None,
-                }
-            })
-            .collect();
+        let kept = every_ten_seconds(&text);
         assert!(kept.len() * 9 < text.lines().count(), "{}: a tenth of the rows", path.display());
         std::fs::write(every_10s.join(path.file_name().unwrap()), kept.join("\n") + "\n").unwrap();
     }

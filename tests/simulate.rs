@@ -7,7 +7,7 @@ mod common;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use common::{ingest_into, rows, scalar};
+use common::{every_ten_seconds, ingest_into, rows, scalar};
 use kahuna::simulate::cluster::STRAGGLER_MAX;
 use kahuna::simulate::faults::FaultSpec;
 use kahuna::simulate::history::{HistoryConfig, run_history};
@@ -203,19 +203,7 @@ fn a_sysstat_interval_keeps_every_tenth_record_of_the_same_capture() {
             assert!(bytes == &tens[path], "{} differs", path.display());
             continue;
         }
-        let expected: Vec<String> = text(bytes)
-            .lines()
-            .filter_map(|line| {
-                let fields: Vec<&str> = line.split(';').collect();
-                match fields.as_slice() {
-                    _ if line.starts_with('#') => Some(line.to_string()),
-                    [host, "1", ts, rest @ ..] if ts.get(18..19) == Some("0") => {
-                        Some([&[*host, "10", *ts][..], rest].concat().join(";"))
-                    }
-                    _ => None,
-                }
-            })
-            .collect();
+        let expected = every_ten_seconds(&text(bytes));
         let got = text(&tens[path]);
         assert_eq!(got.lines().collect::<Vec<_>>(), expected, "{}", path.display());
         kept += expected.iter().filter(|l| !l.starts_with('#')).count();

@@ -252,7 +252,7 @@ pub async fn calibrate_history(
     let Output::Table(models) = &history.training.query.output else {
         bail!("{}: saves no table of profiles", history.training.query.origin)
     };
-    let mut snapshot = Snapshot::take(warehouse).await?;
+    let snapshot = Snapshot::take(warehouse).await?;
     let mut chosen = Vec::new();
     let mut outlying: BTreeSet<String> = BTreeSet::new();
     for query in queries {
@@ -262,8 +262,8 @@ pub async fn calibrate_history(
             if !outlying.is_empty() {
                 train.params.push(("exclude".into(), outlying.iter().cloned().collect::<Vec<_>>().join(",")));
             }
+            // The write makes the snapshot forget the models table: the curve reads the new one.
             diagnose::run_on(&snapshot, &train, Record::Replace).await.context("cannot train Ganesha's profiles")?;
-            snapshot = Snapshot::take(warehouse).await?;
             let method = format!("profiles trained on the history's sadc, {} outlying hosts left out", outlying.len());
             if let Some(cluster) = &history.model_cluster {
                 writeln!(out, "  {}: model_cluster = {cluster} ({method})", query.name)?;

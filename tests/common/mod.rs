@@ -165,3 +165,21 @@ pub fn section<'a>(dom: &'a str, id: &str) -> &'a str {
     let end = dom[start..].find("</section>").unwrap();
     &dom[start..start + end]
 }
+
+/// The records of a one-second sadf `-d` capture as a capture every 10 s would keep them: the
+/// header lines, and the records of the seconds ending in 0 with their interval 10.
+pub fn every_ten_seconds(capture: &str) -> Vec<String> {
+    capture
+        .lines()
+        .filter_map(|line| {
+            let fields: Vec<&str> = line.split(';').collect();
+            match fields.as_slice() {
+                _ if line.starts_with('#') => Some(line.to_string()),
+                [host, "1", ts, rest @ ..] if ts.get(18..19) == Some("0") => {
+                    Some([&[*host, "10", *ts][..], rest].concat().join(";"))
+                }
+                _ => None,
+            }
+        })
+        .collect()
+}
