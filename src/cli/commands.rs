@@ -318,6 +318,9 @@ pub fn simulate(args: SimulateArgs) -> Result<()> {
     if !(0.0..=1.0).contains(&args.stragglers) {
         bail!("--stragglers {}: a share of task attempts from 0 to 1", args.stragglers);
     }
+    if !(0.0..=1.0).contains(&args.fetch_failures) {
+        bail!("--fetch-failures {}: a share of map-output copies from 0 to 1", args.fetch_failures);
+    }
     let conditions = simulate::Conditions {
         hardware,
         clock_skew_ms,
@@ -325,6 +328,7 @@ pub fn simulate(args: SimulateArgs) -> Result<()> {
         sysstat_noise: args.sysstat_noise,
         sysstat_interval_s,
         stragglers: args.stragglers,
+        fetch_failures: args.fetch_failures,
     };
     if let Some(kind) = &args.history {
         if kind != "m45" {

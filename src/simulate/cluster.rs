@@ -7,6 +7,9 @@ use super::rng::{Rng, Stream};
 /// Hadoop 0.18's defaults (`mapred.tasktracker.{map,reduce}.tasks.maximum`).
 pub const MAP_SLOTS: u8 = 2;
 pub const REDUCE_SLOTS: u8 = 2;
+const M45_CORES: f64 = 8.0;
+pub const M45_MAP_SLOTS: u8 = 6;
+const M45_REDUCE_SLOTS: u8 = 2;
 /// Nodes per rack, for names, addresses and replica placement.
 pub const RACK_SIZE: usize = 40;
 
@@ -27,6 +30,9 @@ pub struct Conditions {
     /// The share of task attempts that run slower for reasons of their own, on any node (a
     /// skewed split, a long garbage collection, a slow disk sector): see [`Cluster::stragglers`].
     pub stragglers: f64,
+    /// The share of map-output copies that fail once, between any two nodes: see
+    /// [`Cluster::fetch_failures`].
+    pub fetch_failures: f64,
 }
 
 /// The machines of a cluster.
@@ -146,6 +152,13 @@ pub struct Cluster {
     /// most [`STRAGGLER_MAX`]: a heavy tail of durations on healthy nodes (median 1.4×, one
     /// straggler in nine over 3×).
     pub stragglers: f64,
+    /// The share of map-output copies that time out once and are fetched again, between any two
+    /// nodes (a TaskTracker too busy to serve in time, a connection reset): the stray fetch
+    /// failures of a healthy cluster.
+    pub fetch_failures: f64,
+    /// Task slots per TaskTracker.
+    pub map_slots: u8,
+    pub reduce_slots: u8,
 }
 
 /// The longest a straggler's work is drawn to take, as a multiple of its time.
@@ -158,7 +171,22 @@ impl Cluster {
             nodes: globals.iter().map(|&g| Node::new(g, seed, conditions)).collect(),
             master: "master".into(),
             stragglers: conditions.stragglers,
+            fetch_failures: conditions.fetch_failures,
+            map_slots: MAP_SLOTS,
+            reduce_slots: REDUCE_SLOTS,
         }
+    }
+
+    /// M45's nodes: the paper's 4000 processors over some 400–500 nodes are 8 cores each. Their
+    /// slots are not published; 6 map and 2 reduce slots are our choice, the one that gives the
+    /// paper's peer similarity of Maps (`docs/simulate.md`).
+    pub fn m45(mut self) -> Cluster {
+        for node in &mut self.nodes {
+            node.cores = M45_CORES;
+        }
+        self.map_slots = M45_MAP_SLOTS;
+        self.reduce_slots = M45_REDUCE_SLOTS;
+        self
     }
 
     /// Nodes `0..n` of a cluster under `conditions`.

@@ -536,7 +536,7 @@ impl Suite {
     /// `{"workloads": ["sort"], "faults": ["none", "CPUHog"], "nodes": [10, 25],
     /// "repetitions": 10, "duration": "30m", "seed": 1, "hadoop": "0.18", "sadc": true,
     /// "hardware": "uniform", "clock_skew": "0s", "datanode_log": "debug", "sysstat_noise": false,
-    /// "sysstat_interval": "1s", "stragglers": 0}`;
+    /// "sysstat_interval": "1s", "stragglers": 0, "fetch_failures": 0}`;
     /// every key but `workloads` may be left out.
     pub fn parse(text: &str) -> Result<Suite> {
         let v: Value = serde_json::from_str(text).context("a suite is a JSON object")?;
@@ -592,6 +592,13 @@ impl Suite {
                 .filter(|s| (0.0..=1.0).contains(s))
                 .with_context(|| format!("suite: stragglers {s} is not a share of task attempts from 0 to 1"))?,
         };
+        let fetch_failures = match v.get("fetch_failures") {
+            None => 0.0,
+            Some(s) => s
+                .as_f64()
+                .filter(|s| (0.0..=1.0).contains(s))
+                .with_context(|| format!("suite: fetch_failures {s} is not a share of copies from 0 to 1"))?,
+        };
         let sysstat_interval_s = match v.get("sysstat_interval").and_then(Value::as_str) {
             Some(d) => faults::parse_duration(d)
                 .ok()
@@ -620,6 +627,7 @@ impl Suite {
                 sysstat_noise: v.get("sysstat_noise").and_then(Value::as_bool).unwrap_or(false),
                 sysstat_interval_s,
                 stragglers,
+                fetch_failures,
             },
         })
     }
@@ -742,7 +750,7 @@ mod tests {
 
     #[test]
     fn a_suite_names_its_conditions() {
-        let harder = r#"{"workloads": ["sort"], "hardware": "mixed", "clock_skew": "3s", "datanode_log": "info", "sysstat_noise": true, "sysstat_interval": "10s", "stragglers": 0.1}"#;
+        let harder = r#"{"workloads": ["sort"], "hardware": "mixed", "clock_skew": "3s", "datanode_log": "info", "sysstat_noise": true, "sysstat_interval": "10s", "stragglers": 0.1, "fetch_failures": 0.01}"#;
         let expected = Conditions {
             hardware: Hardware::Mixed,
             clock_skew_ms: 3000,
@@ -750,6 +758,7 @@ mod tests {
             sysstat_noise: true,
             sysstat_interval_s: 10,
             stragglers: 0.1,
+            fetch_failures: 0.01,
         };
         assert_eq!(Suite::parse(harder).unwrap().conditions, expected);
         for (bad, says) in [
@@ -759,6 +768,7 @@ mod tests {
             (r#""sysstat_interval": "1.5s""#, "sysstat_interval 1.5s is not whole seconds"),
             (r#""stragglers": 2"#, "stragglers 2 is not a share of task attempts from 0 to 1"),
             (r#""stragglers": "many""#, "stragglers \"many\" is not a share"),
+            (r#""fetch_failures": -0.1"#, "fetch_failures -0.1 is not a share of copies from 0 to 1"),
         ] {
             let error = Suite::parse(&format!(r#"{{"workloads": ["sort"], {bad}}}"#)).unwrap_err();
             assert!(format!("{error:#}").contains(says), "{error:#}");

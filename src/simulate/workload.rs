@@ -4,7 +4,7 @@
 
 use std::fmt;
 
-use super::cluster::{MAP_SLOTS, REDUCE_SLOTS};
+use super::cluster::REDUCE_SLOTS;
 use super::rng::{Rng, Stream};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -82,6 +82,8 @@ pub struct JobSpec {
     pub reduce_out_ratio: f64,
     /// The map index whose every attempt fails (a bad record): the job fails after 4 tries.
     pub poison_map: Option<u32>,
+    /// The reduce index whose every attempt fails in its reduce phase, after its shuffle.
+    pub poison_reduce: Option<u32>,
     /// The user kills the job this long after submitting it.
     pub kill_after_ms: Option<i64>,
 }
@@ -103,6 +105,7 @@ impl JobSpec {
             reduce_cpu_s_per_mb: 0.1,
             reduce_out_ratio: 1.0,
             poison_map: None,
+            poison_reduce: None,
             kill_after_ms: None,
         }
     }
@@ -120,19 +123,20 @@ impl JobSpec {
     }
 }
 
-/// The M45 history's generic research job, sized to run about `budget_s` on `nodes` nodes:
-/// one to six waves of maps whose length grows with the budget (long jobs have long maps, not
-/// thousands of waves, which keeps the shuffle — maps × reduces copies — realistic), and no,
-/// one or a share of the nodes' worth of reduces.
-pub fn research_job(rng: &mut Rng, user: &str, nodes: usize, budget_s: f64) -> JobSpec {
+/// The M45 history's generic research job, sized to run about `budget_s` on `nodes` nodes of
+/// `map_slots` each: one to three waves of maps whose length grows with the budget (long jobs
+/// have long maps, not thousands of waves, which keeps the shuffle — maps × reduces copies —
+/// realistic), and no, one or a share of the nodes' worth of reduces.
+pub fn research_job(rng: &mut Rng, user: &str, nodes: usize, map_slots: u8, budget_s: f64) -> JobSpec {
     let kinds = ["streamjob", "wordcount", "PigLatin:DefaultJobName", "indexer", "translate", "grep-search"];
     let name = kinds[rng.below(kinds.len() as u64) as usize];
-    let slots = nodes as f64 * f64::from(MAP_SLOTS);
-    let waves = rng.range(1.0, 6.0).min((budget_s / 40.0).max(1.0));
-    let map_s = ((budget_s * 0.95 - 20.0) / waves).max(4.0);
+    let slots = nodes as f64 * f64::from(map_slots);
+    let waves = rng.range(1.0, 3.0).min((budget_s / 40.0).max(1.0));
     let cpu = rng.range(0.02, 0.1);
     let fill = if budget_s < 60.0 { rng.range(0.1, 1.0) } else { rng.range(0.8, 1.0) };
     let maps = (waves * slots * fill).round().max(1.0) as u32;
+    // A part-filled last wave takes a whole map's time: the budget is shared among whole waves.
+    let map_s = ((budget_s * 0.95 - 20.0) / (f64::from(maps) / slots).ceil()).max(4.0);
     // A third of M45 jobs had no reduces (Kahuna §IV). Of the others, some keep Hadoop's
     // default of one reduce (aggregates: little map output), the rest scale theirs to a share
     // of the allocation.

@@ -281,7 +281,7 @@ impl<S: JobSource> Sim<'_, S> {
 mod tests {
     use super::*;
     use crate::simulate::cluster::{Cluster, Conditions, MAP_SLOTS, REDUCE_SLOTS};
-    use crate::simulate::scheduler::testing::{attempts, finish, job, spec, submitted};
+    use crate::simulate::scheduler::testing::{attempts, finish, job, running, spec, submitted};
 
     #[test]
     fn a_map_that_always_fails_fails_its_job_at_the_fourth_failure_each_try_on_another_node() {
@@ -308,6 +308,50 @@ mod tests {
         assert_eq!((status, maps, failed_maps, failed_reduces), (Status::Failed, 2, 4, 0));
         let errors = sim.bufs.iter().flatten().filter(|r| matches!(r.line, Line::ChildError { .. })).count();
         assert_eq!(errors, 4);
+    }
+
+    /// On M45's nodes (6 map slots each), a reduce with a bad record: every map runs, once each,
+    /// and all six of a node's slots are used at once; each reduce attempt fails after its
+    /// shuffle, each on another node, and the fourth fails the job.
+    #[test]
+    fn a_reduce_that_always_fails_fails_its_job_after_every_map_has_run() {
+        let cluster = Cluster::first(3, 1, Conditions::default()).m45();
+        let mut poisoned = job(18, 2);
+        poisoned.poison_reduce = Some(0);
+        let mut first = running(spec(&cluster, None), vec![poisoned.clone()]);
+        first.assign(0);
+        assert_eq!((first.nodes[0].free_maps, first.nodes[0].running), (0, 8), "six maps and two reduces at once");
+        let mut sim = submitted(spec(&cluster, None), vec![poisoned]);
+        finish(&mut sim);
+        let j = &sim.jobs[0];
+        assert_eq!(j.state, JobState::Done(Status::Failed));
+        let ends = attempts(&sim, 0);
+        let maps: Vec<Status> = ends.iter().filter(|e| !e.0.reduce).map(|e| e.2).collect();
+        assert_eq!(maps, vec![Status::Success; 18]);
+        let last_map = j.maps.iter().filter_map(|m| m.done.map(|d| d.0)).max();
+        let tries: Vec<(u8, u16, Status)> =
+            ends.iter().filter(|e| e.0.reduce && e.0.idx == 0).map(|&(t, node, s)| (t.attempt, node, s)).collect();
+        assert_eq!(
+            tries.iter().map(|t| (t.0, t.2)).collect::<Vec<_>>(),
+            (0..4).map(|a| (a, Status::Failed)).collect::<Vec<_>>()
+        );
+        assert!(tries.windows(2).all(|w| w[0].1 != w[1].1), "{tries:?}");
+        let errors: Vec<i64> = sim
+            .bufs
+            .iter()
+            .flatten()
+            .filter(|r| matches!(r.line, Line::ChildError { task } if task.reduce))
+            .map(|r| r.ts_ms)
+            .collect();
+        assert_eq!(errors.len(), 4);
+        assert!(errors.iter().all(|&t| Some(t) > last_map), "{errors:?} after {last_map:?}");
+        let Some(Hist::JobEnd { status, failed_maps, failed_reduces, .. }) = j.history.last().map(|h| h.h) else {
+            panic!("no end")
+        };
+        assert_eq!((status, failed_maps, failed_reduces), (Status::Failed, 0, 4));
+        for node in &sim.nodes {
+            assert_eq!((node.free_maps, node.free_reduces, node.running), (6, 2, 0));
+        }
     }
 
     #[test]

@@ -34,7 +34,7 @@ use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, VecDeque};
 
 use super::Version;
-use super::cluster::{Cluster, MAP_SLOTS, REDUCE_SLOTS};
+use super::cluster::Cluster;
 use super::faults::{Fault, Injected};
 use super::jobhistory::{Hist, HistRec, Status};
 use super::rng::{Rng, Stream};
@@ -299,6 +299,7 @@ pub struct Sim<'a, S: JobSource> {
 impl<'a, S: JobSource> Sim<'a, S> {
     pub fn new(spec: RunSpec<'a>, source: S) -> Sim<'a, S> {
         let n = spec.cluster.len();
+        let (map_slots, reduce_slots) = (spec.cluster.map_slots, spec.cluster.reduce_slots);
         let mut sim = Sim {
             rng: Rng::derive(spec.seed, Stream::Schedule, &[]),
             now: 0,
@@ -309,8 +310,8 @@ impl<'a, S: JobSource> Sim<'a, S> {
             active: Vec::new(),
             nodes: (0..n)
                 .map(|i| NodeState {
-                    free_maps: MAP_SLOTS,
-                    free_reduces: REDUCE_SLOTS,
+                    free_maps: map_slots,
+                    free_reduces: reduce_slots,
                     heartbeat_due: false,
                     running: 0,
                     next_port: 40_000 + (i as u16 % 97) * 100,
@@ -438,7 +439,7 @@ impl<'a, S: JobSource> Sim<'a, S> {
 mod tests {
     use super::testing::{attempts, finish, job, running, spec, submitted};
     use super::*;
-    use crate::simulate::cluster::Conditions;
+    use crate::simulate::cluster::{Conditions, MAP_SLOTS, REDUCE_SLOTS};
 
     #[test]
     fn a_planned_progress_is_linear_between_its_ends() {

@@ -106,6 +106,20 @@ impl<S: JobSource> Sim<'_, S> {
         let cpu_ms = total_mb * spec.reduce_cpu_s_per_mb * rng.jitter(0.04) * self.straggle(&mut rng)
             / self.cpu_rate(node, t)
             * 1000.0;
+        if spec.poison_reduce == Some(r) {
+            // A bad record: the reduce function throws a second or more into its input.
+            let failed = t + 1000 + (cpu_ms * rng.range(0.0, 0.5)) as i64;
+            self.use_rate(owner, node, (t, failed), Use::Cpu, 1.0);
+            self.progress(node, task, (t, failed), (0.6667, 0.7), Some(ReducePhase::Reduce), &mut rng);
+            self.push(node, failed, owner, Line::ChildError { task });
+            self.push(node, failed, owner, Line::SyslogClose { task, done: false });
+            self.use_rate(owner, node, (start, failed), Use::Tasks, 1.0);
+            if let Some(run) = self.reduce_run(job, r, attempt) {
+                run.tail = Some((shuffle_done, sort_done, failed));
+            }
+            self.at(failed, Ev::ReduceEnd { job, idx: r, attempt, end: End::Failed });
+            return;
+        }
         let out_mb = total_mb * spec.reduce_out_ratio;
         let blocks = (out_mb / BLOCK_MB).ceil().max(1.0) as usize;
         for b in 0..blocks {

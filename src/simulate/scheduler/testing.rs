@@ -38,6 +38,7 @@ pub(super) fn job(maps: u32, reduces: u32) -> JobSpec {
         reduce_cpu_s_per_mb: 0.08,
         reduce_out_ratio: 1.0,
         poison_map: None,
+        poison_reduce: None,
         kill_after_ms: None,
     }
 }
