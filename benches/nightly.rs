@@ -1,7 +1,7 @@
 //! The nightly run: `cargo bench --bench nightly` (release build).
 //!
 //! Simulates one M45-scale day (`kahuna simulate --history m45 --months 0.03285 --seed 7`:
-//! ~2.4 M log lines from ~400 nodes, job history beside the logs, no sadc), ingests it, then runs
+//! millions of log lines from ~400 nodes, job history beside the logs, no sadc), ingests it, then runs
 //! every built-in query over it as a scheduled run would: each in a fresh session over tables
 //! opened once for the batch (`diagnose::run_on`), its result replacing that run date's
 //! (`Record::Replace`). Prints the time to open the warehouse and each query's wall time, the

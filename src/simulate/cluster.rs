@@ -177,9 +177,9 @@ impl Cluster {
         }
     }
 
-    /// M45's nodes: the paper's 4000 processors over some 400–500 nodes are 8 cores each. Their
-    /// slots are not published; 6 map and 2 reduce slots are our choice, the one that gives the
-    /// paper's peer similarity of Maps (`docs/simulate.md`).
+    /// M45's nodes: the paper's 4000 processors over about 500 nodes are 8 cores each. Their
+    /// slots are not published; 6 map and 2 reduce slots are our choice, the closest to the
+    /// paper's peer similarity of Maps we found (`docs/simulate.md`).
     pub fn m45(mut self) -> Cluster {
         for node in &mut self.nodes {
             node.cores = M45_CORES;

@@ -37,7 +37,8 @@ const MONTH_MS: f64 = 30.44 * 86_400_000.0;
 const FAILED_JOBS: f64 = 0.03;
 const KILLED_JOBS: f64 = 0.015;
 /// Of the failing jobs with reduces, the share that fails in a reduce, after every map has run:
-/// with it the failed jobs' Maps are as alike as the paper found them (43% of hosts similar).
+/// with it the failed jobs' Maps are about as alike as the paper found them (43% of hosts
+/// similar; 47% simulated).
 const FAILING_IN_REDUCE: f64 = 0.8;
 /// Share of experiments with a fault injected at one of their nodes.
 const FAULTY_EXPERIMENTS: f64 = 0.1;

@@ -345,6 +345,11 @@ mod tests {
             .collect();
         assert_eq!(errors.len(), 4);
         assert!(errors.iter().all(|&t| Some(t) > last_map), "{errors:?} after {last_map:?}");
+        let reduce0 = |l: &Line| match l {
+            Line::Done { task } | Line::SyslogClose { task, done: true } => task.reduce && task.idx == 0,
+            _ => false,
+        };
+        assert!(!sim.bufs.iter().flatten().any(|r| reduce0(&r.line)), "the poisoned reduce never finishes");
         let Some(Hist::JobEnd { status, failed_maps, failed_reduces, .. }) = j.history.last().map(|h| h.h) else {
             panic!("no end")
         };

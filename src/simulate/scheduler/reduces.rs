@@ -115,7 +115,9 @@ impl<S: JobSource> Sim<'_, S> {
             self.push(node, failed, owner, Line::SyslogClose { task, done: false });
             self.use_rate(owner, node, (start, failed), Use::Tasks, 1.0);
             if let Some(run) = self.reduce_run(job, r, attempt) {
-                run.tail = Some((shuffle_done, sort_done, failed));
+                // The tail the JobTracker reads progress from, so that it stands at 0.7 at the
+                // failure as the TaskTracker reports, not at 1.
+                run.tail = Some((shuffle_done, sort_done, sort_done + (failed - sort_done) * 10));
             }
             self.at(failed, Ev::ReduceEnd { job, idx: r, attempt, end: End::Failed });
             return;

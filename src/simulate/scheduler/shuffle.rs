@@ -97,7 +97,7 @@ impl<S: JobSource> Sim<'_, S> {
             self.hang_reduce(job, r, attempt, stall, &mut rng);
             return;
         }
-        let stray = self.spec.cluster.fetch_failures;
+        let stray = if from_n == node { 0.0 } else { self.spec.cluster.fetch_failures };
         let fail_p = if stray > 0.0 { 1.0 - (1.0 - link.fail_p) * (1.0 - stray) } else { link.fail_p };
         if rng.chance(fail_p) {
             self.push(node, start, owner, Line::CopyStart { reduce: task, map: map_task, from, bytes });
