@@ -485,7 +485,7 @@ async fn every_diagnosis_finds_a_simulated_cpu_hog_and_counts_each_map_once() {
 
 /// SALSA's data-flow augmentation (§8.3) on 50% packet loss at r01n02: every DataNode that
 /// reads or writes a block through r01n02 waits on it, so with a sensitive peer comparison
-/// (distance 0.3, 10 alarms) four of its partners' ReadBlock durations stand out for longer than
+/// (distance 0.3, 10 alarms) some of its partners' ReadBlock durations stand out for longer than
 /// 10 ticks too. r01n02 takes part in every outlier block operation, so the data flow names it
 /// and the peer comparison of those states indicts no one else; with the data flow silenced
 /// (`min_outliers` beyond any count) the partners are indicted beside it.
@@ -504,16 +504,18 @@ async fn salsa_data_flow_points_at_the_lossy_node_not_its_partners() {
         owned(&[["r01n02", "ReadBlock/dataflow"], ["r01n02", "WriteBlock/dataflow"]])
     );
     let alarmed = "SELECT count(*) FROM diagnoses WHERE query = 'salsa_fingerpoint' AND subject = 'ReadBlock' AND host <> 'r01n02' AND score >= 1";
-    assert_eq!(scalar(wh.path(), alarmed).await, "4", "partners whose own comparison alone would indict them");
+    let partners: u32 = scalar(wh.path(), alarmed).await.parse().unwrap();
+    assert!(partners >= 2, "{partners} partners whose own comparison alone would indict them");
 
     diagnose(wh.path(), &[&sensitive[..], &["--param", "min_outliers=1000000"]].concat());
     let without_flow = indicted(wh.path(), "salsa_fingerpoint", "loss").await;
-    assert!(without_flow.len() >= 5 && without_flow.contains(&"r01n02".to_string()), "{without_flow:?}");
+    assert!(without_flow.len() >= 3 && without_flow.contains(&"r01n02".to_string()), "{without_flow:?}");
 }
 
 /// `fetch_failures` on simulated runs (8 nodes, logs only). HADOOP-1152 leaves a reduce that
 /// failed three times to fetch one map output every other reduce fetched; 50% packet loss fails
-/// transfers between the lossy node and each of its peers, which fail with it alone.
+/// transfers between the lossy node and each of its peers, which fail with it alone, some of
+/// them twice: those a reduce reports.
 #[tokio::test]
 async fn failed_fetches_indict_the_stuck_reduce_and_the_lossy_node() {
     let runs = tempfile::tempdir().unwrap();
@@ -543,12 +545,17 @@ async fn failed_fetches_indict_the_stuck_reduce_and_the_lossy_node() {
     );
     let server = hang.iter().find(|r| r[0] != "r01n05").unwrap();
     assert_eq!(server[1], "false", "{hang:?}");
-    // The loss: the lossy node failed with all 7 peers, each of them with the lossy node alone.
+    // The loss: in one job the lossy node's reported outputs join it to more than half of its 7
+    // peers, and each of its partners to the lossy node alone.
     let loss = rows(wh.path(), &verdict("loss")).await;
-    assert_eq!(loss.len(), 8, "{loss:?}");
+    assert!(loss.len() >= 5, "{loss:?}");
     for row in &loss {
-        let expected = if row[0] == "r01n02" { ("true", "1.0") } else { ("false", "0.1429") };
-        assert_eq!((row[1].as_str(), row[2].as_str()), expected, "{loss:?}");
+        let score: f64 = row[2].parse().unwrap();
+        if row[0] == "r01n02" {
+            assert!(row[1] == "true" && score > 0.5, "{loss:?}");
+        } else {
+            assert_eq!((row[1].as_str(), row[2].as_str()), ("false", "0.1429"), "{loss:?}");
+        }
     }
     assert!(rows(wh.path(), &verdict("clean")).await.is_empty());
 }

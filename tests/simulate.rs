@@ -275,7 +275,7 @@ async fn a_hadoop_2_run_gives_the_states_of_the_0_20_run_of_its_seed() {
     let fault = "PacketLoss50@r01n02";
     let (yarn, classic) = (attempt_states(Version::V2, fault).await, attempt_states(Version::V020, fault).await);
     let count = |state: &str, outcome: &str| classic.iter().filter(|r| r[0] == state && r[6] == outcome).count();
-    assert!(count("Map", "SUCCEEDED") > 100 && count("Reduce", "SUCCEEDED") > 10, "{}", classic.len());
+    assert!(count("Map", "SUCCEEDED") > 80 && count("Reduce", "SUCCEEDED") > 10, "{}", classic.len());
     assert!(count("ReduceCopy", "FAILED") > 10, "{}", count("ReduceCopy", "FAILED"));
     assert_eq!(yarn.len(), classic.len());
     for (y, c) in yarn.iter().zip(&classic) {
@@ -620,29 +620,50 @@ async fn stragglers_lengthen_some_maps_on_any_node() {
     assert!(most <= STRAGGLER_MAX + 1.0, "the slowest took {most}× the median");
 }
 
-/// With a twentieth of the copies failing once, failed copies join most pairs of the 4 nodes,
-/// each then fetched by the same reduce attempt (unless the run ends first); on a healthy cluster
-/// without, none fails.
+/// With a twentieth of the tries of copies failing, failed copies join most pairs of the 4
+/// nodes, each output then fetched by the same reduce attempt (unless the attempt or the run
+/// ends first); on a healthy cluster without, none fails. `fetch_failures` indicts no one for them, as it counts
+/// only outputs a reduce failed to fetch twice; counting every failed try, it would.
 #[tokio::test]
-async fn stray_fetch_failures_fail_copies_between_any_nodes_once() {
+async fn stray_fetch_failures_are_fetched_again_and_indict_no_one() {
     let (alike, stray) = under_default_and(10.0, |c| c.fetch_failures = 0.05);
-    let sql = "WITH f AS (SELECT task_id, peer_task_id, host, peer_host FROM states \
+    // `never`: outputs not fetched in the end by an attempt whose log went on for a minute after
+    // the failed try began (time for a try and its backoff).
+    let sql = "WITH f AS (SELECT task_id, peer_task_id, host, peer_host, end_ts FROM states \
                WHERE state = 'ReduceCopy' AND outcome = 'FAILED') \
                SELECT count(*) AS failed, count(DISTINCT host || peer_host) AS pairs, \
-               count(*) - count(DISTINCT task_id || peer_task_id) AS twice, \
-               (SELECT count(*) FROM f WHERE NOT EXISTS (SELECT 1 FROM states s WHERE s.state = 'ReduceCopy' \
-               AND s.outcome = 'SUCCEEDED' AND s.task_id = f.task_id AND s.peer_task_id = f.peer_task_id)) AS never FROM f";
-    let mut failed = Vec::new();
+               (SELECT count(DISTINCT task_id || peer_task_id) FROM f WHERE NOT EXISTS (SELECT 1 FROM states s \
+               WHERE s.state = 'ReduceCopy' AND s.outcome = 'SUCCEEDED' AND s.task_id = f.task_id \
+               AND s.peer_task_id = f.peer_task_id) AND (SELECT max(end_ts) FROM states s WHERE s.task_id = f.task_id) \
+               > f.end_ts + INTERVAL '30 seconds') AS never FROM f";
+    let (mut failed, mut indicted) = (Vec::new(), Vec::new());
     for dir in [&alike, &stray] {
         let wh = tempfile::tempdir().unwrap();
         ingest_into(vec![dir.path().to_path_buf()], wh.path(), None).await;
         failed.push(rows(wh.path(), sql).await.remove(0));
+        for retries in ["retries=2", "retries=1"] {
+            indicted.push(fetch_failures_indicted(wh.path(), retries).await);
+        }
     }
-    assert_eq!(failed[0], ["0", "0", "0", "0"], "no failed copy on a healthy cluster");
+    assert_eq!(failed[0], ["0", "0", "0"], "no failed copy on a healthy cluster");
     let count = |i: usize| failed[1][i].parse::<u32>().unwrap();
     assert!(count(0) >= 10 && count(1) >= 8, "{failed:?}: failures between most of the 12 ordered pairs");
-    assert_eq!(count(2), 0, "no output fails twice for one reduce attempt: {failed:?}");
-    assert!(count(3) <= 1, "every failed copy fetched again, but one the run's end cuts off: {failed:?}");
+    assert_eq!(count(2), 0, "every failed copy fetched again by an attempt that lived on: {failed:?}");
+    assert_eq!(indicted, [0, 0, 0, 4], "healthy (twice, once), strays (twice, once)");
+}
+
+/// Runs `kahuna diagnose fetch_failures --param PARAM`: how many hosts it indicts.
+async fn fetch_failures_indicted(wh: &Path, param: &str) -> usize {
+    let diagnose = std::process::Command::new(env!("CARGO_BIN_EXE_kahuna"))
+        .arg("--warehouse")
+        .arg(wh)
+        .args(["diagnose", "fetch_failures", "--param", param])
+        .output()
+        .unwrap();
+    assert!(diagnose.status.success(), "{}", String::from_utf8_lossy(&diagnose.stderr));
+    let newest = "SELECT count(*) FROM diagnoses WHERE query = 'fetch_failures' AND indicted \
+                  AND run_id = (SELECT max(run_id) FROM diagnoses WHERE query = 'fetch_failures')";
+    scalar(wh, newest).await.parse().unwrap()
 }
 
 /// The M45 history's Maps are as alike as Kahuna §IV found M45's: of the hosts of successful

@@ -315,11 +315,13 @@ pub fn simulate(args: SimulateArgs) -> Result<()> {
         .filter(|s| *s >= 1.0 && s.fract() == 0.0 && *s <= 3600.0)
         .with_context(|| format!("--sysstat-interval {}: whole seconds from 1s to 1h", args.sysstat_interval))?
         as u32;
-    if !(0.0..=1.0).contains(&args.stragglers) {
-        bail!("--stragglers {}: a share of task attempts from 0 to 1", args.stragglers);
-    }
-    if !(0.0..=1.0).contains(&args.fetch_failures) {
-        bail!("--fetch-failures {}: a share of map-output copies from 0 to 1", args.fetch_failures);
+    for (flag, share, of_what) in [
+        ("--stragglers", args.stragglers, "task attempts"),
+        ("--fetch-failures", args.fetch_failures, "map-output copies"),
+    ] {
+        if !(0.0..=1.0).contains(&share) {
+            bail!("{flag} {share}: a share of {of_what} from 0 to 1");
+        }
     }
     let conditions = simulate::Conditions {
         hardware,

@@ -149,8 +149,8 @@ pub struct SimulateArgs {
     /// time (Pareto, α = 2, at most 8×): stragglers on healthy nodes.
     #[arg(long, default_value_t = 0.0, conflicts_with = "suite")]
     pub stragglers: f64,
-    /// The share of map-output copies, between any two nodes, that time out once and are fetched
-    /// again: the stray fetch failures of a healthy cluster.
+    /// The share of tries of map-output copies, between any two nodes, that time out and are
+    /// tried again: the stray fetch failures of a healthy cluster.
     #[arg(long, default_value_t = 0.0, value_name = "SHARE", conflicts_with = "suite")]
     pub fetch_failures: f64,
     /// A JSON matrix of runs (workloads × faults × cluster sizes × repetitions).

@@ -8,7 +8,7 @@ use super::rng::{Rng, Stream};
 pub const MAP_SLOTS: u8 = 2;
 pub const REDUCE_SLOTS: u8 = 2;
 const M45_CORES: f64 = 8.0;
-pub const M45_MAP_SLOTS: u8 = 6;
+const M45_MAP_SLOTS: u8 = 6;
 const M45_REDUCE_SLOTS: u8 = 2;
 /// Nodes per rack, for names, addresses and replica placement.
 pub const RACK_SIZE: usize = 40;
@@ -30,7 +30,7 @@ pub struct Conditions {
     /// The share of task attempts that run slower for reasons of their own, on any node (a
     /// skewed split, a long garbage collection, a slow disk sector): see [`Cluster::stragglers`].
     pub stragglers: f64,
-    /// The share of map-output copies that fail once, between any two nodes: see
+    /// The share of tries of map-output copies that fail, between any two nodes: see
     /// [`Cluster::fetch_failures`].
     pub fetch_failures: f64,
 }
@@ -152,8 +152,8 @@ pub struct Cluster {
     /// most [`STRAGGLER_MAX`]: a heavy tail of durations on healthy nodes (median 1.4×, one
     /// straggler in nine over 3×).
     pub stragglers: f64,
-    /// The share of map-output copies that time out once and are fetched again, between any two
-    /// nodes (a TaskTracker too busy to serve in time, a connection reset): the stray fetch
+    /// The share of tries of map-output copies that time out and are tried again, between any
+    /// two nodes (a TaskTracker too busy to serve in time, a connection reset): the stray fetch
     /// failures of a healthy cluster.
     pub fetch_failures: f64,
     /// Task slots per TaskTracker.

@@ -19,7 +19,7 @@ use anyhow::{Context, Result};
 use indicatif::ProgressBar;
 use serde_json::{Value, json};
 
-use super::cluster::{Cluster, Conditions, M45_MAP_SLOTS};
+use super::cluster::{Cluster, Conditions};
 use super::faults::{Fault, Injected};
 use super::jobhistory::Status;
 use super::rng::{Rng, Stream};
@@ -221,7 +221,7 @@ struct ExperimentJobs {
 }
 
 impl ExperimentJobs {
-    fn new(e: &Experiment, seed: u64) -> ExperimentJobs {
+    fn new(e: &Experiment, map_slots: u8, seed: u64) -> ExperimentJobs {
         let mut rng = Rng::derive(seed, Stream::Experiment, &[e.id as u64]);
         let planned_s = e.planned_minutes * 60.0;
         // Sessions of short jobs run side by side: a job takes at least ~40 s.
@@ -231,7 +231,7 @@ impl ExperimentJobs {
         let user = user_name(e.user);
         let queue = (0..e.jobs)
             .map(|_| {
-                let mut spec = research_job(&mut rng, &user, e.nodes.len(), M45_MAP_SLOTS, budget_s);
+                let mut spec = research_job(&mut rng, &user, e.nodes.len(), map_slots, budget_s);
                 if rng.chance(FAILED_JOBS) {
                     if spec.reduces > 0 && rng.chance(FAILING_IN_REDUCE) {
                         spec.poison_reduce = Some(rng.below(u64::from(spec.reduces)) as u32);
@@ -311,7 +311,7 @@ pub(crate) fn run_one(e: &Experiment, cfg: &HistoryConfig) -> Result<Ran> {
         jt_stamp: cfg.version.cluster_stamp(e.start_ms),
         usage: false,
     };
-    let outcome = execute(spec, ExperimentJobs::new(e, cfg.seed), &layout, &ProgressBar::hidden())
+    let outcome = execute(spec, ExperimentJobs::new(e, cluster.map_slots, cfg.seed), &layout, &ProgressBar::hidden())
         .with_context(|| format!("experiment e{:05}", e.id))?;
     let first_submit_ms = outcome.jobs.iter().map(|j| j.submit_ms).min().unwrap_or(0);
     let last_end_ms = outcome.jobs.iter().map(|j| j.finish_ms.unwrap_or(end_ms)).max().unwrap_or(first_submit_ms);

@@ -532,14 +532,38 @@ pub struct Suite {
     pub conditions: Conditions,
 }
 
+/// The keys a suite may have.
+const SUITE_KEYS: [&str; 16] = [
+    "about",
+    "workloads",
+    "faults",
+    "nodes",
+    "repetitions",
+    "duration",
+    "seed",
+    "hadoop",
+    "sadc",
+    "hardware",
+    "clock_skew",
+    "datanode_log",
+    "sysstat_noise",
+    "sysstat_interval",
+    "stragglers",
+    "fetch_failures",
+];
+
 impl Suite {
     /// `{"workloads": ["sort"], "faults": ["none", "CPUHog"], "nodes": [10, 25],
     /// "repetitions": 10, "duration": "30m", "seed": 1, "hadoop": "0.18", "sadc": true,
     /// "hardware": "uniform", "clock_skew": "0s", "datanode_log": "debug", "sysstat_noise": false,
     /// "sysstat_interval": "1s", "stragglers": 0, "fetch_failures": 0}`;
-    /// every key but `workloads` may be left out.
+    /// every key but `workloads` may be left out, and `about` holds what the suite is for.
     pub fn parse(text: &str) -> Result<Suite> {
         let v: Value = serde_json::from_str(text).context("a suite is a JSON object")?;
+        let Some(object) = v.as_object() else { bail!("a suite is a JSON object") };
+        if let Some(key) = object.keys().find(|k| !SUITE_KEYS.contains(&k.as_str())) {
+            bail!("suite: unknown key {key} (known: {})", SUITE_KEYS.join(", "));
+        }
         let strings = |key: &str| -> Vec<String> {
             v.get(key)
                 .and_then(Value::as_array)
@@ -585,20 +609,17 @@ impl Suite {
             }
             None => DataNodeLog::Debug,
         };
-        let stragglers = match v.get("stragglers") {
-            None => 0.0,
-            Some(s) => s
-                .as_f64()
-                .filter(|s| (0.0..=1.0).contains(s))
-                .with_context(|| format!("suite: stragglers {s} is not a share of task attempts from 0 to 1"))?,
+        let share = |key: &str, of_what: &str| -> Result<f64> {
+            match v.get(key) {
+                None => Ok(0.0),
+                Some(s) => s
+                    .as_f64()
+                    .filter(|s| (0.0..=1.0).contains(s))
+                    .with_context(|| format!("suite: {key} {s} is not a share of {of_what} from 0 to 1")),
+            }
         };
-        let fetch_failures = match v.get("fetch_failures") {
-            None => 0.0,
-            Some(s) => s
-                .as_f64()
-                .filter(|s| (0.0..=1.0).contains(s))
-                .with_context(|| format!("suite: fetch_failures {s} is not a share of copies from 0 to 1"))?,
-        };
+        let stragglers = share("stragglers", "task attempts")?;
+        let fetch_failures = share("fetch_failures", "copies")?;
         let sysstat_interval_s = match v.get("sysstat_interval").and_then(Value::as_str) {
             Some(d) => faults::parse_duration(d)
                 .ok()
@@ -734,6 +755,19 @@ mod tests {
     use super::*;
 
     #[test]
+    fn every_committed_suite_parses() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("data/eval");
+        let mut parsed = 0;
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            let text = std::fs::read_to_string(&path).unwrap();
+            Suite::parse(&text).unwrap_or_else(|e| panic!("{}: {e:#}", path.display()));
+            parsed += 1;
+        }
+        assert!(parsed >= 17, "{parsed} suites");
+    }
+
+    #[test]
     fn suites_parse_with_defaults() {
         let s = Suite::parse(
             r#"{"workloads": ["sort", "pig"], "faults": ["none", "CPUHog"], "nodes": [10], "duration": "10m"}"#,
@@ -769,6 +803,7 @@ mod tests {
             (r#""stragglers": 2"#, "stragglers 2 is not a share of task attempts from 0 to 1"),
             (r#""stragglers": "many""#, "stragglers \"many\" is not a share"),
             (r#""fetch_failures": -0.1"#, "fetch_failures -0.1 is not a share of copies from 0 to 1"),
+            (r#""straglers": 0.1"#, "unknown key straglers (known: about, workloads,"),
         ] {
             let error = Suite::parse(&format!(r#"{{"workloads": ["sort"], {bad}}}"#)).unwrap_err();
             assert!(format!("{error:#}").contains(says), "{error:#}");

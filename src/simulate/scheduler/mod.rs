@@ -166,8 +166,12 @@ struct ReduceRun {
     node: u16,
     start: i64,
     lanes: [i64; COPIERS],
+    /// When the last copy so far ends (a retried one may end after its copier is free).
+    copies_end: i64,
     copied: u32,
     copied_mb: f64,
+    /// The longest run time of the maps copied so far (Hadoop's `maxMapRuntime`).
+    max_map_ms: i64,
     batch_files: u16,
     batch_mb: f64,
     merges: u16,

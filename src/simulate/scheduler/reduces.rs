@@ -48,8 +48,10 @@ impl<S: JobSource> Sim<'_, S> {
             node,
             start,
             lanes: [start; COPIERS],
+            copies_end: start,
             copied: 0,
             copied_mb: 0.0,
+            max_map_ms: 0,
             batch_files: 0,
             batch_mb: 0.0,
             merges: 0,
@@ -82,7 +84,7 @@ impl<S: JobSource> Sim<'_, S> {
         let mut rng =
             Rng::derive(self.spec.seed, Stream::ReduceEnd, &[u64::from(job), u64::from(r), u64::from(attempt)]);
         let total_mb = run.copied_mb;
-        let mut t = run.lanes.iter().copied().max().unwrap_or(run.start).max(run.merge_free).max(self.now);
+        let mut t = run.copies_end.max(run.merge_free).max(self.now);
         let (batch_files, batch_mb, merges, start) = (run.batch_files, run.batch_mb, run.merges, run.start);
         if batch_files > 0 {
             self.push(node, t, owner, Line::MergeStart { reduce: task, files: batch_files });

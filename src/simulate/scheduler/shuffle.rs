@@ -17,6 +17,32 @@ pub(super) const COPIERS: usize = 5;
 const MERGE_SEGMENTS: u16 = 10;
 /// The 1152 hang's copier retries the map output whose rename failed this many times.
 const RENAME_TRIES: u32 = 3;
+/// How long a copy that gets no answer takes to fail.
+const COPY_TIMEOUT_MS: i64 = 30_000;
+/// A bound on one output's failed tries, so that a share of 1 ends: Hadoop's JobTracker would
+/// re-run a map three reduces reported, which the simulator leaves out (at 50% loss a copy
+/// fails this often once in 130,000).
+const MAX_COPY_FAILURES: u32 = 6;
+
+/// Hadoop's `maxFetchRetriesPerMap`: the failed tries of one output after which a reduce reports
+/// it to the JobTracker, and past which its backoff stops doubling. At least 2, more for longer
+/// maps: the exponent of the power of two closest to `max_map_ms / 4000 + 1` (`ReduceTask`'s
+/// `getClosestPowerOf2`).
+pub(super) fn fetch_retries_per_map(max_map_ms: i64) -> u32 {
+    let value = (max_map_ms / BACKOFF_INIT_MS + 1).max(1);
+    let power = 64 - (value - 1).leading_zeros();
+    let closer_below = power > 0 && value - (1 << (power - 1)) < (1 << power) - value;
+    (power - u32::from(closer_below)).max(2)
+}
+
+/// The wait after a reduce's `failures`-th failed try of one output: 4 s doubling while
+/// `failures` is at most `retries_per_map`, then half of `mapred.reduce.copy.backoff` (300 s).
+fn fetch_backoff_ms(failures: u32, retries_per_map: u32) -> i64 {
+    if failures <= retries_per_map { BACKOFF_INIT_MS << (failures - 1).min(20) } else { 150_000 }
+}
+
+/// `ReduceTask.BACKOFF_INIT`.
+const BACKOFF_INIT_MS: i64 = 4000;
 
 impl<S: JobSource> Sim<'_, S> {
     pub(super) fn reduce_run(&mut self, job: u32, r: u32, attempt: u8) -> Option<&mut ReduceRun> {
@@ -60,6 +86,8 @@ impl<S: JobSource> Sim<'_, S> {
             return;
         }
         let (node, lanes, port, copied) = (usize::from(run.node), run.lanes, run.port, run.copied);
+        let map_ms = map_end - j.maps[map as usize].started.unwrap_or(map_end);
+        let max_map_ms = run.max_map_ms.max(map_ms);
         let lane = (0..COPIERS).min_by_key(|&l| lanes[l]).unwrap_or(0);
         let mut start = lanes[lane].max(map_end + 500 + rng.below(1500) as i64).max(self.now);
         let from_n = usize::from(from);
@@ -97,18 +125,31 @@ impl<S: JobSource> Sim<'_, S> {
             self.hang_reduce(job, r, attempt, stall, &mut rng);
             return;
         }
+        // A try that fails (a lossy link, or a stray failure on a healthy one) times out and the
+        // output is tried again after Hadoop's backoff (`ReduceTask`'s penalty box).
         let stray = if from_n == node { 0.0 } else { self.spec.cluster.fetch_failures };
-        let fail_p = if stray > 0.0 { 1.0 - (1.0 - link.fail_p) * (1.0 - stray) } else { link.fail_p };
-        if rng.chance(fail_p) {
+        let retries_per_map = fetch_retries_per_map(max_map_ms);
+        let mut failures = 0;
+        // The copier moves on after a failed try; the output waits in Hadoop's penalty box and
+        // the try after the backoff runs beside the copier's next copies.
+        let mut copier_free = None;
+        while failures < MAX_COPY_FAILURES {
+            let lossy_p = Injected::link(self.spec.fault.as_ref(), from_n, node, start).fail_p;
+            let fail_p = if stray > 0.0 { 1.0 - (1.0 - lossy_p) * (1.0 - stray) } else { lossy_p };
+            if !rng.chance(fail_p) {
+                break;
+            }
+            failures += 1;
             self.push(node, start, owner, Line::CopyStart { reduce: task, map: map_task, from, bytes });
-            start += 30_000;
+            start += COPY_TIMEOUT_MS;
+            copier_free.get_or_insert(start);
             self.push(
                 node,
                 start,
                 owner,
                 Line::CopyFailed { reduce: task, map: map_task, from, why: CopyFault::Timeout },
             );
-            start += 1000;
+            start += fetch_backoff_ms(failures, retries_per_map);
         }
         let end = start + dur;
         self.push(node, start, owner, Line::CopyStart { reduce: task, map: map_task, from, bytes });
@@ -127,7 +168,9 @@ impl<S: JobSource> Sim<'_, S> {
         let disk = self.disk_rate(node, end, true);
         let strike = self.struck.is_none() && Injected::hangs_merge(self.spec.fault.as_ref(), node, end);
         let Some(run) = self.reduce_run(job, r, attempt) else { return };
-        run.lanes[lane] = end;
+        run.lanes[lane] = copier_free.unwrap_or(end);
+        run.copies_end = run.copies_end.max(end);
+        run.max_map_ms = max_map_ms;
         run.copied += 1;
         run.copied_mb += mb;
         run.batch_files += 1;
@@ -282,25 +325,45 @@ mod tests {
     }
 
     #[test]
-    fn a_copy_that_times_out_on_a_lossy_link_is_fetched_again() {
+    fn a_copy_that_times_out_on_a_lossy_link_is_tried_again_after_hadoops_backoff() {
         let cluster = Cluster::first(3, 1, Conditions::default());
         let lossy = Injected::new(Fault::PacketLoss50, 1, 0, 3_600_000, 60.0);
-        let sim = reduce_after_maps(&cluster, Some(lossy), 40, 40, 1.0);
+        let mut sim = reduce_after_maps(&cluster, Some(lossy), 200, 200, 1.0);
+        sim.jobs[0].maps_done = 200;
+        sim.maybe_finish_copies(0, 0, 0);
         let per_map = copies(&sim);
-        assert_eq!(per_map.len(), 40);
-        let mut failed = 0;
+        assert_eq!(per_map.len(), 200);
+        // A copier moves on while a failed output waits, but the shuffle ends with the last copy.
+        let last_copy = per_map.values().filter_map(|lines| lines.last()).map(|l| l.0).max().unwrap();
+        let Some((shuffled, _, _)) = sim.jobs[0].reduces[0].runs[0].tail else { panic!("no tail") };
+        assert!(shuffled >= last_copy, "shuffle done at {shuffled}, a copy at {last_copy}");
+        let mut failed_tries = BTreeMap::new();
         for (map, lines) in per_map {
-            match lines[..] {
-                [(_, "start"), (_, "done")] => {}
-                [(start, "start"), (timeout, "timeout"), (again, "start"), (_, "done")] => {
-                    assert_eq!((timeout - start, again - timeout), (30_000, 1000));
-                    assert_eq!(map % 2, 0, "map {map} ran on node 2, not the lossy node");
-                    failed += 1;
-                }
-                _ => panic!("map {map}: {lines:?}"),
+            let (tries, last) = lines.split_at(lines.len() - 2);
+            assert!(matches!(last, [(_, "start"), (_, "done")]), "map {map}: {lines:?}");
+            let failures = tries.len() / 2;
+            for (k, pair) in tries.chunks(2).enumerate() {
+                let [(start, "start"), (timeout, "timeout")] = pair else { panic!("map {map}: {lines:?}") };
+                // The maps took no time, so Hadoop reports after 2 failures and waits 4 s, 8 s,
+                // then 150 s.
+                let next = lines[2 * k + 2].0;
+                assert_eq!((timeout - start, next - timeout), (30_000, [4000, 8000, 150_000][k.min(2)]), "map {map}");
             }
+            if failures > 0 {
+                assert_eq!(map % 2, 0, "map {map} ran on node 2, not the lossy node");
+            }
+            *failed_tries.entry(failures).or_insert(0) += 1;
         }
-        assert!(failed > 0);
+        // One try in seven fails: of the 100 maps on the lossy node about 14 once, 2 twice.
+        assert!(failed_tries[&0] >= 160 && failed_tries.get(&1).is_some_and(|&n| n >= 8), "{failed_tries:?}");
+        assert!(failed_tries.keys().any(|&k| k >= 2), "{failed_tries:?}");
+    }
+
+    #[test]
+    fn hadoop_reports_a_map_output_after_two_to_four_failed_tries_by_the_maps_run_time() {
+        let reported_after = |secs: i64| fetch_retries_per_map(secs * 1000);
+        assert_eq!([0, 19, 20, 43, 44, 91, 92, 200].map(reported_after), [2, 2, 3, 3, 4, 4, 5, 6]);
+        assert_eq!((1..=4).map(|k| fetch_backoff_ms(k, 3)).collect::<Vec<_>>(), [4000, 8000, 16_000, 150_000]);
     }
 
     #[test]
