@@ -16,16 +16,17 @@
 --   resources, so neither the peer comparisons of durations nor the black box see it; its
 --   failed copies are what it leaves. (A reduce killed just after reporting an output, its
 --   backup having won, fetched no more of it either: a healthy cluster has those too.)
--- * A node whose reported outputs (fetching or serving) in one job involve more than
---   $partner_share of the job's other nodes is the failing end of all of them: packet loss on
---   one node fails transfers with everyone, while each of its partners fails with it alone
---   (Hadoop's JobTracker, too, re-runs a map once half of the job's running reduces report it).
---   A stuck output whose map's node is such a node is not counted against the reduce.
+-- * A node whose reported outputs (fetching or serving) in one job involve three nodes or more
+--   and more than $partner_share of the job's other nodes is the failing end of all of them:
+--   packet loss on one node fails transfers with everyone, while each of its partners fails
+--   with it alone (Hadoop's JobTracker, too, re-runs a map once three reduces, and from 0.20
+--   half of the job's running ones, have reported it). A stuck output whose map's node is such
+--   a node is not counted against the reduce.
 --
 -- @param from           timestamp = null   copies starting at or after this time (null: all history)
 -- @param to             timestamp = null   copies starting before this time (null: no end)
 -- @param cluster        text      = null   cluster (null: every cluster, each on its own)
--- @param retries        integer   = 2      failed tries of one map output after which a reduce reports it (Hadoop: 2 to 4)
+-- @param retries        integer   = 2      failed tries of one map output after which a reduce reports it (Hadoop: 2, more for longer maps)
 -- @param partner_share  number    = 0.5    share of a job's other nodes a node's reported outputs involve, above which it is the failing end
 -- @output verdict
 --
@@ -78,16 +79,20 @@ job_failing AS (
     FROM job_nodes n LEFT JOIN failed_ends f ON f.cluster = n.cluster AND f.job = n.job AND f.host = n.host
     GROUP BY n.cluster, n.job, n.host
 ),
--- Each node's job with the largest share of its peers as partners, and its failed tries in all.
+-- Each node's job where it is most plainly the failing end (three partners or more and more
+-- than $partner_share of the job's other nodes, then the largest share), and its failed tries
+-- in all.
 failing AS (
-    SELECT cluster, host, failed, partners, peers, share, share > $partner_share AS lossy
+    SELECT cluster, host, failed, partners, peers, share, lossy
     FROM (
-        SELECT cluster, host, sum(failed) OVER (PARTITION BY cluster, host) AS failed, partners, peers,
-               CASE WHEN peers > 0 THEN CAST(partners AS DOUBLE) / peers ELSE 0 END AS share,
+        SELECT cluster, host, sum(failed) OVER (PARTITION BY cluster, host) AS failed, partners, peers, share,
+               partners >= 3 AND share > $partner_share AS lossy,
                row_number() OVER (PARTITION BY cluster, host
-                                  ORDER BY CASE WHEN peers > 0 THEN CAST(partners AS DOUBLE) / peers ELSE 0 END DESC,
-                                           peers DESC, job) AS pick
-        FROM job_failing
+                                  ORDER BY partners >= 3 AND share > $partner_share DESC, share DESC, peers DESC, job)
+                   AS pick
+        FROM (
+            SELECT *, CASE WHEN peers > 0 THEN CAST(partners AS DOUBLE) / peers ELSE 0 END AS share FROM job_failing
+        ) j
     ) t
     WHERE pick = 1
 ),
