@@ -293,13 +293,7 @@ async fn kahuna_wb_indicts_the_cpu_hog_of_a_hadoop_2_cluster_and_no_other_node()
     cfg.sadc = false;
     run(&cfg).unwrap();
     ingest_into(vec![out.path().join("logs")], wh.path(), None).await;
-    let diagnose = std::process::Command::new(env!("CARGO_BIN_EXE_kahuna"))
-        .args(["diagnose", "kahuna_wb", "--warehouse"])
-        .arg(wh.path())
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&diagnose.stdout);
-    assert!(diagnose.status.success(), "{}", String::from_utf8_lossy(&diagnose.stderr));
+    let stdout = diagnose(wh.path(), &["kahuna_wb"]);
     assert!(stdout.contains("kahuna_wb: 1 of 10 hosts indicted."), "{stdout}");
     let indicted = rows(wh.path(), "SELECT host, count(*) FROM diagnoses WHERE indicted GROUP BY host").await;
     // The window's verdict and the hog's Maps in each of the 5 jobs that ran them to the end.
@@ -652,15 +646,22 @@ async fn stray_fetch_failures_are_fetched_again_and_indict_no_one() {
     assert_eq!(indicted, [0, 0, 0, 4], "healthy (twice, once), strays (twice, once)");
 }
 
-/// Runs `kahuna diagnose fetch_failures --param PARAM`: how many hosts it indicts.
-async fn fetch_failures_indicted(wh: &Path, param: &str) -> usize {
-    let diagnose = std::process::Command::new(env!("CARGO_BIN_EXE_kahuna"))
+/// Runs `kahuna diagnose ARGS` on the warehouse; its standard output.
+fn diagnose(wh: &Path, args: &[&str]) -> String {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_kahuna"))
         .arg("--warehouse")
         .arg(wh)
-        .args(["diagnose", "fetch_failures", "--param", param])
+        .arg("diagnose")
+        .args(args)
         .output()
         .unwrap();
-    assert!(diagnose.status.success(), "{}", String::from_utf8_lossy(&diagnose.stderr));
+    assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Runs `kahuna diagnose fetch_failures --param PARAM`: how many hosts it indicts.
+async fn fetch_failures_indicted(wh: &Path, param: &str) -> usize {
+    diagnose(wh, &["fetch_failures", "--param", param]);
     let newest = "SELECT count(*) FROM diagnoses WHERE query = 'fetch_failures' AND indicted \
                   AND run_id = (SELECT max(run_id) FROM diagnoses WHERE query = 'fetch_failures')";
     scalar(wh, newest).await.parse().unwrap()
@@ -676,13 +677,7 @@ async fn m45_history_maps_are_as_alike_as_the_papers() {
     run_history(&m45(out.path(), 0.05, false)).unwrap();
     let wh = tempfile::tempdir().unwrap();
     ingest_into(vec![out.path().to_path_buf()], wh.path(), None).await;
-    let study = std::process::Command::new(env!("CARGO_BIN_EXE_kahuna"))
-        .arg("--warehouse")
-        .arg(wh.path())
-        .args(["diagnose", "peer_correlation"])
-        .output()
-        .unwrap();
-    assert!(study.status.success(), "{}", String::from_utf8_lossy(&study.stderr));
+    diagnose(wh.path(), &["peer_correlation"]);
     let shares = rows(
         wh.path(),
         "SELECT outcome, count(*), CAST(sum(similar_hosts) AS DOUBLE) / sum(hosts) FROM peer_correlation_jobs \
