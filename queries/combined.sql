@@ -14,7 +14,9 @@
 -- peers fetched, in its failed copies alone). Peer comparisons blame the healthy partners of a
 -- host with a correlated fault (packet loss slows everyone who talks to it); the data flow
 -- blames the host they have in common, so its weight alone can indict, and where it indicts
--- someone, other hosts need one more vote.
+-- someone, other hosts need one more vote. So do they where failed fetches name the failing end
+-- of a job's transfers (a 'shuffle/lossy' verdict): its partners' black boxes and durations
+-- misbehave with it, and their block operations are no vote.
 --
 -- Block operations (ReadBlock, WriteBlock) are where a correlated fault spreads: packet loss or
 -- a slow disk on one node slows the block operations of every node that reads from it or writes
@@ -62,23 +64,33 @@ evidence AS (
                      AND d.subject IN ('ReadBlock', 'WriteBlock') THEN 1 ELSE 0 END) AS blocks,
            sum(CASE WHEN d.query = 'salsa_fingerpoint' AND d.indicted AND d.subject LIKE '%/dataflow' THEN 1 ELSE 0 END) AS dataflow,
            sum(CASE WHEN d.query = 'ganesha_bb' AND d.indicted THEN 1 ELSE 0 END) AS bb,
-           sum(CASE WHEN d.query = 'fetch_failures' AND d.indicted THEN 1 ELSE 0 END) AS shuffle
+           sum(CASE WHEN d.query = 'fetch_failures' AND d.indicted THEN 1 ELSE 0 END) AS shuffle,
+           sum(CASE WHEN d.query = 'fetch_failures' AND d.indicted AND d.subject = 'shuffle/lossy' THEN 1 ELSE 0 END)
+               AS lossy
     -- A run without --cluster covers every cluster under one run id: join on both.
     FROM diagnoses d JOIN runs r ON r.run_id = d.run_id AND r.cluster = d.cluster AND r.newest = 1
     WHERE d.host IS NOT NULL AND ($cluster IS NULL OR d.cluster = $cluster)
     GROUP BY d.cluster, d.host
+),
+named AS (
+    SELECT *,
+           max(dataflow) OVER (PARTITION BY cluster) > 0 AS flow_points,
+           max(lossy) OVER (PARTITION BY cluster) > 0 AS loss_points
+    FROM evidence
 ),
 weighed AS (
     SELECT *,
            (CASE WHEN wb > 0 THEN $wb_weight ELSE 0 END) + (CASE WHEN salsa > 0 THEN $salsa_weight ELSE 0 END)
            + (CASE WHEN dataflow > 0 THEN $dataflow_weight ELSE 0 END) + (CASE WHEN bb > 0 THEN $bb_weight ELSE 0 END)
            + (CASE WHEN shuffle > 0 THEN $shuffle_weight ELSE 0 END)
-           + (CASE WHEN blocks > 0 AND (bb > 0 OR dataflow > 0) THEN $blocks_weight ELSE 0 END) AS score,
-           max(dataflow) OVER (PARTITION BY cluster) > 0 AS flow_points
-    FROM evidence
+           + (CASE WHEN blocks > 0 AND (bb > 0 OR dataflow > 0) AND NOT (loss_points AND lossy = 0)
+                   THEN $blocks_weight ELSE 0 END) AS score
+    FROM named
 )
 SELECT cluster, host, 'combined' AS subject, score,
-       score >= $min_votes + (CASE WHEN flow_points AND dataflow = 0 THEN 1 ELSE 0 END) AS indicted,
+       score >= $min_votes
+                + (CASE WHEN (flow_points AND dataflow = 0) OR (loss_points AND lossy = 0) THEN 1 ELSE 0 END)
+           AS indicted,
        wb, salsa, blocks, dataflow, bb, shuffle
 FROM weighed
 ORDER BY cluster, score DESC, host;

@@ -16,21 +16,25 @@
 --   resources, so neither the peer comparisons of durations nor the black box see it; its
 --   failed copies are what it leaves. (A reduce killed just after reporting an output, its
 --   backup having won, fetched no more of it either: a healthy cluster has those too.)
--- * A node whose reported outputs (fetching or serving) in one job involve three nodes or more
---   and more than $partner_share of the job's other nodes is the failing end of all of them:
---   packet loss on one node fails transfers with everyone, while each of its partners fails
---   with it alone (Hadoop's JobTracker, too, re-runs a map once three reduces, and from 0.20
---   half of the job's running ones, have reported it). A stuck output whose map's node is such
---   a node is not counted against the reduce.
+-- * A node whose reported outputs (fetching or serving) in one job involve three nodes or more,
+--   and either more than $partner_share of the job's other nodes or more than $output_share of
+--   the job's reported outputs, is the failing end of all of them: packet loss on one node fails
+--   transfers with everyone, while each of its partners fails with it alone (Hadoop's
+--   JobTracker, too, re-runs a map once three reduces, and from 0.20 half of the job's running
+--   ones, have reported it). On a large cluster a lossy node meets only some of its peers in a
+--   job, but it is still an end of nearly every reported output, and each partner of one or
+--   two. A stuck output whose map's node is such a node is not counted against the reduce.
 --
 -- @param from           timestamp = null   copies starting at or after this time (null: all history)
 -- @param to             timestamp = null   copies starting before this time (null: no end)
 -- @param cluster        text      = null   cluster (null: every cluster, each on its own)
 -- @param retries        integer   = 2      failed tries of one map output after which a reduce reports it (Hadoop: 2, more for longer maps)
 -- @param partner_share  number    = 0.5    share of a job's other nodes a node's reported outputs involve, above which it is the failing end
+-- @param output_share   number    = 0.5    share of a job's reported outputs a node is an end of, above which it is the failing end
 -- @output verdict
 --
--- Output, per host that copied or served map outputs: cluster, host, subject ('shuffle'),
+-- Output, per host that copied or served map outputs: cluster, host, subject ('shuffle/lossy'
+-- for the failing end of a job's reported outputs, else 'shuffle'),
 -- score (the largest share of its peers, in one job, its reported outputs involve), indicted,
 -- stuck (outputs it gave up on while its peers fetched them), failed (failed tries of reported
 -- outputs between it and another node, either way, in all jobs), partners (the nodes at their
@@ -75,23 +79,25 @@ failed_ends AS (
 ),
 job_failing AS (
     SELECT n.cluster, n.job, n.host, coalesce(sum(f.failed), 0) AS failed, count(DISTINCT f.partner) AS partners,
-           count(*) OVER (PARTITION BY n.cluster, n.job) - 1 AS peers
+           count(*) OVER (PARTITION BY n.cluster, n.job) - 1 AS peers, count(f.partner) AS outputs,
+           sum(count(f.partner)) OVER (PARTITION BY n.cluster, n.job) / 2 AS reported
     FROM job_nodes n LEFT JOIN failed_ends f ON f.cluster = n.cluster AND f.job = n.job AND f.host = n.host
     GROUP BY n.cluster, n.job, n.host
 ),
--- Each node's job where it is most plainly the failing end (three partners or more and more
--- than $partner_share of the job's other nodes, then the largest share), and its failed tries
--- in all.
+-- Each node's job where it is most plainly the failing end (the failing end there, then the
+-- largest share of partners), and its failed tries in all.
 failing AS (
     SELECT cluster, host, failed, partners, peers, share, lossy
     FROM (
-        SELECT cluster, host, sum(failed) OVER (PARTITION BY cluster, host) AS failed, partners, peers, share,
-               partners >= 3 AND share > $partner_share AS lossy,
-               row_number() OVER (PARTITION BY cluster, host
-                                  ORDER BY partners >= 3 AND share > $partner_share DESC, share DESC, peers DESC, job)
-                   AS pick
+        SELECT cluster, host, sum(failed) OVER (PARTITION BY cluster, host) AS failed, partners, peers, share, lossy,
+               row_number() OVER (PARTITION BY cluster, host ORDER BY lossy DESC, share DESC, peers DESC, job) AS pick
         FROM (
-            SELECT *, CASE WHEN peers > 0 THEN CAST(partners AS DOUBLE) / peers ELSE 0 END AS share FROM job_failing
+            SELECT *, partners >= 3
+                      AND (share > $partner_share OR outputs > $output_share * reported) AS lossy
+            FROM (
+                SELECT *, CASE WHEN peers > 0 THEN CAST(partners AS DOUBLE) / peers ELSE 0 END AS share
+                FROM job_failing
+            ) s
         ) j
     ) t
     WHERE pick = 1
@@ -117,7 +123,7 @@ stuck AS (
     WHERE g.failed > $retries AND x.by_itself = 0 AND x.by_peers > 0 AND NOT m.lossy
     GROUP BY g.cluster, g.host
 )
-SELECT f.cluster, f.host, 'shuffle' AS subject, f.share AS score,
+SELECT f.cluster, f.host, CASE WHEN f.lossy THEN 'shuffle/lossy' ELSE 'shuffle' END AS subject, f.share AS score,
        coalesce(s.stuck, 0) > 0 OR f.lossy AS indicted,
        coalesce(s.stuck, 0) AS stuck, f.failed, f.partners, f.peers
 FROM failing f LEFT JOIN stuck s ON s.cluster = f.cluster AND s.host = f.host

@@ -558,36 +558,59 @@ async fn failed_fetches_indict_the_stuck_reduce_and_the_lossy_node() {
         }
     }
     assert!(rows(wh.path(), &verdict("clean")).await.is_empty());
+    // Either rule names the failing end alone: a share of the job's peers (what a small cluster
+    // shows), or a share of the job's reported outputs (what a large one shows, where a lossy
+    // node meets only some of its peers in a job). Neither: no failing end.
+    for (partner_share, output_share, lossy) in
+        [("1", "0.5", vec!["r01n02"]), ("0.5", "1", vec!["r01n02"]), ("1", "1", vec![])]
+    {
+        let (partners, outputs) = (format!("partner_share={partner_share}"), format!("output_share={output_share}"));
+        diagnose(wh.path(), &["fetch_failures", "--cluster", "loss", "--param", &partners, "--param", &outputs]);
+        let sql = format!(
+            "SELECT host FROM diagnoses WHERE query = 'fetch_failures' AND cluster = 'loss' AND indicted \
+             AND subject = 'shuffle/lossy' AND parameters LIKE '%\"output_share\":\"{output_share}\",\"partner_share\":\"{partner_share}\"%'"
+        );
+        let named: Vec<String> = rows(wh.path(), &sql).await.into_iter().map(|r| r[0].clone()).collect();
+        assert_eq!(named, lossy, "partner_share {partner_share}, output_share {output_share}");
+    }
 }
 
 /// `combined` on verdicts written by hand: block-operation indictments (Kahuna-WB's window rows,
 /// SALSA's ReadBlock and WriteBlock) vote only beside Ganesha; the jobs, Maps and failed
-/// fetches vote alone.
+/// fetches vote alone. In cluster `l` failed fetches name h6 the failing end of the transfers:
+/// the others' block operations are then no vote, and they need a vote more.
 #[tokio::test]
 async fn block_operations_alone_do_not_indict_in_the_combined_verdict() {
     use kahuna::diagnose::results::{self, DIAGNOSES, Diagnosis, RunInfo};
     use kahuna::warehouse::Warehouse;
     let wh = tempfile::tempdir().unwrap();
     let warehouse = Warehouse::new(wh.path());
-    let row = |host: &str, subject: &str, score: f64, indicted: bool| Diagnosis {
-        cluster: "c".into(),
+    let row = |cluster: &str, host: &str, subject: &str, score: f64, indicted: bool| Diagnosis {
+        cluster: cluster.into(),
         host: Some(host.into()),
         subject: Some(subject.into()),
         score: Some(score),
         indicted,
         ..Diagnosis::default()
     };
-    let runs = [
-        // h1: indicted in most of its jobs; h2: only over the window's WriteBlock states.
-        (
-            "kahuna_wb",
-            vec![row("h1", "host", 1.0, true), row("h2", "WriteBlock", 1.0, true), row("h2", "host", 0.0, true)],
-        ),
-        ("salsa_fingerpoint", vec![row("h3", "ReadBlock", 1.0, true), row("h4", "Map", 1.0, true)]),
-        ("ganesha_bb", vec![row("h3", "cpu_user_pct", 1.0, true), row("h5", "cpu_user_pct", 0.0, false)]),
-        ("fetch_failures", vec![row("h6", "shuffle", 0.1, true), row("h5", "shuffle", 0.1, false)]),
-    ];
-    for (query, rows) in runs {
+    let verdicts = |c: &str, h6: &str| {
+        [
+            // h1: indicted in most of its jobs; h2: only over the window's WriteBlock states.
+            (
+                "kahuna_wb",
+                vec![
+                    row(c, "h1", "host", 1.0, true),
+                    row(c, "h2", "WriteBlock", 1.0, true),
+                    row(c, "h2", "host", 0.0, true),
+                ],
+            ),
+            ("salsa_fingerpoint", vec![row(c, "h3", "ReadBlock", 1.0, true), row(c, "h4", "Map", 1.0, true)]),
+            ("ganesha_bb", vec![row(c, "h3", "cpu_user_pct", 1.0, true), row(c, "h5", "cpu_user_pct", 0.0, false)]),
+            ("fetch_failures", vec![row(c, "h6", h6, 0.1, true), row(c, "h5", "shuffle", 0.1, false)]),
+        ]
+    };
+    let runs = verdicts("c", "shuffle").into_iter().zip(verdicts("l", "shuffle/lossy"));
+    for (query, rows) in runs.map(|((query, c), (_, l))| (query, [c, l].concat())) {
         let info = RunInfo {
             run_id: format!("run-{query}"),
             query: query.into(),
@@ -601,16 +624,19 @@ async fn block_operations_alone_do_not_indict_in_the_combined_verdict() {
         results::write(&warehouse, DIAGNOSES, results::diagnoses_batch(&info, &rows).unwrap(), None).await.unwrap();
     }
     // h3: Ganesha (1) and its ReadBlock comparison beside it (1); h2's WriteBlock alone is
-    // nothing; h6's failed fetches vote alone.
-    for (min_votes, expected) in
-        [("1", vec![("h1", "1"), ("h3", "2"), ("h4", "1"), ("h6", "1")]), ("2", vec![("h3", "2")])]
-    {
-        diagnose(wh.path(), &["combined", "--cluster", "c", "--param", &format!("min_votes={min_votes}")]);
+    // nothing; h6's failed fetches vote alone. With h6 the failing end, h3 has Ganesha's vote
+    // alone, one short of the two it then needs.
+    for (cluster, min_votes, expected) in [
+        ("c", "1", vec![("h1", "1"), ("h3", "2"), ("h4", "1"), ("h6", "1")]),
+        ("c", "2", vec![("h3", "2")]),
+        ("l", "1", vec![("h6", "1")]),
+    ] {
+        diagnose(wh.path(), &["combined", "--cluster", cluster, "--param", &format!("min_votes={min_votes}")]);
         let sql = format!(
             "SELECT host, CAST(score AS BIGINT) FROM diagnoses WHERE query = 'combined' AND indicted \
-             AND parameters LIKE '%\"min_votes\":\"{min_votes}\"%' ORDER BY host"
+             AND cluster = '{cluster}' AND parameters LIKE '%\"min_votes\":\"{min_votes}\"%' ORDER BY host"
         );
         let expected: Vec<Vec<String>> = expected.iter().map(|(h, s)| vec![h.to_string(), s.to_string()]).collect();
-        assert_eq!(rows(wh.path(), &sql).await, expected, "min_votes = {min_votes}");
+        assert_eq!(rows(wh.path(), &sql).await, expected, "{cluster}, min_votes = {min_votes}");
     }
 }
