@@ -1,7 +1,8 @@
 //! `kahuna eval` on a small suite, to keep the accuracy honest between benchmark runs: Sort on
 //! 6 nodes, fault-free and with a CPU hog, one seed scored and another to tune on. Every
 //! diagnosis but the failed fetches must find the hog, none with a false positive or alarm; a second
-//! evaluation with the warehouse kept reads no run again.
+//! evaluation with the warehouse kept reads no run again. Beside it, the frozen scored suite's
+//! CI-sized part against its floors.
 
 mod common;
 
@@ -141,4 +142,62 @@ async fn a_cpu_hog_on_six_nodes_is_found_without_false_positives() {
     let hog = ("kahuna_wb_mine".to_string(), "CPUHog".to_string(), "1.0000".to_string(), "0.0000".to_string());
     let (query, fault, tp, fp, _) = scores(&calibrated)[2].clone();
     assert_eq!((query, fault, tp, fp), hog);
+}
+
+/// The CI-sized part of the frozen scored suite (`data/eval/scored-harder-ci.json`: Sort, 10
+/// nodes, every harder condition, one run of each fault and one fault-free), calibrated on its
+/// history without labels, as an operator would. The floors are the figures it gave when it was
+/// first scored (docs/accuracy.md): a change that lowers one is a change for the worse, and no
+/// change may be developed on these runs to raise one.
+#[test]
+fn the_scored_suites_ci_part_keeps_its_floors() {
+    let dir = tempfile::tempdir().unwrap();
+    let (scored, history) = (dir.path().join("scored"), dir.path().join("history"));
+    for (suite, out) in [("scored-harder-ci", &scored), ("scored-harder-ci-history", &history)] {
+        let suite = format!("data/eval/{suite}.json");
+        let sim = kahuna(&["simulate", "--suite", &suite, "--out", out.to_str().unwrap(), "--threads", "2"]);
+        assert!(sim.status.success(), "{}", text(&sim.stderr));
+    }
+    let csv = dir.path().join("eval.csv");
+    let out = kahuna(&[
+        "eval",
+        scored.to_str().unwrap(),
+        "--tune",
+        history.to_str().unwrap(),
+        "--calibrate",
+        "--csv",
+        csv.to_str().unwrap(),
+    ]);
+    let report = text(&out.stdout);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(report.contains("7 runs scored, 7 tuning runs"), "{report}");
+    // (query, fault, lowest TP, highest FP); for `none`, the highest false-alarm rate.
+    let floors = [
+        ("combined", "CPUHog", 1.0, 0.0),
+        ("combined", "DiskHog", 1.0, 0.0),
+        ("combined", "PacketLoss50", 1.0, 0.0),
+        ("combined", "HANG-1036", 0.0, 0.0),
+        ("combined", "HANG-1152", 0.0, 0.12),
+        ("combined", "HANG-2080", 0.0, 0.12),
+        ("combined", "none", 0.0, 0.1),
+        ("fetch_failures", "HANG-1152", 1.0, 0.0),
+        ("fetch_failures", "PacketLoss50", 1.0, 0.0),
+        ("kahuna_wb", "none", 0.0, 0.0),
+        ("salsa_fingerpoint", "none", 0.0, 0.1),
+        ("ganesha_bb", "none", 0.0, 0.0),
+        ("fetch_failures", "none", 0.0, 0.0),
+    ];
+    let scores = scores(&csv);
+    for (query, fault, lowest_tp, highest_fp) in floors {
+        let (_, _, tp, fp, false_alarm) = scores
+            .iter()
+            .find(|(q, f, ..)| q == query && f == fault)
+            .unwrap_or_else(|| panic!("no {query} row for {fault}: {report}"));
+        let number = |s: &str| s.parse::<f64>().unwrap();
+        if fault == "none" {
+            assert!(number(false_alarm) <= highest_fp, "{query} false alarms {false_alarm}: {report}");
+        } else {
+            assert!(number(tp) >= lowest_tp && number(fp) <= highest_fp, "{query} on {fault}: {tp} / {fp}: {report}");
+        }
+    }
 }
