@@ -15,8 +15,9 @@
 -- host with a correlated fault (packet loss slows everyone who talks to it); the data flow
 -- blames the host they have in common, so its weight alone can indict, and where it indicts
 -- someone, other hosts need one more vote. So do they where failed fetches name the failing end
--- of a job's transfers (a 'shuffle/lossy' verdict): its partners' black boxes and durations
--- misbehave with it, and their block operations are no vote.
+-- of a job's transfers (a 'shuffle/lossy' verdict), and their block operations are no vote: its
+-- partners' black boxes, durations and block operations misbehave with it, and at 50 nodes its
+-- partners are most of the cluster.
 --
 -- Block operations (ReadBlock, WriteBlock) are where a correlated fault spreads: packet loss or
 -- a slow disk on one node slows the block operations of every node that reads from it or writes
@@ -72,7 +73,7 @@ evidence AS (
     WHERE d.host IS NOT NULL AND ($cluster IS NULL OR d.cluster = $cluster)
     GROUP BY d.cluster, d.host
 ),
-named AS (
+culprit_named AS (
     SELECT *,
            max(dataflow) OVER (PARTITION BY cluster) > 0 AS flow_points,
            max(lossy) OVER (PARTITION BY cluster) > 0 AS loss_points
@@ -85,7 +86,7 @@ weighed AS (
            + (CASE WHEN shuffle > 0 THEN $shuffle_weight ELSE 0 END)
            + (CASE WHEN blocks > 0 AND (bb > 0 OR dataflow > 0) AND NOT (loss_points AND lossy = 0)
                    THEN $blocks_weight ELSE 0 END) AS score
-    FROM named
+    FROM culprit_named
 )
 SELECT cluster, host, 'combined' AS subject, score,
        score >= $min_votes

@@ -34,11 +34,11 @@
 -- @output verdict
 --
 -- Output, per host that copied or served map outputs: cluster, host, subject ('shuffle/lossy'
--- for the failing end of a job's reported outputs, else 'shuffle'),
--- score (the largest share of its peers, in one job, its reported outputs involve), indicted,
--- stuck (outputs it gave up on while its peers fetched them), failed (failed tries of reported
--- outputs between it and another node, either way, in all jobs), partners (the nodes at their
--- other end in that job), peers (the job's other nodes).
+-- for the failing end of a job's reported outputs, else 'shuffle'), score (the largest share of
+-- its peers its reported outputs involve in one job, a job where it is the failing end if there
+-- is one), indicted, stuck (outputs it gave up on while its peers fetched them), failed (failed
+-- tries of reported outputs between it and another node, either way, in all jobs), partners
+-- (the nodes at their other end in that job), peers (the job's other nodes).
 
 -- Statement 1: the nodes between which each job's outputs were copied (the intermediate
 -- results are tables of this run's session, so that each is computed once).

@@ -545,6 +545,11 @@ async fn failed_fetches_indict_the_stuck_reduce_and_the_lossy_node() {
     );
     let server = hang.iter().find(|r| r[0] != "r01n05").unwrap();
     assert_eq!(server[1], "false", "{hang:?}");
+    // Stuck at its own end, not the failing end of transfers with its peers: `combined` asks
+    // the other hosts for no more votes.
+    let subjects =
+        "SELECT DISTINCT subject FROM diagnoses WHERE query = 'fetch_failures' AND cluster = 'hang' AND indicted";
+    assert_eq!(rows(wh.path(), subjects).await, [["shuffle"]]);
     // The loss: in one job the lossy node's reported outputs join it to more than half of its 7
     // peers, and each of its partners to the lossy node alone.
     let loss = rows(wh.path(), &verdict("loss")).await;
