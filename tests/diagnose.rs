@@ -8,7 +8,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use common::{owned, rows, scalar, write_jobs};
+use common::{diagnose, owned, rows, scalar, write_jobs};
 
 fn kahuna(warehouse: &Path, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_kahuna")).arg("--warehouse").arg(warehouse).args(args).output().unwrap()
@@ -359,12 +359,6 @@ fn copy_folder(from: &Path, to: &Path) {
             std::fs::copy(entry.path(), to.join(entry.file_name())).unwrap();
         }
     }
-}
-
-fn diagnose(wh: &Path, args: &[&str]) -> String {
-    let out = kahuna(wh, &[&["diagnose"], args].concat());
-    assert!(out.status.success(), "{args:?}: {}", text(&out.stderr));
-    text(&out.stdout)
 }
 
 /// Hosts a query indicted over the whole window (rows without a job) in its newest run.

@@ -7,7 +7,7 @@ mod common;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use common::{every_ten_seconds, ingest_into, rows, scalar};
+use common::{diagnose, every_ten_seconds, ingest_into, rows, scalar};
 use kahuna::simulate::cluster::STRAGGLER_MAX;
 use kahuna::simulate::faults::FaultSpec;
 use kahuna::simulate::history::{HistoryConfig, run_history};
@@ -644,19 +644,6 @@ async fn stray_fetch_failures_are_fetched_again_and_indict_no_one() {
     assert!(count(0) >= 10 && count(1) >= 8, "{failed:?}: failures between most of the 12 ordered pairs");
     assert_eq!(count(2), 0, "every failed copy fetched again by an attempt that lived on: {failed:?}");
     assert_eq!(indicted, [0, 0, 0, 4], "healthy (twice, once), strays (twice, once)");
-}
-
-/// Runs `kahuna diagnose ARGS` on the warehouse; its standard output.
-fn diagnose(wh: &Path, args: &[&str]) -> String {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_kahuna"))
-        .arg("--warehouse")
-        .arg(wh)
-        .arg("diagnose")
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 /// Runs `kahuna diagnose fetch_failures --param PARAM`: how many hosts it indicts.

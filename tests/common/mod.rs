@@ -11,6 +11,19 @@ use kahuna::ingest::discover::Hints;
 use kahuna::ingest::{IngestOptions, Summary, ingest};
 use kahuna::warehouse::Warehouse;
 
+/// Runs `kahuna --warehouse WAREHOUSE diagnose ARGS`, which must succeed; its standard output.
+pub fn diagnose(warehouse: &Path, args: &[&str]) -> String {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_kahuna"))
+        .arg("--warehouse")
+        .arg(warehouse)
+        .arg("diagnose")
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
 /// The package's folder as the test runner names it when the test runs: `env!` would keep the
 /// folder the binary was built in, and a build shared by several checkouts (CI's cache) can be
 /// reused by a checkout elsewhere after that one is gone.
