@@ -2,22 +2,22 @@
 --
 -- Reads the newest recorded run, for the same cluster and window, of each diagnosis in
 -- `diagnoses`: Kahuna-WB (kahuna_wb), SALSA peer comparison and SALSA data flow
--- (salsa_fingerpoint), Ganesha (ganesha_bb) and failed shuffle fetches (fetch_failures); run
--- those first (the scheduler runs this one last). Each indicting source gives the host its
+-- (salsa_fingerpoint), Ganesha (ganesha_bb), failed shuffle fetches (fetch_failures) and silent
+-- attempts (hung_tasks); run those first (the scheduler runs this one last). Each indicting source gives the host its
 -- weight; a host is indicted at $min_votes. Kahuna-WB's per-host verdict counts, not its per-job
 -- rows.
 --
 -- One vote is enough by default: each source is tuned to keep its own false alarms rare, and
--- some faults show in one source only (a hung task in Kahuna-WB's per-job durations: it uses
--- no resources, so Ganesha cannot see it, and it ends only when it is killed, when its peers
--- have nothing left to compare with SALSA's time windows; a reduce stuck on a map output its
--- peers fetched, in its failed copies alone). Peer comparisons blame the healthy partners of a
+-- some faults show in one source only (a hung task in its silence: it uses no resources, so
+-- Ganesha cannot see it, and a backup ends it as it would a straggler; a reduce stuck on a map
+-- output its peers fetched, in its failed copies alone). Peer comparisons blame the healthy partners of a
 -- host with a correlated fault (packet loss slows everyone who talks to it); the data flow
 -- blames the host they have in common, so its weight alone can indict, and where it indicts
 -- someone, other hosts need one more vote. So do they where failed fetches name the failing end
 -- of a job's transfers (a 'shuffle/lossy' verdict), and their block operations are no vote: its
 -- partners' black boxes, durations and block operations misbehave with it, and at 50 nodes its
--- partners are most of the cluster.
+-- partners are most of the cluster. A host's own silent attempt needs no more: a faulty partner
+-- slows a task, it does not silence it.
 --
 -- Block operations (ReadBlock, WriteBlock) are where a correlated fault spreads: packet loss or
 -- a slow disk on one node slows the block operations of every node that reads from it or writes
@@ -35,6 +35,7 @@
 -- @param dataflow_weight  number    = 2      weight of a SALSA data-flow indictment
 -- @param bb_weight        number    = 1      weight of a Ganesha indictment
 -- @param shuffle_weight   number    = 1      weight of a failed-fetches indictment
+-- @param hang_weight      number    = 1      weight of a silent attempt's indictment
 -- @param blocks_weight    number    = 1      weight of block-operation indictments (only beside Ganesha or the data flow)
 -- @param wb_job_share     number    = 0.5    Kahuna-WB's $job_share: from it on, its host verdict rests on the jobs
 -- @param min_votes        number    = 1      weight that indicts
@@ -42,14 +43,14 @@
 -- @tune min_votes = 1, 2, 3
 --
 -- Output: cluster, host, subject ('combined'), score (the host's weight), indicted, and which
--- sources indicted it: wb, salsa, blocks, dataflow, bb, shuffle (each the number of indicting
--- rows).
+-- sources indicted it: wb, salsa, blocks, dataflow, bb, shuffle, hang (each the number of
+-- indicting rows).
 
 WITH runs AS (
     SELECT r.cluster, r.query, r.run_id,
            row_number() OVER (PARTITION BY r.cluster, r.query ORDER BY r.ran_at DESC, r.run_id DESC) AS newest
     FROM (SELECT DISTINCT d.cluster, d.query, d.run_id, d.ran_at FROM diagnoses d
-          WHERE d.query IN ('kahuna_wb', 'salsa_fingerpoint', 'ganesha_bb', 'fetch_failures')
+          WHERE d.query IN ('kahuna_wb', 'salsa_fingerpoint', 'ganesha_bb', 'fetch_failures', 'hung_tasks')
             AND ($cluster IS NULL OR d.cluster = $cluster)
             AND ($from IS NULL OR d.window_from = $from)
             AND ($to IS NULL OR d.window_to = $to)) AS r
@@ -67,7 +68,9 @@ evidence AS (
            sum(CASE WHEN d.query = 'ganesha_bb' AND d.indicted THEN 1 ELSE 0 END) AS bb,
            sum(CASE WHEN d.query = 'fetch_failures' AND d.indicted THEN 1 ELSE 0 END) AS shuffle,
            sum(CASE WHEN d.query = 'fetch_failures' AND d.indicted AND d.subject = 'shuffle/lossy' THEN 1 ELSE 0 END)
-               AS lossy
+               AS lossy,
+           sum(CASE WHEN d.query = 'hung_tasks' AND d.indicted AND d.job_id IS NULL AND d.subject = 'host' THEN 1 ELSE 0 END)
+               AS hang
     -- A run without --cluster covers every cluster under one run id: join on both.
     FROM diagnoses d JOIN runs r ON r.run_id = d.run_id AND r.cluster = d.cluster AND r.newest = 1
     WHERE d.host IS NOT NULL AND ($cluster IS NULL OR d.cluster = $cluster)
@@ -83,15 +86,15 @@ weighed AS (
     SELECT *,
            (CASE WHEN wb > 0 THEN $wb_weight ELSE 0 END) + (CASE WHEN salsa > 0 THEN $salsa_weight ELSE 0 END)
            + (CASE WHEN dataflow > 0 THEN $dataflow_weight ELSE 0 END) + (CASE WHEN bb > 0 THEN $bb_weight ELSE 0 END)
-           + (CASE WHEN shuffle > 0 THEN $shuffle_weight ELSE 0 END)
+           + (CASE WHEN shuffle > 0 THEN $shuffle_weight ELSE 0 END) + (CASE WHEN hang > 0 THEN $hang_weight ELSE 0 END)
            + (CASE WHEN blocks > 0 AND (bb > 0 OR dataflow > 0) AND NOT (loss_points AND lossy = 0)
                    THEN $blocks_weight ELSE 0 END) AS score
     FROM culprit_named
 )
 SELECT cluster, host, 'combined' AS subject, score,
        score >= $min_votes
-                + (CASE WHEN (flow_points AND dataflow = 0) OR (loss_points AND lossy = 0) THEN 1 ELSE 0 END)
+                + (CASE WHEN hang = 0 AND ((flow_points AND dataflow = 0) OR (loss_points AND lossy = 0)) THEN 1 ELSE 0 END)
            AS indicted,
-       wb, salsa, blocks, dataflow, bb, shuffle
+       wb, salsa, blocks, dataflow, bb, shuffle, hang
 FROM weighed
 ORDER BY cluster, score DESC, host;

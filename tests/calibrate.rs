@@ -9,6 +9,7 @@ use std::path::Path;
 use std::process::{Command, Output};
 
 use common::{every_ten_seconds, rows, scalar};
+use kahuna::diagnose::eval::SCORED as VERDICTS;
 
 fn kahuna(warehouse: &Path, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_kahuna")).arg("--warehouse").arg(warehouse).args(args).output().unwrap()
@@ -32,8 +33,6 @@ async fn indicted(wh: &Path, query: &str) -> Vec<String> {
     );
     rows(wh, &sql).await.into_iter().map(|r| r[0].clone()).collect()
 }
-
-const VERDICTS: [&str; 5] = ["kahuna_wb", "salsa_fingerpoint", "ganesha_bb", "fetch_failures", "combined"];
 
 #[tokio::test]
 async fn alike_nodes_with_noise_are_not_indicted_and_calibration_says_what_it_chose() {

@@ -120,6 +120,112 @@ async fn a_host_indicted_alone_outweighs_hosts_indicted_together() {
     assert_eq!(per_host, expected.map(|r| r.map(String::from).to_vec()).to_vec());
 }
 
+/// `hung_tasks` on TaskTracker logs written here, five hosts and three jobs of one Map each,
+/// reporting progress every 3 s. Job 1: node2's attempt reports at 3, 6 and 9 s, then nothing
+/// until it is killed at 60 s (silent 51 s); node4's reports leave a 29 s gap. Job 2: three of
+/// the four go silent alike, the job's code, not a node. Job 3: node3's attempt is still running,
+/// silent since 203 s, when the others end at 260 s; a window ending at 205 s cuts it short.
+/// node5's TaskTracker logs no reports at all: its silences say nothing, it is not judged. In
+/// job 1 node1 also runs a reduce whose reports pause for 40 s while a copy is in flight.
+#[tokio::test]
+async fn hung_tasks_indicts_the_attempt_that_went_silent_not_a_job_slow_to_report() {
+    let logs = tempfile::tempdir().unwrap();
+    let wh = tempfile::tempdir().unwrap();
+    let start = chrono::NaiveDate::from_ymd_opt(2008, 8, 23).unwrap().and_hms_opt(17, 0, 0).unwrap();
+    let stamp = |s: i64| (start + chrono::Duration::seconds(s)).format("%Y-%m-%d %H:%M:%S,000").to_string();
+    let line = |s: i64, msg: &str| format!("{} INFO org.apache.hadoop.mapred.TaskTracker: {msg}\n", stamp(s));
+    for (h, host) in ["node1", "node2", "node3", "node4", "node5"].iter().enumerate() {
+        let mut log = String::new();
+        for job in 1..=3 {
+            let attempt = format!("attempt_200808231700_000{job}_m_00000{h}_0");
+            let begin = (job - 1) * 100;
+            let reports: Vec<i64> = match (job, *host) {
+                (1, "node2") | (2, "node1" | "node2" | "node3") => vec![3, 6, 9],
+                (1, "node4") => vec![3, 32, 57],
+                (3, "node3") => vec![3],
+                (_, "node5") => vec![],
+                _ => (1..20).map(|i| i * 3).collect(),
+            };
+            log.push_str(&line(begin, &format!("LaunchTaskAction: {attempt}")));
+            for r in &reports {
+                let progress =
+                    format!("{attempt} {:.2}% hdfs://master:9000/in/part-0000{h}:0+67108864", *r as f64 / 60.0);
+                log.push_str(&line(begin + r, &progress));
+            }
+            match (job, *host) {
+                (3, "node3") => {}
+                (1, "node2") => {
+                    log.push_str(&line(begin + 60, &format!("Received KillTaskAction for task: {attempt}")))
+                }
+                _ => log.push_str(&line(begin + 60, &format!("Task {attempt} is done."))),
+            }
+        }
+        if *host == "node1" {
+            // A reduce whose reports pause for 40 s while a copy is in flight: waiting on it.
+            let reduce = "attempt_200808231700_0001_r_000000_0";
+            log.push_str(&line(0, &format!("LaunchTaskAction: {reduce}")));
+            for r in [3, 6, 51, 54, 57] {
+                log.push_str(&line(r, &format!("{reduce} 0.1% reduce > copy (1 of 5 at 0.10 MB/s) >")));
+            }
+            log.push_str(&line(60, &format!("Task {reduce} is done.")));
+            let child = logs.path().join(host).join("userlogs").join(reduce);
+            std::fs::create_dir_all(&child).unwrap();
+            let copy = |s: i64, what: &str| {
+                format!(
+                    "{} INFO org.apache.hadoop.mapred.ReduceTask: {reduce} {what} attempt_200808231700_0001_m_000001_0 output from node2.\n",
+                    stamp(s)
+                )
+            };
+            std::fs::write(child.join("syslog"), copy(8, "Copying") + &copy(48, "done copying")).unwrap();
+        }
+        std::fs::write(logs.path().join(format!("hadoop-hadoop-tasktracker-{host}.log")), log).unwrap();
+    }
+    let out = kahuna(wh.path(), &["ingest", logs.path().to_str().unwrap(), "--cluster", "c1"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let copies = "SELECT host, task_id, CAST(duration_ms AS BIGINT) FROM states WHERE state = 'ReduceCopy'";
+    assert_eq!(rows(wh.path(), copies).await, owned(&[["node1", "attempt_200808231700_0001_r_000000_0", "40000"]]));
+    let verdict = |window: &str| {
+        format!(
+            "SELECT coalesce(job_id, '-'), host, subject, round(score, 4), CAST(indicted AS VARCHAR), detail \
+             FROM diagnoses WHERE query = 'hung_tasks' AND {window} AND (indicted OR subject = 'hang') \
+             ORDER BY job_id NULLS FIRST, host"
+        )
+    };
+    diagnose(wh.path(), &["hung_tasks", "--cluster", "c1"]);
+    let all = rows(wh.path(), &verdict("window_to IS NULL")).await;
+    let brief: Vec<[&str; 5]> = all.iter().map(|r| [&*r[0], &*r[1], &*r[2], &*r[3], &*r[4]]).collect();
+    assert_eq!(
+        brief,
+        [
+            ["-", "node2", "host", "1.7", "true"],
+            ["-", "node3", "host", "1.9", "true"],
+            ["job_200808231700_0001", "node2", "hang", "1.7", "true"],
+            ["job_200808231700_0002", "node1", "hang", "1.7", "false"],
+            ["job_200808231700_0002", "node2", "hang", "1.7", "false"],
+            ["job_200808231700_0002", "node3", "hang", "1.7", "false"],
+            ["job_200808231700_0003", "node3", "hang", "1.9", "true"],
+        ],
+        "{all:?}"
+    );
+    let detail: serde_json::Value = serde_json::from_str(&all[2][5]).unwrap();
+    assert_eq!(
+        (detail["silence_s"].as_f64(), detail["reports"].as_f64(), detail["hosts"].as_f64()),
+        (Some(51.0), Some(3.0), Some(4.0))
+    );
+    let detail: serde_json::Value = serde_json::from_str(&all[3][5]).unwrap();
+    assert_eq!(detail["silent_hosts"].as_f64(), Some(3.0));
+    let node5 = "SELECT count(*) FROM diagnoses WHERE query = 'hung_tasks' AND host = 'node5'";
+    assert_eq!(scalar(wh.path(), node5).await, "0");
+    // A window past the data: the running attempt is silent until the logs end, not the window.
+    diagnose(wh.path(), &["hung_tasks", "--cluster", "c1", "--to", "2008-08-24"]);
+    let past = rows(wh.path(), &verdict("window_to = TIMESTAMP '2008-08-24 00:00:00'")).await;
+    assert_eq!(past.iter().map(|r| &r[..5]).collect::<Vec<_>>(), all.iter().map(|r| &r[..5]).collect::<Vec<_>>());
+    diagnose(wh.path(), &["hung_tasks", "--cluster", "c1", "--to", "2008-08-23 17:03:25"]);
+    let cut = rows(wh.path(), &verdict("window_to = TIMESTAMP '2008-08-23 17:03:25'")).await;
+    let indicted: Vec<&str> = cut.iter().filter(|r| r[4] == "true").map(|r| &*r[1]).collect();
+    assert_eq!(indicted, ["node2", "node2"], "{cut:?}");
+}
+
 #[tokio::test]
 async fn kahuna_wb_indicts_the_slow_host_and_reruns_replace_their_partition() {
     let logs = tempfile::tempdir().unwrap();
@@ -465,6 +571,11 @@ async fn every_diagnosis_finds_a_simulated_cpu_hog_and_counts_each_map_once() {
     // Each job once, with its one outcome; each Map attempt once.
     assert_eq!(rows(wh.path(), &study("hog-history-twice")).await, history);
 
+    // A hog slows its tasks; it does not silence them, nor does a fault-free run.
+    for cluster in ["clean", "hog"] {
+        let stdout = diagnose(wh.path(), &["hung_tasks", "--cluster", cluster]);
+        assert!(stdout.contains("hung_tasks: no host indicted among 8 compared"), "{stdout}");
+    }
     // SALSA, then the combined verdict from the newest runs of all of them.
     diagnose(wh.path(), &["salsa_fingerpoint", "--cluster", "hog"]);
     assert_eq!(indicted(wh.path(), "salsa_fingerpoint", "hog").await, ["r01n03"]);
@@ -519,7 +630,12 @@ async fn failed_fetches_indict_the_stuck_reduce_and_the_lossy_node() {
         simulate(&run, Some(fault).filter(|f| !f.is_empty()), 3);
         ingest(wh.path(), cluster, &[run.join("logs")]);
         diagnose(wh.path(), &["fetch_failures", "--cluster", cluster]);
+        diagnose(wh.path(), &["hung_tasks", "--cluster", cluster]);
     }
+    // The stuck reduce is silent too; the lossy node's partners wait on it, reporting as they do.
+    assert_eq!(indicted(wh.path(), "hung_tasks", "hang").await, ["r01n05"]);
+    assert!(indicted(wh.path(), "hung_tasks", "loss").await.is_empty());
+    assert!(indicted(wh.path(), "hung_tasks", "clean").await.is_empty());
     let verdict = |cluster: &str| {
         format!(
             "SELECT host, CAST(indicted AS VARCHAR), round(score, 4), detail FROM diagnoses \
@@ -575,9 +691,10 @@ async fn failed_fetches_indict_the_stuck_reduce_and_the_lossy_node() {
 }
 
 /// `combined` on verdicts written by hand: block-operation indictments (Kahuna-WB's window rows,
-/// SALSA's ReadBlock and WriteBlock) vote only beside Ganesha; the jobs, Maps and failed
-/// fetches vote alone. In cluster `l` failed fetches name h6 the failing end of the transfers:
-/// the others' block operations are then no vote, and they need a vote more.
+/// SALSA's ReadBlock and WriteBlock) vote only beside Ganesha; the jobs, Maps, failed fetches
+/// and silent attempts vote alone. In cluster `l` failed fetches name h6 the failing end of the
+/// transfers: the others' block operations are then no vote, and they need a vote more, but for
+/// a host whose own attempt went silent.
 #[tokio::test]
 async fn block_operations_alone_do_not_indict_in_the_combined_verdict() {
     use kahuna::diagnose::results::{self, DIAGNOSES, Diagnosis, RunInfo};
@@ -606,6 +723,7 @@ async fn block_operations_alone_do_not_indict_in_the_combined_verdict() {
             ("salsa_fingerpoint", vec![row(c, "h3", "ReadBlock", 1.0, true), row(c, "h4", "Map", 1.0, true)]),
             ("ganesha_bb", vec![row(c, "h3", "cpu_user_pct", 1.0, true), row(c, "h5", "cpu_user_pct", 0.0, false)]),
             ("fetch_failures", vec![row(c, "h6", h6, 0.1, true), row(c, "h5", "shuffle", 0.1, false)]),
+            ("hung_tasks", vec![row(c, "h7", "host", 1.5, true)]),
         ]
     };
     let runs = verdicts("c", "shuffle").into_iter().zip(verdicts("l", "shuffle/lossy"));
@@ -623,12 +741,13 @@ async fn block_operations_alone_do_not_indict_in_the_combined_verdict() {
         results::write(&warehouse, DIAGNOSES, results::diagnoses_batch(&info, &rows).unwrap(), None).await.unwrap();
     }
     // h3: Ganesha (1) and its ReadBlock comparison beside it (1); h2's WriteBlock alone is
-    // nothing; h6's failed fetches vote alone. With h6 the failing end, h3 has Ganesha's vote
-    // alone, one short of the two it then needs.
+    // nothing; h6's failed fetches and h7's silent attempt vote alone. With h6 the failing end,
+    // h3 has Ganesha's vote alone, one short of the two it then needs; h7's own silence needs no
+    // more.
     for (cluster, min_votes, expected) in [
-        ("c", "1", vec![("h1", "1"), ("h3", "2"), ("h4", "1"), ("h6", "1")]),
+        ("c", "1", vec![("h1", "1"), ("h3", "2"), ("h4", "1"), ("h6", "1"), ("h7", "1")]),
         ("c", "2", vec![("h3", "2")]),
-        ("l", "1", vec![("h6", "1")]),
+        ("l", "1", vec![("h6", "1"), ("h7", "1")]),
     ] {
         diagnose(wh.path(), &["combined", "--cluster", cluster, "--param", &format!("min_votes={min_votes}")]);
         let sql = format!(

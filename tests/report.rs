@@ -7,6 +7,7 @@ use std::path::Path;
 use std::process::{Command, Output};
 
 use common::{artifacts, render, section};
+use kahuna::diagnose::eval::SCORED;
 use kahuna::schedule::{Config, Runner, WarehouseRunner};
 use kahuna::warehouse::Warehouse;
 
@@ -84,7 +85,7 @@ fn a_50_node_hour_with_a_cpu_hog_gives_a_page_of_a_few_megabytes() {
     ok(kahuna(&wh, &["ingest", "--cluster", "hog50", run.to_str().unwrap()]));
     let train = ["--from", "2008-08-25T00:00:00Z", "--to", "2008-08-25T00:10:00Z"];
     ok(kahuna(&wh, &[&["diagnose", "ganesha_train", "--cluster", "hog50"][..], &train].concat()));
-    for query in ["kahuna_wb", "salsa_fingerpoint", "ganesha_bb", "fetch_failures", "combined"] {
+    for query in SCORED {
         ok(kahuna(&wh, &["diagnose", query, "--cluster", "hog50"]));
     }
     let page = dir.path().join("hog50.html");

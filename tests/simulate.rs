@@ -617,7 +617,8 @@ async fn stragglers_lengthen_some_maps_on_any_node() {
 /// With a twentieth of the tries of copies failing, failed copies join most pairs of the 4
 /// nodes, each output then fetched by the same reduce attempt (unless the attempt or the run
 /// ends first); on a healthy cluster without, none fails. `fetch_failures` indicts no one for them, as it counts
-/// only outputs a reduce failed to fetch twice; counting every failed try, it would.
+/// only outputs a reduce failed to fetch twice; counting every failed try, it would. Nor does
+/// `hung_tasks`.
 #[tokio::test]
 async fn stray_fetch_failures_are_fetched_again_and_indict_no_one() {
     let (alike, stray) = under_default_and(10.0, |c| c.fetch_failures = 0.05);
@@ -638,6 +639,9 @@ async fn stray_fetch_failures_are_fetched_again_and_indict_no_one() {
         for retries in ["retries=2", "retries=1"] {
             indicted.push(fetch_failures_indicted(wh.path(), retries).await);
         }
+        // A reduce waiting on a try that gets no answer is not silent: its copy is in flight.
+        let hung = diagnose(wh.path(), &["hung_tasks"]);
+        assert!(hung.contains("hung_tasks: no host indicted among 4 compared"), "{hung}");
     }
     assert_eq!(failed[0], ["0", "0", "0"], "no failed copy on a healthy cluster");
     let count = |i: usize| failed[1][i].parse::<u32>().unwrap();

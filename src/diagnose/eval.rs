@@ -32,7 +32,8 @@ use crate::ingest::{IngestOptions, ingest};
 use crate::warehouse::Warehouse;
 
 /// The diagnoses scored, in the order they must run (`combined` reads the others' verdicts).
-pub const SCORED: [&str; 5] = ["kahuna_wb", "salsa_fingerpoint", "ganesha_bb", "fetch_failures", "combined"];
+pub const SCORED: [&str; 6] =
+    ["kahuna_wb", "salsa_fingerpoint", "ganesha_bb", "fetch_failures", "hung_tasks", "combined"];
 
 /// One simulated run and what was injected.
 #[derive(Clone, Debug)]

@@ -25,12 +25,13 @@ use datafusion::sql::resolve::resolve_table_references;
 use indexmap::IndexMap;
 
 /// The queries shipped with Kahuna, used when the queries folder does not hold one by that name.
-pub const BUILT_IN: [(&str, &str); 9] = [
+pub const BUILT_IN: [(&str, &str); 10] = [
     ("kahuna_wb", include_str!("../../queries/kahuna_wb.sql")),
     ("salsa_fingerpoint", include_str!("../../queries/salsa_fingerpoint.sql")),
     ("ganesha_train", include_str!("../../queries/ganesha_train.sql")),
     ("ganesha_bb", include_str!("../../queries/ganesha_bb.sql")),
     ("fetch_failures", include_str!("../../queries/fetch_failures.sql")),
+    ("hung_tasks", include_str!("../../queries/hung_tasks.sql")),
     ("peer_correlation", include_str!("../../queries/peer_correlation.sql")),
     ("combined", include_str!("../../queries/combined.sql")),
     ("controlflow", include_str!("../../queries/controlflow.sql")),

@@ -336,7 +336,7 @@ async fn summary(cx: &Session<'_>, has_diagnoses: bool) -> Result<(Section, Vec<
     let cluster = &cx.window[0].1;
     let advice = format!(
         "No diagnosis is recorded for cluster {cluster} over this window. Run `kahuna diagnose kahuna_wb --cluster {cluster}` \
-         (and salsa_fingerpoint, ganesha_bb, fetch_failures, then combined) with the same --from and --to, then this report again."
+         (and salsa_fingerpoint, ganesha_bb, fetch_failures, hung_tasks, then combined) with the same --from and --to, then this report again."
     );
     if !has_diagnoses {
         section.figures.push(figure.not_drawn(&advice));

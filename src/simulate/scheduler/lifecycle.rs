@@ -200,7 +200,15 @@ impl<S: JobSource> Sim<'_, S> {
         }
         let at = self.killed.partition_point(|&(k, _)| k < key);
         self.killed.insert(at, (key, now));
-        self.series[n].retain(|s| s.owner != key);
+        // The reports it made until now were made: lay them before dropping the rest.
+        let buf = &mut self.bufs[n];
+        self.series[n].retain_mut(|s| {
+            if s.owner != key {
+                return true;
+            }
+            s.lay(now, buf);
+            false
+        });
         if let Some(used) = self.used.remove(&key) {
             for (node, from, to, what, rate) in used {
                 if to > now {
@@ -282,6 +290,23 @@ mod tests {
     use super::*;
     use crate::simulate::cluster::{Cluster, Conditions, MAP_SLOTS, REDUCE_SLOTS};
     use crate::simulate::scheduler::testing::{attempts, finish, job, running, spec, submitted};
+
+    /// A killed attempt's progress series is laid round by round; the reports it made before
+    /// the kill are written all the same, so that it is not silent before it was killed.
+    #[test]
+    fn a_killed_attempts_reports_until_the_kill_are_written() {
+        let cluster = Cluster::first(3, 1, Conditions::default());
+        let mut sim = running(spec(&cluster, None), vec![job(1, 0)]);
+        let task = TaskRef { job: 0, idx: 0, attempt: 0, reduce: false };
+        sim.progress(1, task, (10_000, 40_000), (0.0, 1.0), None, &mut Rng::new(1));
+        sim.now = 30_000;
+        sim.kill(task, 1);
+        let reports: Vec<i64> =
+            sim.bufs[1].iter().filter(|r| matches!(r.line, Line::MapProgress { .. })).map(|r| r.ts_ms).collect();
+        assert!(reports.len() >= 6 && reports.iter().all(|&t| t < 30_000), "{reports:?}");
+        assert!(reports.last().is_some_and(|&t| t > 30_000 - 3600), "{reports:?}");
+        assert!(sim.series[1].is_empty());
+    }
 
     #[test]
     fn a_map_that_always_fails_fails_its_job_at_the_fourth_failure_each_try_on_another_node() {

@@ -103,6 +103,12 @@ enum Ev {
     Speculate {
         job: u32,
     },
+    /// A reduce's copier loop reports progress while it waits for map outputs.
+    CopyPing {
+        job: u32,
+        idx: u32,
+        attempt: u8,
+    },
 }
 
 /// How a job ended, or that it has not.
@@ -166,6 +172,8 @@ struct ReduceRun {
     node: u16,
     start: i64,
     lanes: [i64; COPIERS],
+    /// Whether each copier's latest try is one that gets no answer (it waits out its timeout).
+    unanswered: [bool; COPIERS],
     /// When the last copy so far ends (a retried one may end after its copier is free).
     copies_end: i64,
     copied: u32,
@@ -267,6 +275,23 @@ struct Series {
     hi: f32,
     phase: Option<ReducePhase>,
     rng: Rng,
+}
+
+impl Series {
+    /// Lays down its reports due before `until`; false once none is left.
+    fn lay(&mut self, until: i64, buf: &mut Vec<Rec>) -> bool {
+        let span = (self.to - self.from).max(1) as f64;
+        while self.next < until && self.next < self.to {
+            let frac = self.lo + (self.hi - self.lo) * ((self.next - self.from) as f64 / span) as f32;
+            let line = match self.phase {
+                None => Line::MapProgress { task: self.task, frac },
+                Some(phase) => Line::ReduceProgress { task: self.task, frac, phase },
+            };
+            buf.push(Rec { ts_ms: self.next, owner: self.owner, line });
+            self.next += (PROGRESS_MS * self.rng.range(0.8, 1.2)) as i64;
+        }
+        self.next < self.to
+    }
 }
 
 /// One stretch of resource use by an attempt, kept to take back what a killed attempt would
@@ -372,19 +397,7 @@ impl<'a, S: JobSource> Sim<'a, S> {
     pub fn lay_progress(&mut self, until: i64) {
         for (node, series) in self.series.iter_mut().enumerate() {
             let buf = &mut self.bufs[node];
-            series.retain_mut(|s| {
-                let span = (s.to - s.from).max(1) as f64;
-                while s.next < until && s.next < s.to {
-                    let frac = s.lo + (s.hi - s.lo) * ((s.next - s.from) as f64 / span) as f32;
-                    let line = match s.phase {
-                        None => Line::MapProgress { task: s.task, frac },
-                        Some(phase) => Line::ReduceProgress { task: s.task, frac, phase },
-                    };
-                    buf.push(Rec { ts_ms: s.next, owner: s.owner, line });
-                    s.next += (PROGRESS_MS * s.rng.range(0.8, 1.2)) as i64;
-                }
-                s.next < s.to
-            });
+            series.retain_mut(|s| s.lay(until, buf));
         }
     }
 
@@ -435,6 +448,7 @@ impl<'a, S: JobSource> Sim<'a, S> {
                 }
             }
             Ev::Speculate { job } => self.speculate(job),
+            Ev::CopyPing { job, idx, attempt } => self.copy_ping(job, idx, attempt),
         }
     }
 }

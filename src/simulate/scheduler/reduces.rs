@@ -3,7 +3,7 @@
 
 use std::collections::BinaryHeap;
 
-use super::shuffle::COPIERS;
+use super::shuffle::{COPIERS, COPY_PING_MS};
 use super::{End, Ev, JobSource, ReduceRun, Sim};
 use crate::simulate::hdfs::BLOCK_MB;
 use crate::simulate::jobhistory::Hist;
@@ -48,6 +48,7 @@ impl<S: JobSource> Sim<'_, S> {
             node,
             start,
             lanes: [start; COPIERS],
+            unanswered: [false; COPIERS],
             copies_end: start,
             copied: 0,
             copied_mb: 0.0,
@@ -63,6 +64,8 @@ impl<S: JobSource> Sim<'_, S> {
             tail: None,
             stall: None,
         });
+        self.at(start + COPY_PING_MS, Ev::CopyPing { job, idx, attempt });
+        let j = &mut self.jobs[job as usize];
         let done: Vec<u32> = (0..maps).filter(|m| j.maps[*m as usize].done.is_some()).collect();
         for m in done {
             self.copy(job, idx, attempt, m);

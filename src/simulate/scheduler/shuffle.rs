@@ -44,6 +44,12 @@ fn fetch_backoff_ms(failures: u32, retries_per_map: u32) -> i64 {
 /// `ReduceTask.BACKOFF_INIT`.
 const BACKOFF_INIT_MS: i64 = 4000;
 
+/// A copying reduce with no copy in flight reports progress and sleeps this long, "as we don't
+/// want TT to think we're stuck and kill us" (`ReduceCopier.fetchOutputs`), and its copiers
+/// report as bytes arrive: a live reduce is silent only while its copies get no answer, a hung
+/// one is silent.
+pub(super) const COPY_PING_MS: i64 = 5000;
+
 impl<S: JobSource> Sim<'_, S> {
     pub(super) fn reduce_run(&mut self, job: u32, r: u32, attempt: u8) -> Option<&mut ReduceRun> {
         self.jobs[job as usize].reduces[r as usize].runs.iter_mut().find(|x| x.attempt == attempt)
@@ -65,6 +71,42 @@ impl<S: JobSource> Sim<'_, S> {
         self.push(node, timeout, task.key(), Line::SyslogClose { task, done: false });
         self.use_rate(task.key(), node, (start, at), Use::Tasks, 1.0);
         self.at(timeout, Ev::ReduceEnd { job, idx: r, attempt, end: End::TimedOut });
+    }
+
+    /// The copier loop's report while the reduce waits for map outputs, until its copy phase
+    /// ends, it hangs or it is gone.
+    pub(super) fn copy_ping(&mut self, job: u32, r: u32, attempt: u8) {
+        let now = self.now;
+        let j = &mut self.jobs[job as usize];
+        let maps = j.spec.maps;
+        let task = TaskRef { job, idx: r, attempt, reduce: true };
+        // A finished job's tasks are gone.
+        let Some(run) =
+            j.reduces.get_mut(r as usize).and_then(|red| red.runs.iter_mut().find(|x| x.attempt == attempt))
+        else {
+            return;
+        };
+        let copying =
+            run.stall.is_none_or(|(at, _)| now < at) && run.tail.is_none_or(|(shuffled, _, _)| now < shuffled);
+        if !copying {
+            return;
+        }
+        // Silent while its only copies in flight are tries that get no answer: Hadoop's loop
+        // then waits on its copiers, and a copier reports progress only as bytes arrive.
+        let busy: Vec<bool> = (0..COPIERS).filter(|&l| run.lanes[l] > now).map(|l| run.unanswered[l]).collect();
+        if !busy.is_empty() && busy.iter().all(|&unanswered| unanswered) {
+            self.at(now + COPY_PING_MS, Ev::CopyPing { job, idx: r, attempt });
+            return;
+        }
+        // Beside the reports of its copies, which it plans ahead: whether one falls in the last
+        // seconds is not known here, and a report too many is harmless.
+        let node = usize::from(run.node);
+        let landed = run.copied - run.in_flight.iter().filter(|Reverse(end)| *end > now).count() as u32;
+        let secs = ((now - run.start) as f64 / 1000.0).max(0.001);
+        let phase = ReducePhase::Copy { done: landed, total: maps, mb_s: (run.copied_mb / secs) as f32 };
+        let line = Line::ReduceProgress { task, frac: landed as f32 / maps as f32 / 3.0, phase };
+        self.push(node, now, task.key(), line);
+        self.at(now + COPY_PING_MS, Ev::CopyPing { job, idx: r, attempt });
     }
 
     /// The reduce attempt fetches one map's output from the map's TaskTracker.
@@ -169,6 +211,7 @@ impl<S: JobSource> Sim<'_, S> {
         let strike = self.struck.is_none() && Injected::hangs_merge(self.spec.fault.as_ref(), node, end);
         let Some(run) = self.reduce_run(job, r, attempt) else { return };
         run.lanes[lane] = copier_free.unwrap_or(end);
+        run.unanswered[lane] = copier_free.is_some();
         run.copies_end = run.copies_end.max(end);
         run.max_map_ms = max_map_ms;
         run.copied += 1;
@@ -388,6 +431,56 @@ mod tests {
         let lines = sim.bufs[0].len();
         sim.copy(0, 0, 0, 0);
         assert_eq!(sim.bufs[0].len(), lines);
+    }
+
+    /// The reduce's progress reports up to `until`, its copier loop's included.
+    fn reports_until(sim: &mut Sim<Jobs>, until: i64) -> Vec<i64> {
+        while let Some(Reverse((t, _, ev))) = sim.events.pop() {
+            if t >= until {
+                break;
+            }
+            if matches!(ev, Ev::CopyPing { .. }) {
+                sim.now = t;
+                sim.handle(ev);
+            }
+        }
+        let mut reports: Vec<i64> =
+            sim.bufs[0].iter().filter(|r| matches!(r.line, Line::ReduceProgress { .. })).map(|r| r.ts_ms).collect();
+        reports.sort_unstable();
+        reports
+    }
+
+    /// A reduce waiting for map outputs says it is alive every 5 s, as Hadoop's copier loop
+    /// does, but not while its copies get no answer; once hung (HADOOP-1152) it says no more.
+    #[test]
+    fn a_waiting_reduce_reports_every_five_seconds_until_it_hangs() {
+        let cluster = Cluster::first(3, 1, Conditions::default());
+        let mut waiting = reduce_after_maps(&cluster, None, 4, 2, 1.0);
+        let start = waiting.jobs[0].reduces[0].runs[0].start;
+        let reports = reports_until(&mut waiting, 60_000);
+        assert!(reports[0] <= start + COPY_PING_MS, "{reports:?}");
+        assert!(reports.windows(2).all(|w| w[1] - w[0] <= COPY_PING_MS), "{reports:?}");
+        assert!(reports.last().is_some_and(|&t| t > 60_000 - COPY_PING_MS), "{reports:?}");
+
+        // A try waiting out its timeout until 40 s, no other copy in flight: no report
+        // meanwhile. A slow transfer instead reports as its bytes arrive.
+        for (unanswered, silent) in [(true, true), (false, false)] {
+            let mut stalled = reduce_after_maps(&cluster, None, 4, 2, 1.0);
+            let run = &mut stalled.jobs[0].reduces[0].runs[0];
+            (run.lanes[0], run.unanswered[0]) = (40_000, unanswered);
+            let lands = run.copies_end;
+            let reports = reports_until(&mut stalled, 60_000);
+            let meanwhile = reports.iter().filter(|&&t| t > lands && t < 40_000).count();
+            assert_eq!(meanwhile == 0, silent, "{reports:?}");
+            assert!(reports.iter().any(|&t| t >= 40_000), "{reports:?}");
+        }
+
+        let hang = Injected::new(Fault::Hang1152, 0, 0, 3_600_000, 60.0);
+        let mut hung = reduce_after_maps(&cluster, Some(hang), 4, 4, 1.0);
+        let hung_at = hung.struck.map(|(at, _)| at).unwrap();
+        let reports = reports_until(&mut hung, 60_000);
+        // It hangs on its last copy, a second or so in: before its loop would first report.
+        assert!(reports.iter().all(|&t| t <= hung_at), "{reports:?} hung at {hung_at}");
     }
 
     #[test]
