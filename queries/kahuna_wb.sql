@@ -13,7 +13,8 @@
 -- every state alike, as the paper did. Histograms are smoothed with a Gaussian kernel of
 -- $bandwidth bins, so that a few percent of jitter between healthy hosts does not move mass
 -- into a neighbouring bin. A state still running at the end of the data counts with the time
--- it has run so far.
+-- it has run so far, or until its attempt ended if it did (a killed reduce's copy in flight
+-- logs no end).
 --
 -- Per host, over the window (job_id NULL, subject 'host'): each job that indicts anyone hands
 -- out one unit of blame, shared by the hosts it indicts; the host is the verdict when it holds
@@ -22,6 +23,10 @@
 -- or when a DataNode state indicts it over the window. Shared, so that a job that indicts a
 -- dozen hosts at once does not weigh as much for each of them as a job that names one: a hang
 -- indicted alone in its job beside such a job holds half of the blame, each of the dozen 1/24.
+--
+-- A copy of a map output that failed is left out: its duration is the copier's read timeout (a
+-- setting, not the host's speed), so a stray failed try (30 s beside copies of 130 ms) would
+-- hold most of its host's mass; `fetch_failures` reads the failures.
 --
 -- With the job history ingested beside the TaskTracker logs, every Map and Reduce is there
 -- twice (daemon 'history' and 'tasktracker'); a job's states come from its logs, from the
@@ -52,12 +57,13 @@
 
 -- Statement 1: the states of the window (a view: read where each statement needs them).
 CREATE VIEW wb_scope AS
-SELECT cluster, job_id, state, host, daemon, start_ts, end_ts, duration_ms
+SELECT cluster, job_id, state, host, daemon, task_id, start_ts, end_ts, duration_ms
 FROM states
 WHERE ($cluster IS NULL OR cluster = $cluster)
   AND ($from IS NULL OR (date >= CAST($from AS DATE) AND start_ts >= $from))
   AND ($to IS NULL OR (date <= CAST($to AS DATE) AND start_ts < $to))
   AND array_has(string_to_array($states, ','), state)
+  AND (state <> 'ReduceCopy' OR outcome IS DISTINCT FROM 'FAILED')
   AND host IS NOT NULL AND start_ts IS NOT NULL;
 
 -- Statement 2: per job and state, each host's smoothed histogram of its durations over the
@@ -75,8 +81,9 @@ SELECT cluster, job_id, state,
 FROM wb_scope GROUP BY cluster, job_id, state;
 
 -- Statement 3: the groups with a state still running, compared with it counted until the end
--- of the data (the latest end, or start, of the window's states in the cluster). Their states
--- are read again; without any, nothing is.
+-- of the data (the latest end, or start, of the window's states in the cluster), or until its
+-- attempt ended, if it did (as its logs say; the history only without them): a killed reduce's
+-- copy in flight never logs its end, but stopped with it. Their states are read again.
 CREATE TABLE wb_rerun AS
 WITH horizon AS (
     SELECT cluster, date_part('epoch', max(last_ts)) AS last_s FROM wb_groups GROUP BY cluster
@@ -84,12 +91,24 @@ WITH horizon AS (
 running AS (
     SELECT cluster, job_id, state FROM wb_groups WHERE running
 ),
+attempt_ends AS (
+    SELECT cluster, task_id,
+           date_part('epoch', coalesce(max(end_ts) FILTER (WHERE daemon <> 'history'), max(end_ts))) AS end_s
+    FROM states
+    WHERE state IN ('Map', 'Reduce') AND end_ts IS NOT NULL
+      AND ($cluster IS NULL OR cluster = $cluster)
+      AND ($from IS NULL OR date >= CAST($from AS DATE))
+      AND task_id IN (SELECT task_id FROM wb_scope WHERE duration_ms IS NULL AND task_id IS NOT NULL)
+    GROUP BY cluster, task_id
+),
 durations AS (
     SELECT s.cluster, s.job_id, s.state, s.host, s.daemon,
-           coalesce(s.duration_ms, (h.last_s - date_part('epoch', s.start_ts)) * 1000.0) AS ms
+           coalesce(s.duration_ms,
+                    greatest(least(coalesce(a.end_s, h.last_s), h.last_s) - date_part('epoch', s.start_ts), 0) * 1000.0) AS ms
     FROM running r
     JOIN wb_scope s ON s.cluster = r.cluster AND (s.job_id IS NOT DISTINCT FROM r.job_id) AND s.state = r.state
     JOIN horizon h ON h.cluster = s.cluster
+    LEFT JOIN attempt_ends a ON s.duration_ms IS NULL AND a.cluster = s.cluster AND a.task_id = s.task_id
 )
 SELECT cluster, job_id, state,
        duration_peer_scores(host, ms, $lo, $hi, $bins, $weight, $bandwidth, $min_states, $threshold)

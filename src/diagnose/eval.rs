@@ -103,6 +103,30 @@ pub fn find_runs(roots: &[PathBuf], tuning: bool) -> Result<Vec<Run>> {
     Ok(runs)
 }
 
+/// A tuning run that is also a scored run (the same `truth.json`) would let the scored runs
+/// choose their own thresholds: a suite's runs have the seeds `seed`, `seed + 1`, …, so two
+/// suites alike but for seeds closer than their repetitions share runs.
+fn refuse_shared_runs(runs: &[Run]) -> Result<()> {
+    let truth = |run: &Run| {
+        let path = run.dir.join("truth.json");
+        std::fs::read(&path).with_context(|| format!("cannot read {}", path.display()))
+    };
+    let mut scored = HashMap::new();
+    for run in runs.iter().filter(|r| !r.tuning) {
+        scored.insert(truth(run)?, &run.dir);
+    }
+    for run in runs.iter().filter(|r| r.tuning) {
+        if let Some(dir) = scored.get(&truth(run)?) {
+            bail!(
+                "{} and {} have the same truth.json (seed, workload, cluster and faults): a tuning run must not be scored; give the tuning suite seeds that none of the scored suite's repetitions use",
+                run.dir.display(),
+                dir.display()
+            );
+        }
+    }
+    Ok(())
+}
+
 /// What of a run folder is ingested: everything but `truth.json`, which is not a log (ingest
 /// would list it as refused).
 fn run_inputs(dir: &Path) -> Result<Vec<PathBuf>> {
@@ -238,6 +262,7 @@ async fn fill_nodes(warehouse: &Warehouse, runs: &mut [Run]) -> Result<()> {
 pub async fn eval(options: &Options, out: &mut dyn std::io::Write) -> Result<()> {
     let mut runs = find_runs(&options.runs, false)?;
     runs.extend(find_runs(&options.tune, true)?);
+    refuse_shared_runs(&runs)?;
     // A kept warehouse may hold runs from an earlier evaluation: those are not read again.
     let kept = ingested_files(&options.warehouse).await?;
     let mut reused = 0;
@@ -563,5 +588,30 @@ mod tests {
         assert_eq!(read_truth(dir.path()).unwrap().0, "none");
         write(r#"{"fault": "DiskHog"}"#);
         assert!(format!("{:#}", read_truth(dir.path()).unwrap_err()).contains("needs `fault` and `host`"));
+    }
+
+    #[test]
+    fn a_tuning_run_that_is_a_scored_run_is_refused() {
+        let root = tempfile::tempdir().unwrap();
+        let run = |suite: &str, rep: &str, seed: u32| {
+            let dir = root.path().join(suite).join(rep);
+            std::fs::create_dir_all(&dir).unwrap();
+            let text = format!(r#"{{"seed": {seed}, "workload": "sort", "hosts": [], "faults": []}}"#);
+            std::fs::write(dir.join("truth.json"), text).unwrap();
+        };
+        // Seeds 411, 412 against 412, 413: the scored r1 is the tuning r0.
+        for (suite, first) in [("scored", 411), ("tuning", 412)] {
+            run(suite, "r0", first);
+            run(suite, "r1", first + 1);
+        }
+        let mut runs = find_runs(&[root.path().join("scored")], false).unwrap();
+        runs.extend(find_runs(&[root.path().join("tuning")], true).unwrap());
+        let error = format!("{:#}", refuse_shared_runs(&runs).unwrap_err());
+        assert!(error.contains("tuning/r0 and ") && error.contains("scored/r1 have the same truth.json"), "{error}");
+        run("tuning", "r0", 421);
+        run("tuning", "r1", 422);
+        let mut runs = find_runs(&[root.path().join("scored")], false).unwrap();
+        runs.extend(find_runs(&[root.path().join("tuning")], true).unwrap());
+        refuse_shared_runs(&runs).unwrap();
     }
 }

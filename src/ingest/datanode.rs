@@ -56,6 +56,13 @@ pub fn recognize(msg: &str) -> Option<Token> {
         detail.peer_host = Some(writer);
         return Some(Token::End { kind, key, outcome: Outcome::Succeeded, detail });
     }
+    // A receive that failed (its writer died, or the pipeline broke): 0.18–1.x `writeBlock blk_…
+    // received exception …`, 2.x–3.x `opWriteBlock BP-…:blk_… received exception …`.
+    if let Some(rest) = body.strip_prefix("writeBlock ").or_else(|| body.strip_prefix("opWriteBlock "))
+        && let Some((block, _)) = split_at_first(rest, " received exception ")
+    {
+        return find_block(block).map(|block| Token::Fail { prefix: write_key(Some(block), "") });
+    }
     let served = body.strip_prefix("Served block ").map(|rest| (rest, Outcome::Succeeded));
     let failed = body.strip_prefix("Got exception while serving ").map(|rest| (rest, Outcome::Failed));
     if let Some((rest, outcome)) = served.or(failed) {
@@ -159,6 +166,17 @@ mod tests {
             matches!(end, Some(Token::End { key: ref k, detail: Detail { bytes: Some(134217728), .. }, .. }) if *k == key)
         );
         assert_eq!(recognize("Receiving empty packet for block blk_1"), None);
+    }
+
+    #[test]
+    fn a_failed_receive_names_its_block_not_its_writer() {
+        let fail = |prefix: &str| Some(Token::Fail { prefix: prefix.into() });
+        let old = "writeBlock blk_-5623176793330377570 received exception java.io.EOFException: while trying to read 65557 bytes";
+        assert_eq!(recognize(old), fail("write:blk_-5623176793330377570:"));
+        let new = "opWriteBlock BP-1457921563-10.0.0.1-1553147000000:blk_1073741825_1001 received exception java.io.IOException: Premature EOF from inputStream";
+        assert_eq!(recognize(new), fail("write:blk_1073741825:"));
+        assert_eq!(recognize("writeBlock received exception java.io.EOFException"), None);
+        assert_eq!(recognize("writeBlock blk_1 done"), None);
     }
 
     #[test]

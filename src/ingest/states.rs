@@ -102,6 +102,11 @@ pub enum Token {
     Forget { key: String },
     /// An activity ends; the end's kind wins (a write turns out to be replicated only at its end).
     End { kind: StateKind, key: String, outcome: Outcome, detail: Detail },
+    /// An activity the line names only in part fails: a DataNode's failed receive names its
+    /// block, not its writer (`writeBlock blk_… received exception …`). Ends the one open start
+    /// whose key begins with `prefix`; where several do (a merged file, in which each DataNode
+    /// of the pipeline received the block), the line cannot say whose it is and ends none.
+    Fail { prefix: String },
     /// A whole state in one line (clienttrace): it ended now and lasted `duration_ms`. Where
     /// the daemon also logged the start (0.20 DataNodes log `Receiving block` and then, instead
     /// of `Received block`, the clienttrace line), `closes` names that start, which this line
@@ -218,6 +223,16 @@ impl Machine {
                     }
                 } else {
                     out.push(state);
+                }
+            }
+            Token::Fail { prefix } => {
+                let mut keys = self.open.iter().filter(|(key, _)| key.starts_with(&prefix));
+                if let (Some((key, opens)), None) = (keys.next(), keys.next())
+                    && let Some(kind) = opens.front().map(|open| open.kind)
+                {
+                    let key = key.clone();
+                    let end = Token::End { kind, key, outcome: Outcome::Failed, detail: Detail::default() };
+                    self.observe(end, mark, out);
                 }
             }
             Token::Amend { key, detail } => {
@@ -364,6 +379,25 @@ mod tests {
         let first = &out[0];
         // The start is the end less the duration, to the millisecond (400.5 rounds to 401).
         assert_eq!((first.duration_ms, first.start.as_ref().map(|s| s.ts_ms)), (Some(400.5), Some(1099)));
+    }
+
+    #[test]
+    fn a_failed_receive_ends_the_one_write_of_its_block() {
+        let mut m = Machine::default();
+        let mut out = Vec::new();
+        let write =
+            |key: &str| Token::Start { kind: StateKind::WriteBlock, key: key.into(), detail: Detail::default() };
+        let fail = |block: &str| Token::Fail { prefix: format!("write:{block}:") };
+        m.observe(write("write:blk_1:10.0.0.1"), mark(1000, 1), &mut out);
+        m.observe(write("write:blk_12:10.0.0.1"), mark(1100, 2), &mut out);
+        m.observe(fail("blk_1"), mark(1600, 3), &mut out);
+        // A merged file: two DataNodes of a pipeline received blk_12; the line says not whose.
+        m.observe(write("write:blk_12:10.0.0.2"), mark(1200, 4), &mut out);
+        m.observe(fail("blk_12"), mark(1700, 5), &mut out);
+        m.observe(fail("blk_7"), mark(1800, 6), &mut out);
+        let got: Vec<_> = out.iter().map(|s| (s.kind, s.outcome, s.duration_ms)).collect();
+        assert_eq!(got, vec![(StateKind::WriteBlock, Some(Outcome::Failed), Some(600.0))]);
+        assert_eq!(m.open_starts(), 2);
     }
 
     #[test]

@@ -146,6 +146,11 @@ pub enum Line {
         dur_ms: u32,
         downstream: u8,
     },
+    /// A receive whose writer died (its attempt was killed): the DataNode's thread reads an
+    /// early end of stream.
+    ReceiveFailed {
+        block: i64,
+    },
     ReadStart,
     Served {
         block: i64,
@@ -978,6 +983,20 @@ impl NodeWriter {
                 self.emit(Dest::DataNode)?;
                 self.connection(ms, -1, names)
             }
+            Line::ReceiveFailed { block } => {
+                self.head(ms, "INFO", dn_logger(v));
+                if v == Version::V2 {
+                    self.s("opWriteBlock ");
+                    self.block(block, names);
+                    self.s(" received exception java.io.IOException: Premature EOF from inputStream\n");
+                } else {
+                    self.s("writeBlock ");
+                    self.block(block, names);
+                    self.s(" received exception java.io.EOFException: while trying to read 65557 bytes\n");
+                }
+                self.emit(Dest::DataNode)?;
+                self.connection(ms, -1, names)
+            }
             Line::ReadStart => self.connection(ms, 1, names),
             Line::Served { block, to, port, size, client, dur_ms } => {
                 match v {
@@ -1148,6 +1167,8 @@ mod tests {
             Line::SyslogClose { task: r, done: true },
             Line::Receiving { block: -42, src: 1, port: 40001 },
             Line::Received { block: -42, src: 1, port: 40001, size: 100, client: m, dur_ms: 5, downstream: 0 },
+            Line::Receiving { block: -43, src: 1, port: 40002 },
+            Line::ReceiveFailed { block: -43 },
         ];
         let mut recs: Vec<Rec> =
             recs.iter().enumerate().map(|(i, &line)| Rec { ts_ms: i as i64 * 10, owner: 0, line }).collect();
@@ -1155,7 +1176,7 @@ mod tests {
         assert!(recs.is_empty());
         assert_eq!(
             w.finish().unwrap(),
-            LineCounts { tasktracker: 7 + 3, datanode: 7 + 5, syslog: 7, ..LineCounts::default() }
+            LineCounts { tasktracker: 7 + 3, datanode: 7 + 9, syslog: 7, ..LineCounts::default() }
         );
         let tt = std::fs::read_to_string(dir.path().join("r01n01/hadoop-hadoop-tasktracker-r01n01.log")).unwrap();
         let tt: Vec<&str> = tt.lines().filter(|l| l.starts_with("2008")).collect();
@@ -1175,6 +1196,9 @@ mod tests {
         let dn = std::fs::read_to_string(dir.path().join("r01n01/hadoop-hadoop-datanode-r01n01.log")).unwrap();
         assert!(dn.contains("DataNode: Receiving block blk_-42 src: /10.1.1.11:40001 dest: /10.1.1.10:50010\n"));
         assert!(dn.contains("DataNode: Received block blk_-42 of size 100 from /10.1.1.11\n"));
+        assert!(dn.contains(
+            "DataNode: writeBlock blk_-43 received exception java.io.EOFException: while trying to read 65557 bytes\n"
+        ));
         assert!(dn.contains("DEBUG org.apache.hadoop.dfs.DataNode: Number of active connections is: 1\n"));
     }
 }

@@ -9,7 +9,7 @@ use crate::simulate::hdfs;
 use crate::simulate::jobhistory::{Hist, Status};
 use crate::simulate::rng::{Rng, Stream};
 use crate::simulate::workload::JobSpec;
-use crate::simulate::writers::{JobName, Line, TaskRef};
+use crate::simulate::writers::{JobName, Line, Rec, TaskRef};
 
 /// Failed attempts per task before the job fails (`mapred.map.max.attempts`).
 const MAX_ATTEMPTS: u8 = 4;
@@ -200,6 +200,28 @@ impl<S: JobSource> Sim<'_, S> {
         }
         let at = self.killed.partition_point(|&(k, _)| k < key);
         self.killed.insert(at, (key, now));
+        // Its blocks half written: each DataNode that began to receive one (its `Receiving`
+        // is not among the lines the kill takes back) reads an early end of stream.
+        for buf in &mut self.bufs {
+            let unbegun = |block: i64| {
+                buf.iter().any(|r| {
+                    r.owner == key && r.ts_ms > now && matches!(r.line, Line::Receiving { block: b, .. } if b == block)
+                })
+            };
+            let cut: Vec<i64> = buf
+                .iter()
+                .filter_map(|r| match r.line {
+                    Line::Received { block, dur_ms, .. }
+                        if r.owner == key && r.ts_ms > now && r.ts_ms - i64::from(dur_ms) <= now =>
+                    {
+                        Some(block)
+                    }
+                    _ => None,
+                })
+                .filter(|&block| !unbegun(block))
+                .collect();
+            buf.extend(cut.into_iter().map(|block| Rec { ts_ms: now, owner: 0, line: Line::ReceiveFailed { block } }));
+        }
         // The reports it made until now were made: lay them before dropping the rest.
         let buf = &mut self.bufs[n];
         self.series[n].retain_mut(|s| {
@@ -306,6 +328,35 @@ mod tests {
         assert!(reports.len() >= 6 && reports.iter().all(|&t| t < 30_000), "{reports:?}");
         assert!(reports.last().is_some_and(|&t| t > 30_000 - 3600), "{reports:?}");
         assert!(sim.series[1].is_empty());
+    }
+
+    /// Killed while its block went down the pipeline, an attempt's writes fail on every
+    /// DataNode that began to receive them, as Hadoop's read an early end of stream.
+    #[test]
+    fn a_killed_attempts_half_written_block_fails_on_its_datanodes() {
+        let cluster = Cluster::first(3, 1, Conditions::default());
+        let mut sim = running(spec(&cluster, None), vec![job(2, 0)]);
+        // Not the job's first map, whose key (0) is that of lines no attempt owns.
+        let task = TaskRef { job: 0, idx: 1, attempt: 0, reduce: false };
+        let end = sim.write_block(0, 1000, 64.0, 3, task, &mut Rng::new(1));
+        let written = sim.write_block(0, end + 1, 64.0, 1, task, &mut Rng::new(2));
+        sim.now = (end + 1 + written) / 2;
+        sim.kill(task, 0);
+        let failed = |node: usize| {
+            let recs = sim.bufs[node].iter().filter(|r| matches!(r.line, Line::ReceiveFailed { .. }));
+            recs.map(|r| r.ts_ms).collect::<Vec<_>>()
+        };
+        // The first block was written before the kill; the second, to node 0 alone, was not.
+        assert_eq!((failed(0), failed(1), failed(2)), (vec![sim.now], vec![], vec![]));
+        // Killed within the 2 ms before a pipeline's second DataNode began to receive: only
+        // the first fails.
+        let mut sim = running(spec(&cluster, None), vec![job(2, 0)]);
+        sim.write_block(0, 1000, 64.0, 3, task, &mut Rng::new(1));
+        sim.now = 1001;
+        sim.kill(task, 0);
+        let failed: Vec<usize> =
+            (0..3).filter(|&n| sim.bufs[n].iter().any(|r| matches!(r.line, Line::ReceiveFailed { .. }))).collect();
+        assert_eq!(failed, vec![0]);
     }
 
     #[test]

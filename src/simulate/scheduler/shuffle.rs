@@ -93,8 +93,8 @@ impl<S: JobSource> Sim<'_, S> {
         }
         // Silent while its only copies in flight are tries that get no answer: Hadoop's loop
         // then waits on its copiers, and a copier reports progress only as bytes arrive.
-        let busy: Vec<bool> = (0..COPIERS).filter(|&l| run.lanes[l] > now).map(|l| run.unanswered[l]).collect();
-        if !busy.is_empty() && busy.iter().all(|&unanswered| unanswered) {
+        let mut busy = (0..COPIERS).filter(|&l| run.lanes[l] > now).peekable();
+        if busy.peek().is_some() && busy.all(|l| run.unanswered[l]) {
             self.at(now + COPY_PING_MS, Ev::CopyPing { job, idx: r, attempt });
             return;
         }

@@ -267,6 +267,7 @@ impl NodeWriter {
             // The DataNode's, block pools aside, are worded as 0.20 words them.
             Line::Receiving { .. }
             | Line::Received { .. }
+            | Line::ReceiveFailed { .. }
             | Line::ReadStart
             | Line::Served { .. }
             | Line::ServeFailed { .. }
