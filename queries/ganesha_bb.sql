@@ -4,8 +4,9 @@
 -- row (see ganesha_train.sql), or as unknown (label $k). Every $step_seconds, each host's label
 -- histogram over the last $memory_seconds, decayed exponentially with age, is compared with its
 -- peers' (square-root Jensen-Shannon distance); farther than $threshold from more than (n-1)/2
--- peers raises an alarm. The alarms' exponentially weighted moving average (weight $ewma_alpha,
--- from 0) is the host's weighted alarm count; it indicts the host once it exceeds $alarm_level.
+-- peers raises an alarm, unless it is near at least $near_peers of them. The alarms'
+-- exponentially weighted moving average (weight $ewma_alpha, from 0) is the host's weighted
+-- alarm count; it indicts the host once it exceeds $alarm_level.
 -- With the default 0.02 the count remembers about the last 50 ticks (4 minutes): healthy hosts
 -- differ from the rest for a minute now and then (a Reduce's shuffle, a job's last Maps), a
 -- faulty one for as long as its fault lasts.
@@ -33,6 +34,7 @@
 -- @param ewma_alpha      number    = 0.02   weight of the newest alarm in the alarm count
 -- @param alarm_level     number    = 0.6    weighted alarm count that indicts
 -- @param min_hosts       integer   = 3      hosts needed at a tick for a comparison
+-- @param near_peers      integer   = 2      a host near this many peers is one of a group, not an outlier (0: Ganesha's rule)
 -- @output verdict
 -- @tune alarm_level = 0.5, 0.6, 0.7, 0.8, 0.9, 0.95
 --
@@ -112,13 +114,20 @@ histograms AS (
     FROM ticked GROUP BY series, peers, tick
 ),
 -- An alarm: enough hosts at the tick, and this one far from more than half of them (a peer
--- score above 0.5), one GROUP BY per tick as in salsa_fingerpoint.
+-- score above 0.5), one GROUP BY per tick as in salsa_fingerpoint. Hosts that behave alike
+-- in a group of their own are not outliers: a small rack takes most of a large rack's block
+-- replicas (HDFS puts a block's second and third copies on another rack), an older hardware
+-- class is slower. A faulty host is near none of its peers, or one by chance. (Where its fault
+-- slows its partners alike, as packet loss does at 50 nodes, it has company: the data flow and
+-- failed fetches name it.)
 compared AS (
     SELECT tick, count(*) AS hosts, unnest(peer_scores(series, hist, $threshold)) AS peer
     FROM histograms GROUP BY peers, tick
 ),
 alarms AS (
-    SELECT peer['member'] AS series, tick, hosts >= $min_hosts AND coalesce(peer['score'] > 0.5, false) AS alarm
+    SELECT peer['member'] AS series, tick, hosts >= $min_hosts
+           AND coalesce(peer['score'] > 0.5 AND ($near_peers = 0 OR (hosts - 1) * (1.0 - peer['score']) < $near_peers - 0.5), false)
+               AS alarm
     FROM compared
 )
 -- ewma() starts from the first value: that value's weight is taken back, so the count starts from 0.

@@ -64,7 +64,8 @@ async fn alike_nodes_with_noise_are_not_indicted_and_calibration_says_what_it_ch
 
     // The same cluster captured every 10 seconds, as sadc often runs: Ganesha counts its memory
     // in samples, so it still indicts at most one host; counted in seconds as at one sample a
-    // second (`sample_seconds=1`), six vectors a histogram, it indicts nearly every host.
+    // second (`sample_seconds=1`), six vectors a histogram, with the paper's rule (a host near
+    // some of its peers is not spared: `near_peers=0`) it indicts nearly every host.
     let every_10s = run.path().join("sadc-10s");
     std::fs::create_dir(&every_10s).unwrap();
     for entry in std::fs::read_dir(run.path().join("sadc")).unwrap() {
@@ -85,7 +86,7 @@ async fn alike_nodes_with_noise_are_not_indicted_and_calibration_says_what_it_ch
     };
     let stdout = ganesha(&[]);
     assert!(indicted(wh.path(), "ganesha_bb").await.len() <= 1, "{stdout}");
-    let stdout = ganesha(&["--param", "sample_seconds=1"]);
+    let stdout = ganesha(&["--param", "sample_seconds=1", "--param", "near_peers=0"]);
     assert!(indicted(wh.path(), "ganesha_bb").await.len() >= 8, "{stdout}");
 
     // Too little history: said, the defaults named, nothing recorded. A window is two minutes
