@@ -126,7 +126,7 @@ compared AS (
 ),
 alarms AS (
     SELECT peer['member'] AS series, tick, hosts >= $min_hosts
-           AND coalesce(peer['score'] > 0.5 AND ($near_peers = 0 OR (hosts - 1) * (1.0 - peer['score']) < $near_peers - 0.5), false)
+           AND coalesce(peer['score'] > 0.5 AND ($near_peers = 0 OR peer['near'] < $near_peers), false)
                AS alarm
     FROM compared
 )

@@ -17,7 +17,8 @@ use std::mem::size_of;
 use std::sync::{Arc, LazyLock};
 
 use datafusion::arrow::array::{
-    Array, ArrayRef, BooleanArray, Float64Array, Float64Builder, ListArray, ListBuilder, StructArray, new_empty_array,
+    Array, ArrayRef, BooleanArray, Float64Array, Float64Builder, Int64Builder, ListArray, ListBuilder, StructArray,
+    new_empty_array,
 };
 use datafusion::arrow::compute::interleave;
 use datafusion::arrow::datatypes::{DataType, Field, FieldRef, Fields};
@@ -365,9 +366,13 @@ impl Default for PeerScores {
     }
 }
 
-/// The result's items: each member with its score.
+/// The result's items: each member with its score and how many of its peers are near it.
 fn score_fields(member: &DataType) -> Fields {
-    Fields::from(vec![Field::new("member", member.clone(), true), Field::new("score", DataType::Float64, true)])
+    Fields::from(vec![
+        Field::new("member", member.clone(), true),
+        Field::new("score", DataType::Float64, true),
+        Field::new("near", DataType::Int64, true),
+    ])
 }
 
 fn score_item(member: &DataType) -> FieldRef {
@@ -496,6 +501,7 @@ impl PeerScoresGroups {
 
     fn scores_of(&self, by_group: &ByGroup) -> Result<ArrayRef> {
         let mut scores = Float64Builder::with_capacity(by_group.order.len());
+        let mut nears = Int64Builder::with_capacity(by_group.order.len());
         let mut dists = Distributions::default();
         let mut dist_of = Vec::new();
         let mut scratch = Vec::new();
@@ -512,12 +518,14 @@ impl PeerScoresGroups {
             let far = dists.far_counts(self.threshold);
             let peers = dists.len().saturating_sub(1);
             for &dist in &dist_of {
-                scores.append_option(dist.filter(|_| peers > 0).map(|d| far[d] as f64 / peers as f64));
+                let far = dist.filter(|_| peers > 0).map(|d| far[d]);
+                scores.append_option(far.map(|far| far as f64 / peers as f64));
+                nears.append_option(far.map(|far| (peers - far) as i64));
             }
         }
         let items = StructArray::try_new(
             score_fields(&self.member_type),
-            vec![self.members_of(&by_group.order)?, Arc::new(scores.finish())],
+            vec![self.members_of(&by_group.order)?, Arc::new(scores.finish()), Arc::new(nears.finish())],
             None,
         )?;
         Ok(Arc::new(ListArray::try_new(score_item(&self.member_type), by_group.lengths(), Arc::new(items), None)?))
@@ -613,10 +621,11 @@ impl Accumulator for PeerScoresAccumulator {
 static PEER_SCORES_DOC: LazyLock<Documentation> = LazyLock::new(|| {
     Documentation::builder(
         DOC_SECTION_GENERAL,
-        "`peer_score` as an aggregate over `GROUP BY` the peer group: a list of `{member, score}`, in no \
-         particular order, with each row's `member` and its score, the same number the window gives \
-         (above 0.5 where `indict` is true). A row whose histogram is NULL, empty or all zero scores \
-         NULL and is nobody's peer. Where peer groups are many and small (a cluster's hosts at each of \
+        "`peer_score` as an aggregate over `GROUP BY` the peer group: a list of `{member, score, near}`, \
+         in no particular order, with each row's `member`, its score, the same number the window gives \
+         (above 0.5 where `indict` is true), and `near`, how many of its peers are within the threshold \
+         (a member far from most of its peers but near a few is one of a group of its own). A row whose \
+         histogram is NULL, empty or all zero scores NULL and is nobody's peer. Where peer groups are many and small (a cluster's hosts at each of \
          30 K ticks), a window partitioned by the group hash-partitions, sorts and concatenates the \
          histograms and evaluates each partition on its own; the aggregate keeps each row where it came \
          (its batch, or a partial state) and scores each group when it is emitted. `unnest` the list to \
@@ -624,16 +633,16 @@ static PEER_SCORES_DOC: LazyLock<Documentation> = LazyLock::new(|| {
         "peer_scores(member, hist, threshold)",
     )
     .with_sql_example(concat!(
-        "SELECT p['member'] AS host, p['score'] AS score\n",
+        "SELECT p['member'] AS host, p['score'] AS score, p['near'] AS near\n",
         "FROM (SELECT unnest(peer_scores(host, h, 0.5)) AS p\n",
         "      FROM (VALUES ('j', 'r1', [5, 5, 0]), ('j', 'r2', [6, 4, 0]),\n",
         "                   ('j', 'r3', [5, 4, 1]), ('j', 'r4', [0, 1, 9])) AS v(job, host, h)\n",
         "      GROUP BY job)\n",
         "ORDER BY host;\n",
-        "-- r1 0.333333333\n",
-        "-- r2 0.333333333\n",
-        "-- r3 0.333333333\n",
-        "-- r4 1"
+        "-- r1 0.333333333 2\n",
+        "-- r2 0.333333333 2\n",
+        "-- r3 0.333333333 2\n",
+        "-- r4 1 0"
     ))
     .with_argument(
         "member",
@@ -855,6 +864,13 @@ mod tests {
              ORDER BY h"
         );
         assert_eq!(strings(&ctx(2), &whole).await, ["d0|2|1.0", "e0|2|1.0", "f0|2|NULL", "z0|2|NULL"]);
+        // How many peers each is near: a0 the 39 other a's and the 40 b's, c0 the other c's; d0
+        // none (its one peer differs); f0 and the lone l0 have no score.
+        let near = format!(
+            "SELECT p['member'] AS h, p['near'] AS n FROM (SELECT unnest(peer_scores(h, hist, 0.5)) AS p \
+             FROM ({PEER_ROWS}) GROUP BY g) WHERE p['member'] IN ('a0', 'c0', 'd0', 'f0', 'l0') ORDER BY h"
+        );
+        assert_eq!(strings(&ctx(4), &near).await, ["a0|79", "c0|39", "d0|0", "f0|NULL", "l0|NULL"]);
     }
 
     #[tokio::test]
@@ -893,12 +909,12 @@ mod tests {
         let rest = scores(parts.evaluate(EmitTo::All).unwrap());
         // Group 1: 20 and 21 are the same and 22 differs from both (distance 1), so 22 is far
         // from both of its peers and 20 and 21 from one of two; 30, all zero, has no score.
-        assert_eq!(first, ["[{member: 10, score: 1.0}, {member: 11, score: 1.0}]"]);
+        assert_eq!(first, ["[{member: 10, score: 1.0, near: 0}, {member: 11, score: 1.0, near: 0}]"]);
         assert_eq!(
             rest,
             [
-                "[{member: 20, score: 0.5}, {member: 21, score: 0.5}, {member: 22, score: 1.0}]",
-                "[{member: 30, score: NULL}]"
+                "[{member: 20, score: 0.5, near: 1}, {member: 21, score: 0.5, near: 1}, {member: 22, score: 1.0, near: 0}]",
+                "[{member: 30, score: NULL, near: NULL}]"
             ]
         );
         let mut partial = PeerScoresGroups::new(0.5, DataType::Int64);
@@ -917,9 +933,9 @@ mod tests {
         assert_eq!(
             scores(joined.evaluate(EmitTo::All).unwrap()),
             [
-                "[{member: 10, score: 0.5}, {member: 11, score: 0.75}, {member: 20, score: 0.5}, \
-                 {member: 21, score: 0.5}, {member: 22, score: 0.75}]",
-                "[{member: 30, score: NULL}]"
+                "[{member: 10, score: 0.5, near: 2}, {member: 11, score: 0.75, near: 1}, {member: 20, score: 0.5, near: 2}, \
+                 {member: 21, score: 0.5, near: 2}, {member: 22, score: 0.75, near: 1}]",
+                "[{member: 30, score: NULL, near: NULL}]"
             ]
         );
         // Emitting a group lets go of the batches only it pointed into.
