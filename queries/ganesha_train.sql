@@ -7,8 +7,8 @@
 --
 -- @param from            timestamp = null   fault-free window start (null: all history)
 -- @param to              timestamp = null   fault-free window end
--- @param cluster         text      = null   cluster the model is for (null: trained on every cluster, saved as 'default')
--- @param train_clusters  text      = null   comma-separated clusters to train on (null: $cluster, or all)
+-- @param cluster         text      = null   cluster the model is for, and trained on (null: every cluster, saved as 'default')
+-- @param train_clusters  text      = null   comma-separated clusters to train on instead (null: $cluster, or all)
 -- @param exclude         text      = null   comma-separated cluster/host pairs left out (hosts found outlying)
 -- @param k               integer   = 7      profiles (Ganesha's elbow: 7)
 -- @param seed            integer   = 42     K-means seed, for a reproducible model
@@ -22,8 +22,8 @@ SELECT $k AS k, count(*) AS samples, count(DISTINCT host) AS hosts,
        gmm_fit($k, cpu_user_pct, cpu_system_pct, cpu_iowait_pct, cswch_s, runq_sz, plist_sz, ldavg_1,
                rx_kb_s, tx_kb_s, pgpgin_s, pgpgout_s, fault_s, bread_s, bwrtn_s, $seed) AS model
 FROM sadc
-WHERE ($cluster IS NULL OR cluster = $cluster)
-  AND ($train_clusters IS NULL OR array_has(string_to_array($train_clusters, ','), cluster))
+WHERE (CASE WHEN $train_clusters IS NULL THEN $cluster IS NULL OR cluster = $cluster
+            ELSE array_has(string_to_array($train_clusters, ','), cluster) END)
   AND ($from IS NULL OR (date >= CAST($from AS DATE) AND ts >= $from))
   AND ($to IS NULL OR (date <= CAST($to AS DATE) AND ts < $to))
   AND ($exclude IS NULL OR NOT array_has(string_to_array($exclude, ','), concat(cluster, '/', host)));

@@ -507,6 +507,10 @@ async fn every_diagnosis_finds_a_simulated_cpu_hog_and_counts_each_map_once() {
     diagnose(wh.path(), &["ganesha_train", "--cluster", "clean"]);
     let model = rows(wh.path(), "SELECT k, samples, hosts FROM ganesha_models WHERE cluster = 'clean'").await;
     assert_eq!(model, vec![vec!["7".to_string(), (8 * 12 * 60).to_string(), "8".into()]]);
+    // With `train_clusters`, `cluster` only names the model (`eval --calibrate` keeps one a size).
+    diagnose(wh.path(), &["ganesha_train", "--cluster", "profiles", "--param", "train_clusters=clean"]);
+    let named = rows(wh.path(), "SELECT k, samples, hosts FROM ganesha_models WHERE cluster = 'profiles'").await;
+    assert_eq!(named, model);
     diagnose(wh.path(), &["ganesha_bb", "--cluster", "hog", "--param", "model_cluster=clean"]);
     assert_eq!(indicted(wh.path(), "ganesha_bb", "hog").await, ["r01n03"]);
     diagnose(wh.path(), &["ganesha_bb", "--cluster", "clean", "--param", "model_cluster=clean"]);

@@ -402,8 +402,8 @@ pub struct EvalArgs {
     /// an operator without labelled runs of a cluster gets.
     #[arg(long, conflicts_with = "calibrate")]
     pub defaults: bool,
-    /// Calibrate every query as `kahuna calibrate` does, on the tuning runs read as one
-    /// cluster's history, their labels unread: at most this share of healthy host-runs alarm.
+    /// Calibrate every query as `kahuna calibrate` does, on the tuning runs of each size read as
+    /// one cluster's history, their labels unread: at most this share of healthy host-runs alarm.
     #[arg(long, num_args = 0..=1, default_missing_value = "0.05", value_name = "SHARE")]
     pub calibrate: Option<f64>,
     /// Where the tables go as CSV.

@@ -187,8 +187,8 @@ pub enum Thresholds {
     Tuned,
     /// Each query's default; the tuning runs only train Ganesha's profiles.
     Defaults,
-    /// Calibrated as `kahuna calibrate` does, on the tuning runs read as one cluster's history,
-    /// a window each, their labels unread (Ganesha's profiles included).
+    /// Calibrated as `kahuna calibrate` does, on the tuning runs of each size read as one
+    /// cluster's history, a window each, their labels unread (Ganesha's profiles included).
     Calibrated { max_share: f64 },
 }
 
@@ -325,12 +325,15 @@ pub async fn eval(options: &Options, out: &mut dyn std::io::Write) -> Result<()>
         queries.push((query, reads));
     }
     queries.sort_by_key(|(_, reads)| reads.contains(DIAGNOSES));
-    // Calibrated: the values `kahuna calibrate` would choose on the tuning runs as one
-    // cluster's history, a window each, their labels unread.
-    let mut calibrated: BTreeMap<String, String> = BTreeMap::new();
+    // Calibrated: the values `kahuna calibrate` would choose on a cluster's history, a window a
+    // run, the labels unread. A cluster's history is of its own nodes: the tuning runs of one
+    // size are one cluster's history, and the runs of that size (or the nearest) take its
+    // values, Ganesha's profiles included.
+    let sizes: BTreeSet<usize> = runs.iter().filter(|r| r.tuning).map(|r| r.nodes.len()).collect();
+    let history_of = |run: &Run| nearest_size(&sizes, run.nodes.len());
+    let mut calibrated: BTreeMap<usize, BTreeMap<String, Vec<(String, String)>>> = BTreeMap::new();
     if let Thresholds::Calibrated { max_share } = options.thresholds {
-        let tuning: Vec<Window> = runs.iter().filter(|r| r.tuning).map(|r| Window::whole(&r.cluster)).collect();
-        if tuning.is_empty() {
+        if sizes.is_empty() {
             bail!(
                 "--calibrate calibrates on the tuning runs, read as a cluster's history without their labels: give --tune"
             );
@@ -340,22 +343,32 @@ pub async fn eval(options: &Options, out: &mut dyn std::io::Write) -> Result<()>
             .filter(|(q, reads)| q.tune.is_some() && !reads.contains(DIAGNOSES))
             .map(|(q, _)| q.name.clone())
             .collect();
-        let mut training = Request::new(Query::resolve("ganesha_train", &options.queries_dir)?);
-        let clusters: Vec<&str> = tuning.iter().map(|w| w.cluster.as_str()).collect();
-        training.params = vec![("train_clusters".into(), clusters.join(","))];
-        let history = calibrate::History {
-            windows: &tuning,
-            training,
-            model_cluster: None,
-            unit: format!("{} tuning runs", tuning.len()),
-        };
-        let mut said = Vec::new();
         let queries = calibrate::calibrated_queries(&names, &options.queries_dir)?;
-        for chosen in calibrate::calibrate_history(&options.warehouse, &queries, &history, max_share, &mut said).await?
-        {
-            calibrated.insert(chosen.query, chosen.value);
+        let training = Query::resolve("ganesha_train", &options.queries_dir)?;
+        let _ = write!(report, "\ncalibration on the tuning runs:\n");
+        for &size in &sizes {
+            let tuning: Vec<Window> =
+                runs.iter().filter(|r| r.tuning && r.nodes.len() == size).map(|r| Window::whole(&r.cluster)).collect();
+            let clusters: Vec<&str> = tuning.iter().map(|w| w.cluster.as_str()).collect();
+            // The profiles are saved under a name of their own, one model per size.
+            let model = format!("tuning-{size}-nodes");
+            let mut train = Request::new(training.clone());
+            train.cluster = Some(model.clone());
+            train.params = vec![("train_clusters".into(), clusters.join(","))];
+            let history = calibrate::History {
+                windows: &tuning,
+                training: train,
+                model_cluster: Some(model),
+                unit: format!("{} tuning runs of {size} nodes", tuning.len()),
+            };
+            let mut said = Vec::new();
+            let chosen = calibrate::calibrate_history(&options.warehouse, &queries, &history, max_share, &mut said);
+            let by_query = calibrated.entry(size).or_default();
+            for chosen in chosen.await? {
+                by_query.entry(chosen.query).or_default().push((chosen.param, chosen.value));
+            }
+            let _ = write!(report, "{size} nodes:\n{}", String::from_utf8_lossy(&said));
         }
-        let _ = write!(report, "\ncalibration on the tuning runs:\n{}", String::from_utf8_lossy(&said));
     }
     let calibrating = matches!(options.thresholds, Thresholds::Calibrated { .. });
     let training = Query::resolve("ganesha_train", &options.queries_dir)?;
@@ -378,39 +391,52 @@ pub async fn eval(options: &Options, out: &mut dyn std::io::Write) -> Result<()>
             diagnose::run(&options.warehouse, &train, Record::Replace).await?;
             trained = true;
         }
-        // Each grid value runs once over every cluster; per workload, the tuning runs choose.
-        let grid = match &query.tune {
-            Some(_) if calibrating && !calibrated.contains_key(name) => vec![String::new()],
-            Some(tune) if options.thresholds != Thresholds::Defaults && runs.iter().any(|r| r.tuning) => {
-                tune.grid.clone()
-            }
-            _ => vec![String::new()],
-        };
         let param = query.tune.as_ref().map(|t| t.param.clone()).unwrap_or_default();
         let default = query.params.iter().find(|p| p.name == param).map(|p| p.default.clone()).unwrap_or_default();
         // Taken after training and after the verdicts `combined` reads were written.
         let snapshot = Snapshot::take(&options.warehouse).await?;
-        let mut by_value = Vec::new();
-        for value in &grid {
-            let params = if value.is_empty() { Vec::new() } else { vec![(param.clone(), value.clone())] };
-            by_value.push(diagnose::over_windows(&snapshot, query, &params, &windows).await?);
-        }
-        let workloads: BTreeSet<&str> = runs.iter().map(|r| r.workload.as_str()).collect();
         let mut chosen_rows = Vec::new();
-        let mut chosen_value: BTreeMap<&str, String> = BTreeMap::new();
-        for workload in &workloads {
-            let tuning: Vec<&Run> = runs.iter().filter(|r| r.tuning && r.workload == *workload).collect();
-            let best = match calibrated.get(name) {
-                Some(value) => grid.iter().position(|v| v == value).unwrap_or(0),
-                None => {
-                    choose(&tuning, &by_value.iter().map(|v| v.concat()).collect::<Vec<_>>(), options.max_false_alarm)
+        // The value each (workload, nodes) was scored with ("" for the default).
+        let mut chosen_value: BTreeMap<(String, usize), String> = BTreeMap::new();
+        if calibrating && calibrated.values().any(|by_query| by_query.contains_key(name)) {
+            // The runs of each history's size, with the values calibrated on it.
+            for (size, by_query) in &calibrated {
+                let params = by_query.get(name).cloned().unwrap_or_default();
+                let ours: Vec<&Run> = runs.iter().filter(|r| history_of(r) == Some(*size)).collect();
+                let windows: Vec<Window> = ours.iter().map(|r| Window::whole(&r.cluster)).collect();
+                chosen_rows.extend(diagnose::over_windows(&snapshot, query, &params, &windows).await?.concat());
+                let value = params.iter().find(|(p, _)| *p == param).map(|(_, v)| v.clone()).unwrap_or_default();
+                for run in ours {
+                    chosen_value.insert((run.workload.clone(), run.nodes.len()), value.clone());
                 }
+            }
+        } else {
+            // Each grid value runs once over every cluster; per workload, the tuning runs choose.
+            let grid = match &query.tune {
+                Some(tune) if options.thresholds == Thresholds::Tuned && runs.iter().any(|r| r.tuning) => {
+                    tune.grid.clone()
+                }
+                _ => vec![String::new()],
             };
-            chosen_value.insert(workload, grid[best].clone());
-            let clusters: BTreeSet<&str> =
-                runs.iter().filter(|r| r.workload == *workload).map(|r| r.cluster.as_str()).collect();
-            chosen_rows.extend(by_value[best].iter().flatten().filter(|d| clusters.contains(&*d.cluster)).cloned());
+            let mut by_value = Vec::new();
+            for value in &grid {
+                let params = if value.is_empty() { Vec::new() } else { vec![(param.clone(), value.clone())] };
+                by_value.push(diagnose::over_windows(&snapshot, query, &params, &windows).await?.concat());
+            }
+            let workloads: BTreeSet<&str> = runs.iter().map(|r| r.workload.as_str()).collect();
+            for workload in workloads {
+                let tuning: Vec<&Run> = runs.iter().filter(|r| r.tuning && r.workload == workload).collect();
+                let best = choose(&tuning, &by_value, options.max_false_alarm);
+                let ours: Vec<&Run> = runs.iter().filter(|r| r.workload == workload).collect();
+                for run in &ours {
+                    chosen_value.insert((run.workload.clone(), run.nodes.len()), grid[best].clone());
+                }
+                let clusters: BTreeSet<&str> = ours.iter().map(|r| r.cluster.as_str()).collect();
+                chosen_rows.extend(by_value[best].iter().filter(|d| clusters.contains(&*d.cluster)).cloned());
+            }
         }
+        let parameters: BTreeMap<String, &String> =
+            chosen_value.iter().map(|((workload, nodes), value)| (format!("{workload}/{nodes}"), value)).collect();
         // `combined` reads the chosen verdicts from `diagnoses`, as it would in production.
         let info = RunInfo {
             run_id: format!("eval-{name}-{}", Utc::now().format("%Y%m%dT%H%M%S%.6f")),
@@ -418,7 +444,7 @@ pub async fn eval(options: &Options, out: &mut dyn std::io::Write) -> Result<()>
             query_hash: query.hash(),
             window_from: None,
             window_to: None,
-            parameters: serde_json::to_string(&chosen_value)?,
+            parameters: serde_json::to_string(&parameters)?,
             run_date: Utc::now().date_naive(),
             ran_at: Utc::now(),
         };
@@ -451,7 +477,7 @@ pub async fn eval(options: &Options, out: &mut dyn std::io::Write) -> Result<()>
             "false-alarm"
         );
         for ((fault, workload, nodes), score) in &groups {
-            let chosen = chosen_value.get(workload.as_str()).filter(|value| !value.is_empty());
+            let chosen = chosen_value.get(&(workload.clone(), *nodes)).filter(|value| !value.is_empty());
             let value = chosen.cloned().unwrap_or_else(|| default.clone());
             let shown = |v: Option<f64>| v.map_or("-".into(), |v| format!("{v:.2}"));
             let (tp, fp, fn_, alarm) = if fault == "none" {
@@ -485,6 +511,11 @@ pub async fn eval(options: &Options, out: &mut dyn std::io::Write) -> Result<()>
         .with_context(|| format!("cannot write {}", options.csv.display()))?;
     writeln!(out, "\nwritten: {}", options.csv.display())?;
     Ok(())
+}
+
+/// The size of `sizes` nearest to `nodes`, the smaller of two as near.
+fn nearest_size(sizes: &BTreeSet<usize>, nodes: usize) -> Option<usize> {
+    sizes.iter().copied().min_by_key(|&size| (size.abs_diff(nodes), size))
 }
 
 fn param_label(param: &str) -> &str {
@@ -570,6 +601,14 @@ mod tests {
         assert_eq!(choose(&[&clean, &faulty], &plateau, 0.02), 1, "of three that tie, the middle one");
         let _ = scored;
         assert_eq!(choose(&[], &by_value, 0.02), 0, "no tuning runs: the first value");
+    }
+
+    #[test]
+    fn a_run_takes_the_history_of_its_size_or_the_nearest() {
+        let sizes = BTreeSet::from([10, 50]);
+        let nearest: Vec<Option<usize>> = [10, 12, 30, 31, 50, 200].map(|n| nearest_size(&sizes, n)).to_vec();
+        assert_eq!(nearest, [Some(10), Some(10), Some(10), Some(50), Some(50), Some(50)]);
+        assert_eq!(nearest_size(&BTreeSet::new(), 10), None);
     }
 
     #[test]
