@@ -177,6 +177,15 @@ async fn alike_nodes_with_noise_are_not_indicted_and_calibration_says_what_it_ch
     let stdout =
         ok(wh.path(), &[&calibrate[..], &["--window", "2m", "--min-windows", "4", "--max-share", "0.01"]].concat());
     assert!(stdout.contains("kahuna_wb_loose: threshold = 0.4 (the default alarms over 0.01"), "{stdout}");
+    // Held together to that share (here one query: the same value, reached a step at a time),
+    // where on its own it may alarm more.
+    let together = ["--window", "2m", "--min-windows", "4", "--max-share", "0.5", "--max-share-together", "0.01"];
+    let stdout = ok(wh.path(), &[&calibrate[..], &together[..]].concat());
+    assert!(stdout.contains("kahuna_wb_loose: threshold = 0.3 (the default: it alarms at most 0.5"), "{stdout}");
+    assert!(stdout.contains("  together: "), "{stdout}");
+    let stricter =
+        "kahuna_wb_loose: threshold = 0.4 (stricter than 0.3: the calibrated queries together alarm at most 0.01";
+    assert!(stdout.contains(stricter), "{stdout}");
     backfill(&[]);
     assert_eq!(scalar(wh.path(), runs).await, "2", "the default run's rows replaced by the calibrated run's");
     ok(wh.path(), &[&calibrate[..], &["--window", "3m", "--min-windows", "4", "--max-share", "0"]].concat());

@@ -223,14 +223,18 @@ pub async fn report(args: ReportArgs, warehouse: Warehouse) -> Result<()> {
 
 pub async fn calibrate(args: CalibrateArgs, warehouse: Warehouse) -> Result<()> {
     let window = parse_duration(&args.window).map_err(|e| anyhow!("--window {e}"))?;
-    if window < 1.0 || !args.days.is_finite() || args.days <= 0.0 || !(0.0..1.0).contains(&args.max_share) {
+    let share = |s: f64| (0.0..1.0).contains(&s);
+    if window < 1.0 || !args.days.is_finite() || args.days <= 0.0 || !share(args.max_share) {
         bail!("--window must be at least 1s, --days above 0 and --max-share in [0, 1)");
+    }
+    if args.max_share_together.is_some_and(|s| !share(s)) {
+        bail!("--max-share-together: a share of host-windows in [0, 1)");
     }
     let options = crate::diagnose::calibrate::Options {
         clusters: args.cluster.into_iter().collect(),
         days: args.days,
         window: chrono::Duration::milliseconds((window * 1000.0).round() as i64),
-        max_share: args.max_share,
+        shares: crate::diagnose::calibrate::Shares { each: args.max_share, together: args.max_share_together },
         min_windows: args.min_windows.max(1),
         queries_dir: args.queries_dir,
         queries: args.queries,
@@ -241,8 +245,8 @@ pub async fn calibrate(args: CalibrateArgs, warehouse: Warehouse) -> Result<()> 
 }
 
 pub async fn eval(args: EvalArgs) -> Result<()> {
-    if args.calibrate.is_some_and(|share| !(0.0..1.0).contains(&share)) {
-        bail!("--calibrate SHARE: a share of host-runs in [0, 1)");
+    if [args.calibrate, args.calibrate_together].iter().flatten().any(|share| !(0.0..1.0).contains(share)) {
+        bail!("--calibrate and --calibrate-together SHARE: a share of host-runs in [0, 1)");
     }
     // The runs become clusters of a warehouse apart from the operator's.
     let scratch = std::env::temp_dir().join(format!("kahuna-eval-{}", std::process::id()));
@@ -256,7 +260,10 @@ pub async fn eval(args: EvalArgs) -> Result<()> {
         max_false_alarm: args.max_false_alarm,
         thresholds: match (args.defaults, args.calibrate) {
             (true, _) => crate::diagnose::eval::Thresholds::Defaults,
-            (false, Some(max_share)) => crate::diagnose::eval::Thresholds::Calibrated { max_share },
+            (false, Some(each)) => crate::diagnose::eval::Thresholds::Calibrated(crate::diagnose::calibrate::Shares {
+                each,
+                together: args.calibrate_together,
+            }),
             (false, None) => crate::diagnose::eval::Thresholds::Tuned,
         },
         csv: args.csv,

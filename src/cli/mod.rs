@@ -370,6 +370,10 @@ pub struct CalibrateArgs {
     /// Share of host-windows the chosen values may indict.
     #[arg(long, default_value_t = crate::diagnose::calibrate::MAX_SHARE)]
     pub max_share: f64,
+    /// Share of host-windows the calibrated queries together may indict (`combined` indicts on
+    /// one query's vote): each is stepped stricter as needed (default: no such bound).
+    #[arg(long, value_name = "SHARE")]
+    pub max_share_together: Option<f64>,
     /// Windows with jobs needed; with fewer the defaults hold.
     #[arg(long, default_value_t = crate::diagnose::calibrate::MIN_WINDOWS)]
     pub min_windows: usize,
@@ -406,6 +410,10 @@ pub struct EvalArgs {
     /// one cluster's history, their labels unread: at most this share of healthy host-runs alarm.
     #[arg(long, num_args = 0..=1, default_missing_value = "0.05", value_name = "SHARE")]
     pub calibrate: Option<f64>,
+    /// With --calibrate: the calibrated queries together alarm on at most this share of healthy
+    /// host-runs (`combined` indicts on one query's vote), each stepped stricter as needed.
+    #[arg(long, requires = "calibrate", value_name = "SHARE")]
+    pub calibrate_together: Option<f64>,
     /// Where the tables go as CSV.
     #[arg(long, default_value = "eval.csv")]
     pub csv: PathBuf,

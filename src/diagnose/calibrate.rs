@@ -38,6 +38,15 @@ pub const CALIBRATIONS: &str = "calibrations";
 /// of 20.
 pub const MAX_SHARE: f64 = 0.05;
 
+/// The healthy alarm shares a calibration allows.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Shares {
+    /// Each query's on its own.
+    pub each: f64,
+    /// The calibrated queries' together, where given: the host-windows any of them indicts.
+    pub together: Option<f64>,
+}
+
 /// Windows with jobs a calibration needs, by default: a week of days.
 pub const MIN_WINDOWS: usize = 7;
 
@@ -50,10 +59,10 @@ pub const CALIBRATED: [&str; 3] = ["kahuna_wb", "salsa_fingerpoint", "ganesha_bb
 pub struct Curve {
     pub param: String,
     pub values: Vec<String>,
-    /// Host-windows indicted at each value, the outliers left out.
-    pub alarmed: Vec<usize>,
+    /// Host-windows (`window cluster/host`) indicted at each value, the outliers left out.
+    pub alarmed: Vec<BTreeSet<(usize, String)>>,
     /// Host-windows with a verdict, the outliers left out.
-    pub host_windows: usize,
+    pub healthy: BTreeSet<(usize, String)>,
     /// Hosts (`cluster/host`) with a verdict in any window.
     pub hosts: usize,
     /// Host-windows (`window cluster/host`) the strictest value still indicts: faults, not
@@ -77,19 +86,19 @@ impl Curve {
         if 5 * outliers.len() > seen.len() {
             outliers.clear();
         }
-        let count = |set: &BTreeSet<(usize, String)>| set.difference(&outliers).count();
+        let rest = |set: &BTreeSet<(usize, String)>| set.difference(&outliers).cloned().collect();
         Curve {
             param: param.to_string(),
             values: values.to_vec(),
-            alarmed: alarmed.iter().map(count).collect(),
-            host_windows: count(&seen),
+            alarmed: alarmed.iter().map(rest).collect(),
+            healthy: rest(&seen),
             hosts: seen.iter().map(|(_, host)| host).collect::<BTreeSet<_>>().len(),
             outliers,
         }
     }
 
     pub fn share(&self, index: usize) -> f64 {
-        self.alarmed[index] as f64 / self.host_windows.max(1) as f64
+        self.alarmed[index].len() as f64 / self.healthy.len().max(1) as f64
     }
 
     /// The index of the value chosen, and whether its share is at most `max_share`: the
@@ -111,6 +120,51 @@ impl Curve {
             let _ = write!(out, "{}{value}: {:.3}", if i > 0 { ", " } else { "" }, self.share(i));
         }
         out
+    }
+}
+
+/// The share of healthy host-windows any of `curves` indicts at its value of `index` (the
+/// outliers of any left out): `combined` indicts on one query's vote, so their alarms add up.
+pub fn share_together(curves: &[&Curve], index: &[usize]) -> f64 {
+    let outliers: BTreeSet<&(usize, String)> = curves.iter().flat_map(|c| &c.outliers).collect();
+    let rest = |sets: &mut dyn Iterator<Item = &(usize, String)>| {
+        sets.filter(|hw| !outliers.contains(hw)).collect::<BTreeSet<_>>().len()
+    };
+    let healthy = rest(&mut curves.iter().flat_map(|c| &c.healthy));
+    let alarmed = rest(&mut curves.iter().zip(index).flat_map(|(c, &i)| &c.alarmed[i]));
+    alarmed as f64 / healthy.max(1) as f64
+}
+
+/// Moves `index`, each curve's chosen value, to the fewest steps stricter at which the curves
+/// together alarm at most `max_share` of healthy host-windows (of those, the one that alarms
+/// least; every combination is tried, as a curve need not fall at every step: Kahuna-WB's does
+/// not). Whether that share was reached (else every value is the strictest).
+pub fn hold_together(curves: &[&Curve], index: &mut [usize], max_share: f64) -> bool {
+    let start = index.to_vec();
+    let mut next = start.clone();
+    let mut best: Option<(usize, f64, Vec<usize>)> = None;
+    loop {
+        let share = share_together(curves, &next);
+        let steps = next.iter().zip(&start).map(|(n, s)| n - s).sum::<usize>();
+        if share <= max_share && best.as_ref().is_none_or(|(fewest, least, _)| (steps, share) < (*fewest, *least)) {
+            best = Some((steps, share, next.clone()));
+        }
+        // The next combination, as an odometer from the chosen values to the strictest.
+        let Some(q) = (0..next.len()).find(|&q| next[q] + 1 < curves[q].values.len()) else { break };
+        next[..q].copy_from_slice(&start[..q]);
+        next[q] += 1;
+    }
+    match best {
+        Some((_, _, held)) => {
+            index.copy_from_slice(&held);
+            true
+        }
+        None => {
+            for (index, curve) in index.iter_mut().zip(curves) {
+                *index = curve.values.len().saturating_sub(1);
+            }
+            false
+        }
     }
 }
 
@@ -139,7 +193,7 @@ pub struct Options {
     pub days: f64,
     /// Length of a window: as long as the windows diagnosed (a day for a daily schedule).
     pub window: chrono::Duration,
-    pub max_share: f64,
+    pub shares: Shares,
     pub min_windows: usize,
     pub queries_dir: PathBuf,
     pub queries: Vec<String>,
@@ -246,15 +300,18 @@ pub async fn calibrate_history(
     warehouse: &Warehouse,
     queries: &[Query],
     history: &History<'_>,
-    max_share: f64,
+    shares: Shares,
     out: &mut dyn std::io::Write,
 ) -> Result<Vec<Chosen>> {
+    let max_share = shares.each;
     let Output::Table(models) = &history.training.query.output else {
         bail!("{}: saves no table of profiles", history.training.query.origin)
     };
     let snapshot = Snapshot::take(warehouse).await?;
     let mut chosen = Vec::new();
     let mut outlying: BTreeSet<String> = BTreeSet::new();
+    // Each calibrated value's place in `chosen`, its curve and its index in the grid.
+    let mut curves = Vec::new();
     for query in queries {
         let mut fixed = Vec::new();
         if query.bind(&[])?.tables()?.contains(models) {
@@ -309,7 +366,7 @@ pub async fn calibrate_history(
             query.name,
             curve.param,
             curve.values[index],
-            curve.host_windows,
+            curve.healthy.len(),
             curve.outliers.len(),
             curve.describe()
         )?;
@@ -324,9 +381,33 @@ pub async fn calibrate_history(
             param: curve.param.clone(),
             value: curve.values[index].clone(),
             share: curve.share(index),
-            host_windows: curve.host_windows,
+            host_windows: curve.healthy.len(),
             method,
         });
+        curves.push((chosen.len() - 1, curve, index));
+    }
+    if let Some(together) = shares.together {
+        let all: Vec<&Curve> = curves.iter().map(|(_, curve, _)| curve).collect();
+        let mut index: Vec<usize> = curves.iter().map(|&(_, _, index)| index).collect();
+        let before = share_together(&all, &index);
+        let reached = hold_together(&all, &mut index, together);
+        let how = if reached { "at most" } else { "over (every value the strictest)" };
+        writeln!(
+            out,
+            "  together: {before:.3} of healthy host-windows alarmed, {:.3} now: {how} {together}",
+            share_together(&all, &index)
+        )?;
+        for ((at, curve, was), index) in curves.iter().zip(index).filter(|((_, _, was), index)| was != index) {
+            let value = &curve.values[index];
+            let said = format!(
+                "stricter than {}: the calibrated queries together alarm {how} {together} of healthy host-windows",
+                curve.values[*was]
+            );
+            writeln!(out, "  {}: {} = {value} ({said})", chosen[*at].query, curve.param)?;
+            let chosen = &mut chosen[*at];
+            (chosen.value, chosen.share) = (value.clone(), curve.share(index));
+            chosen.method = format!("{}; {said}", chosen.method);
+        }
     }
     Ok(chosen)
 }
@@ -381,7 +462,7 @@ pub async fn calibrate(
             model_cluster: Some(cluster.clone()),
             unit: format!("windows of {length}"),
         };
-        let chosen = calibrate_history(warehouse, &queries, &history, options.max_share, out)
+        let chosen = calibrate_history(warehouse, &queries, &history, options.shares, out)
             .await
             .with_context(|| format!("cluster {cluster}"))?;
         let rows: Vec<Calibration> = chosen
@@ -593,9 +674,9 @@ mod tests {
         let verdicts = vec![at(8), at(4), at(0)];
         let curve = Curve::of("threshold", &values(3), &verdicts);
         assert_eq!(curve.outliers, BTreeSet::from([(0, "c/n3".to_string())]));
-        assert_eq!((curve.host_windows, curve.hosts), (99, 10));
+        assert_eq!((curve.healthy.len(), curve.hosts), (99, 10));
         // Window 0 has both hosts at the first two values; host 7 counts, host 3 does not.
-        assert_eq!(curve.alarmed, [8 + 7, 4 + 3, 0]);
+        assert_eq!(curve.alarmed.iter().map(BTreeSet::len).collect::<Vec<_>>(), [8 + 7, 4 + 3, 0]);
         assert_eq!(curve.choose(0, 0.05), (2, true), "15 and 7 of 99 are over 0.05");
         assert_eq!(curve.choose(0, 0.08), (1, true));
         assert_eq!(curve.choose(0, 0.2), (0, true), "the default when it alarms little");
@@ -614,9 +695,43 @@ mod tests {
         let verdicts = vec![vec![window("c", 5, &all); 4]; 3];
         let curve = Curve::of("alarm_level", &values(3), &verdicts);
         assert!(curve.outliers.is_empty());
-        assert_eq!((curve.alarmed.as_slice(), curve.host_windows), ([20, 20, 20].as_slice(), 20));
+        let alarmed: Vec<usize> = curve.alarmed.iter().map(BTreeSet::len).collect();
+        assert_eq!((alarmed.as_slice(), curve.healthy.len()), ([20, 20, 20].as_slice(), 20));
         assert_eq!(curve.choose(1, 0.05), (2, false));
         assert_eq!(curve.describe(), "v0: 1.000, v1: 1.000, v2: 1.000");
+    }
+
+    #[test]
+    fn queries_held_together_take_the_fewest_steps_stricter() {
+        // 100 healthy host-windows (window w, host n0) and one outlier of the second query.
+        let hw = |w: usize| (w, "c/n0".to_string());
+        let set = |ws: &[usize]| ws.iter().map(|&w| hw(w)).collect::<BTreeSet<_>>();
+        let curve = |alarmed: Vec<BTreeSet<(usize, String)>>, outliers: &[usize]| Curve {
+            param: "threshold".into(),
+            values: values(alarmed.len()),
+            alarmed,
+            healthy: set(&(0..100).collect::<Vec<_>>()),
+            hosts: 1,
+            outliers: set(outliers),
+        };
+        let a = curve(vec![set(&[0, 1, 2, 3, 4]), set(&[0, 1, 2]), set(&[])], &[]);
+        let b = curve(vec![set(&[3, 4, 5, 6, 7, 99]), set(&[5, 99]), set(&[99])], &[99]);
+        let both = [&a, &b];
+        // Window 99 is b's outlier: left out of both, so 8 of 99 alarm at the first values.
+        assert_eq!(share_together(&both, &[0, 0]), 8.0 / 99.0);
+        // The fewest steps that hold them: one each leaves 4 of 99 (a's or b's two leave 5).
+        let mut index = [0, 0];
+        assert!(hold_together(&both, &mut index, 0.05));
+        assert_eq!(index, [1, 1]);
+        assert!(hold_together(&both, &mut index, 0.05), "held already: no step");
+        assert_eq!(index, [1, 1]);
+        let mut index = [0, 0];
+        assert!(hold_together(&both, &mut index, 0.0));
+        assert_eq!(index, [2, 2], "nothing alarms at the strictest values");
+        let mut index = [0, 0];
+        let loud = curve(vec![set(&[10]); 2], &[]);
+        assert!(!hold_together(&[&a, &loud], &mut index, 0.0), "window 10 alarms at every value");
+        assert_eq!(index, [2, 1]);
     }
 
     #[test]

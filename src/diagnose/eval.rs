@@ -189,7 +189,7 @@ pub enum Thresholds {
     Defaults,
     /// Calibrated as `kahuna calibrate` does, on the tuning runs of each size read as one
     /// cluster's history, a window each, their labels unread (Ganesha's profiles included).
-    Calibrated { max_share: f64 },
+    Calibrated(calibrate::Shares),
 }
 
 pub struct Options {
@@ -296,9 +296,11 @@ pub async fn eval(options: &Options, out: &mut dyn std::io::Write) -> Result<()>
             out,
             "thresholds: each query's default (--defaults); the tuning runs only train Ganesha's profiles"
         )?,
-        Thresholds::Calibrated { max_share } => writeln!(
+        Thresholds::Calibrated(shares) => writeln!(
             out,
-            "thresholds: calibrated on the tuning runs without their labels (--calibrate), healthy alarm share at most {max_share}"
+            "thresholds: calibrated on the tuning runs without their labels (--calibrate), healthy alarm share at most {}{}",
+            shares.each,
+            shares.together.map(|t| format!(" each and {t} together")).unwrap_or_default()
         )?,
     }
     if reused > 0 {
@@ -332,7 +334,7 @@ pub async fn eval(options: &Options, out: &mut dyn std::io::Write) -> Result<()>
     let sizes: BTreeSet<usize> = runs.iter().filter(|r| r.tuning).map(|r| r.nodes.len()).collect();
     let history_of = |run: &Run| nearest_size(&sizes, run.nodes.len());
     let mut calibrated: BTreeMap<usize, BTreeMap<String, Vec<(String, String)>>> = BTreeMap::new();
-    if let Thresholds::Calibrated { max_share } = options.thresholds {
+    if let Thresholds::Calibrated(shares) = options.thresholds {
         if sizes.is_empty() {
             bail!(
                 "--calibrate calibrates on the tuning runs, read as a cluster's history without their labels: give --tune"
@@ -362,7 +364,7 @@ pub async fn eval(options: &Options, out: &mut dyn std::io::Write) -> Result<()>
                 unit: format!("{} tuning runs of {size} nodes", tuning.len()),
             };
             let mut said = Vec::new();
-            let chosen = calibrate::calibrate_history(&options.warehouse, &queries, &history, max_share, &mut said);
+            let chosen = calibrate::calibrate_history(&options.warehouse, &queries, &history, shares, &mut said);
             let by_query = calibrated.entry(size).or_default();
             for chosen in chosen.await? {
                 by_query.entry(chosen.query).or_default().push((chosen.param, chosen.value));
@@ -370,7 +372,7 @@ pub async fn eval(options: &Options, out: &mut dyn std::io::Write) -> Result<()>
             let _ = write!(report, "{size} nodes:\n{}", String::from_utf8_lossy(&said));
         }
     }
-    let calibrating = matches!(options.thresholds, Thresholds::Calibrated { .. });
+    let calibrating = matches!(options.thresholds, Thresholds::Calibrated(_));
     let training = Query::resolve("ganesha_train", &options.queries_dir)?;
     let Output::Table(models) = &training.output else { bail!("{}: saves no table of profiles", training.origin) };
     let mut trained = false;
@@ -459,7 +461,7 @@ pub async fn eval(options: &Options, out: &mut dyn std::io::Write) -> Result<()>
         let how = match options.thresholds {
             Thresholds::Tuned => "tuned",
             Thresholds::Defaults => "default",
-            Thresholds::Calibrated { .. } => "calibrated",
+            Thresholds::Calibrated(_) => "calibrated",
         };
         let _ =
             writeln!(report, "\n{name}{}", if param.is_empty() { String::new() } else { format!(" ({how}: {param})") });
