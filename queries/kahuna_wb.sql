@@ -23,6 +23,8 @@
 -- or when a DataNode state indicts it over the window. Shared, so that a job that indicts a
 -- dozen hosts at once does not weigh as much for each of them as a job that names one: a hang
 -- indicted alone in its job beside such a job holds half of the blame, each of the dozen 1/24.
+-- So the verdict is not monotone in $threshold: a stricter one that indicts fewer hosts in a job
+-- hands each of them more of the blame.
 --
 -- A copy of a map output that failed is left out: its duration is the copier's read timeout (a
 -- setting, not the host's speed), so a stray failed try (30 s beside copies of 130 ms) would
@@ -47,7 +49,7 @@
 -- @param min_hosts   integer   = 3      a group is compared only with at least this many hosts
 -- @param job_share   number    = 0.5    share of the window's blame (jobs indicting anyone) that indicts the host
 -- @output verdict
--- @tune threshold = 0.3, 0.35, 0.4, 0.45, 0.5, 0.55, 0.6, 0.7
+-- @tune threshold = 0.3, 0.35, 0.4, 0.45, 0.5, 0.55, 0.6, 0.7; not monotone
 --
 -- Output, per job and state: cluster, job_id (NULL for DataNode states), host, subject (the
 -- state), score (the share of peers farther than $threshold), indicted, states (on this host),

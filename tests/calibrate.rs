@@ -164,8 +164,13 @@ async fn alike_nodes_with_noise_are_not_indicted_and_calibration_says_what_it_ch
     let text = std::fs::read_to_string("queries/kahuna_wb.sql").unwrap();
     let loose = text.replace("@param threshold   number    = 0.5", "@param threshold   number    = 0.3");
     assert_ne!(loose, text);
+    // As shipped, Kahuna-WB is never stepped stricter to hold the queries together.
+    std::fs::write(mine.join("kahuna_wb_apart.sql"), &loose).unwrap();
+    // An operator's copy that says its grid is monotone is.
+    let monotone = loose.replace("0.6, 0.7; not monotone", "0.6, 0.7");
+    assert_ne!(monotone, loose);
     let query = mine.join("kahuna_wb_loose.sql");
-    std::fs::write(&query, loose).unwrap();
+    std::fs::write(&query, monotone).unwrap();
     let day = ["--from", "2008-08-25", "--to", "2008-08-25", "--cluster", "alike"];
     let backfill = |extra: &[&str]| ok(wh.path(), &[&["backfill", query.to_str().unwrap()], &day[..], extra].concat());
     let runs =
@@ -182,10 +187,15 @@ async fn alike_nodes_with_noise_are_not_indicted_and_calibration_says_what_it_ch
     let together = ["--window", "2m", "--min-windows", "4", "--max-share", "0.5", "--max-share-together", "0.01"];
     let stdout = ok(wh.path(), &[&calibrate[..], &together[..]].concat());
     assert!(stdout.contains("kahuna_wb_loose: threshold = 0.3 (the default: it alarms at most 0.5"), "{stdout}");
-    assert!(stdout.contains("  together: "), "{stdout}");
+    assert!(stdout.contains("  together (kahuna_wb_loose): "), "{stdout}");
     let stricter =
         "kahuna_wb_loose: threshold = 0.4 (stricter than 0.3: the calibrated queries together alarm at most 0.01";
     assert!(stdout.contains(stricter), "{stdout}");
+    let apart = ["calibrate", "--queries", "kahuna_wb_apart", "--queries-dir", mine.to_str().unwrap()];
+    let stdout = ok(wh.path(), &[&apart[..], &together[..]].concat());
+    assert!(stdout.contains("kahuna_wb_apart: threshold = 0.3 (the default: it alarms at most 0.5"), "{stdout}");
+    assert!(stdout.contains("kahuna_wb_apart: not held together (threshold is not monotone"), "{stdout}");
+    assert!(!stdout.contains("  together ("), "{stdout}");
     backfill(&[]);
     assert_eq!(scalar(wh.path(), runs).await, "2", "the default run's rows replaced by the calibrated run's");
     ok(wh.path(), &[&calibrate[..], &["--window", "3m", "--min-windows", "4", "--max-share", "0"]].concat());

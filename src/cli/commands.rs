@@ -223,12 +223,8 @@ pub async fn report(args: ReportArgs, warehouse: Warehouse) -> Result<()> {
 
 pub async fn calibrate(args: CalibrateArgs, warehouse: Warehouse) -> Result<()> {
     let window = parse_duration(&args.window).map_err(|e| anyhow!("--window {e}"))?;
-    let share = |s: f64| (0.0..1.0).contains(&s);
-    if window < 1.0 || !args.days.is_finite() || args.days <= 0.0 || !share(args.max_share) {
-        bail!("--window must be at least 1s, --days above 0 and --max-share in [0, 1)");
-    }
-    if args.max_share_together.is_some_and(|s| !share(s)) {
-        bail!("--max-share-together: a share of host-windows in [0, 1)");
+    if window < 1.0 || !args.days.is_finite() || args.days <= 0.0 {
+        bail!("--window must be at least 1s and --days above 0");
     }
     let options = crate::diagnose::calibrate::Options {
         clusters: args.cluster.into_iter().collect(),
@@ -245,9 +241,6 @@ pub async fn calibrate(args: CalibrateArgs, warehouse: Warehouse) -> Result<()> 
 }
 
 pub async fn eval(args: EvalArgs) -> Result<()> {
-    if [args.calibrate, args.calibrate_together].iter().flatten().any(|share| !(0.0..1.0).contains(share)) {
-        bail!("--calibrate and --calibrate-together SHARE: a share of host-runs in [0, 1)");
-    }
     // The runs become clusters of a warehouse apart from the operator's.
     let scratch = std::env::temp_dir().join(format!("kahuna-eval-{}", std::process::id()));
     let folder = args.keep.clone().unwrap_or_else(|| scratch.clone());

@@ -368,12 +368,13 @@ pub struct CalibrateArgs {
     #[arg(long, default_value = "1d")]
     pub window: String,
     /// Share of host-windows the chosen values may indict.
-    #[arg(long, default_value_t = crate::diagnose::calibrate::MAX_SHARE)]
+    #[arg(long, default_value_t = crate::diagnose::calibrate::MAX_SHARE, value_parser = parse_share)]
     pub max_share: f64,
-    /// Share of host-windows the calibrated queries together may indict (`combined` indicts on
-    /// one query's vote): each is stepped stricter as needed (default: no such bound).
-    #[arg(long, value_name = "SHARE")]
-    pub max_share_together: Option<f64>,
+    /// Share of host-windows the calibrated queries whose verdict is monotone in their value
+    /// together may indict (`combined` indicts on one query's vote): each is stepped stricter as
+    /// needed (1: no such bound).
+    #[arg(long, default_value_t = crate::diagnose::calibrate::MAX_SHARE_TOGETHER, value_parser = parse_share)]
+    pub max_share_together: f64,
     /// Windows with jobs needed; with fewer the defaults hold.
     #[arg(long, default_value_t = crate::diagnose::calibrate::MIN_WINDOWS)]
     pub min_windows: usize,
@@ -408,12 +409,17 @@ pub struct EvalArgs {
     pub defaults: bool,
     /// Calibrate every query as `kahuna calibrate` does, on the tuning runs of each size read as
     /// one cluster's history, their labels unread: at most this share of healthy host-runs alarm.
-    #[arg(long, num_args = 0..=1, default_missing_value = "0.05", value_name = "SHARE")]
+    #[arg(long, num_args = 0..=1, default_missing_value = "0.05", value_name = "SHARE", value_parser = parse_share)]
     pub calibrate: Option<f64>,
-    /// With --calibrate: the calibrated queries together alarm on at most this share of healthy
-    /// host-runs (`combined` indicts on one query's vote), each stepped stricter as needed.
-    #[arg(long, requires = "calibrate", value_name = "SHARE")]
-    pub calibrate_together: Option<f64>,
+    /// With --calibrate: calibrate's --max-share-together, of healthy host-runs (1: no bound).
+    #[arg(
+        long,
+        requires = "calibrate",
+        value_name = "SHARE",
+        default_value_t = crate::diagnose::calibrate::MAX_SHARE_TOGETHER,
+        value_parser = parse_share
+    )]
+    pub calibrate_together: f64,
     /// Where the tables go as CSV.
     #[arg(long, default_value = "eval.csv")]
     pub csv: PathBuf,
@@ -456,6 +462,14 @@ pub struct BackfillArgs {
     /// Print each date's window; run nothing.
     #[arg(long)]
     pub dry_run: bool,
+}
+
+/// A share in [0, 1]: of host-windows a calibration lets alarm.
+fn parse_share(text: &str) -> Result<f64, String> {
+    match text.trim().parse::<f64>() {
+        Ok(share) if (0.0..=1.0).contains(&share) => Ok(share),
+        _ => Err(format!("{text}: a share in [0, 1], such as 0.05")),
+    }
 }
 
 /// `2G`, `512M`, `64K` (powers of 1024) or a number of bytes.

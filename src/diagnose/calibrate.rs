@@ -6,7 +6,9 @@
 //! indicted at each value: the *alarm curve*. Healthy hosts' alarms fall away as the threshold
 //! grows stricter; a faulty host's persist, so those the strictest value still indicts are left
 //! out as faults. The default stays when its share of the rest is at most `max_share`; else the
-//! first stricter value whose share is; else the strictest (and the calibration says so).
+//! first stricter value whose share is; else the strictest (and the calibration says so). Then
+//! the queries whose verdict is monotone in their value are stepped stricter together until
+//! their alarms, added up, are at most `together` (`combined` indicts on one query's vote).
 //!
 //! The values go to the `calibrations` table, and `diagnose`, `schedule` and `backfill` use a
 //! cluster's newest calibration for a parameter nobody gave; a value given with `--param` or in
@@ -38,13 +40,18 @@ pub const CALIBRATIONS: &str = "calibrations";
 /// of 20.
 pub const MAX_SHARE: f64 = 0.05;
 
+/// Alarm share the monotone calibrated queries together allow, by default: what `combined`'s
+/// false alarms may be beside Kahuna-WB's.
+pub const MAX_SHARE_TOGETHER: f64 = 0.02;
+
 /// The healthy alarm shares a calibration allows.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Shares {
     /// Each query's on its own.
     pub each: f64,
-    /// The calibrated queries' together, where given: the host-windows any of them indicts.
-    pub together: Option<f64>,
+    /// The monotone calibrated queries' together: the host-windows any of them indicts (1: no
+    /// bound).
+    pub together: f64,
 }
 
 /// Windows with jobs a calibration needs, by default: a week of days.
@@ -384,17 +391,26 @@ pub async fn calibrate_history(
             host_windows: curve.healthy.len(),
             method,
         });
-        curves.push((chosen.len() - 1, curve, index));
+        // Held together, a query is stepped stricter: one whose stricter values can indict more
+        // (where faults are, unseen in a healthy history) keeps its own value.
+        if query.tune.as_ref().is_some_and(|tune| tune.monotone) {
+            curves.push((chosen.len() - 1, curve, index));
+        } else {
+            writeln!(out, "  {}: not held together ({} is not monotone: its own share only)", query.name, curve.param)?;
+        }
     }
-    if let Some(together) = shares.together {
+    if !curves.is_empty() {
+        let together = shares.together;
         let all: Vec<&Curve> = curves.iter().map(|(_, curve, _)| curve).collect();
         let mut index: Vec<usize> = curves.iter().map(|&(_, _, index)| index).collect();
         let before = share_together(&all, &index);
         let reached = hold_together(&all, &mut index, together);
         let how = if reached { "at most" } else { "over (every value the strictest)" };
+        let names: Vec<&str> = curves.iter().map(|&(at, _, _)| chosen[at].query.as_str()).collect();
         writeln!(
             out,
-            "  together: {before:.3} of healthy host-windows alarmed, {:.3} now: {how} {together}",
+            "  together ({}): {before:.3} of healthy host-windows alarmed, {:.3} now: {how} {together}",
+            names.join(", "),
             share_together(&all, &index)
         )?;
         for ((at, curve, was), index) in curves.iter().zip(index).filter(|((_, _, was), index)| was != index) {

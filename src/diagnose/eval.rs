@@ -298,9 +298,8 @@ pub async fn eval(options: &Options, out: &mut dyn std::io::Write) -> Result<()>
         )?,
         Thresholds::Calibrated(shares) => writeln!(
             out,
-            "thresholds: calibrated on the tuning runs without their labels (--calibrate), healthy alarm share at most {}{}",
-            shares.each,
-            shares.together.map(|t| format!(" each and {t} together")).unwrap_or_default()
+            "thresholds: calibrated on the tuning runs without their labels (--calibrate), healthy alarm share at most {} each and {} together",
+            shares.each, shares.together
         )?,
     }
     if reused > 0 {
@@ -312,7 +311,10 @@ pub async fn eval(options: &Options, out: &mut dyn std::io::Write) -> Result<()>
 
     let fault_free_tuning: Vec<&str> =
         runs.iter().filter(|r| r.tuning && r.fault_free()).map(|r| r.cluster.as_str()).collect();
-    let windows: Vec<Window> = runs.iter().map(|r| Window::whole(&r.cluster)).collect();
+    // The tuning runs' verdicts are read only where they choose a value (tuned): else only the
+    // scored runs are diagnosed.
+    let tuned = options.thresholds == Thresholds::Tuned;
+    let windows: Vec<Window> = runs.iter().filter(|r| tuned || !r.tuning).map(|r| Window::whole(&r.cluster)).collect();
     let mut lines = vec!["query,fault,workload,nodes,runs,param,value,tp,fp,fn,false_alarm".to_string()];
     let mut report = String::new();
     // Any verdict query, the shipped ones or an operator's copy saved under a new name; one that
@@ -404,7 +406,7 @@ pub async fn eval(options: &Options, out: &mut dyn std::io::Write) -> Result<()>
             // The runs of each history's size, with the values calibrated on it.
             for (size, by_query) in &calibrated {
                 let params = by_query.get(name).cloned().unwrap_or_default();
-                let ours: Vec<&Run> = runs.iter().filter(|r| history_of(r) == Some(*size)).collect();
+                let ours: Vec<&Run> = runs.iter().filter(|r| !r.tuning && history_of(r) == Some(*size)).collect();
                 let windows: Vec<Window> = ours.iter().map(|r| Window::whole(&r.cluster)).collect();
                 chosen_rows.extend(diagnose::over_windows(&snapshot, query, &params, &windows).await?.concat());
                 let value = params.iter().find(|(p, _)| *p == param).map(|(_, v)| v.clone()).unwrap_or_default();

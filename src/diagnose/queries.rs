@@ -11,6 +11,9 @@
 //! -- @tune threshold = 0.2, 0.3, 0.4  grid `kahuna eval` picks the threshold from
 //! ```
 //!
+//! A grid ending `; not monotone` (`@tune threshold = 0.2, 0.3; not monotone`) says a stricter
+//! value can indict more: a calibration then never moves it to hold the queries together.
+//!
 //! The body names a parameter as `$threshold`. Values are checked against the declared type and
 //! rendered as SQL literals (strings quoted, timestamps as `TIMESTAMP '…'`), so a value can never
 //! change the statement's shape, and the peer functions, which want literal arguments, get them.
@@ -99,6 +102,8 @@ pub enum Output {
 pub struct Tune {
     pub param: String,
     pub grid: Vec<String>,
+    /// Whether a stricter value indicts no host a looser one does not (`; not monotone` if not).
+    pub monotone: bool,
 }
 
 #[derive(Clone, Debug)]
@@ -185,9 +190,16 @@ impl Query {
                     let (param, grid) = rest
                         .split_once('=')
                         .ok_or_else(|| at(anyhow!("@tune takes `PARAM = v1, v2, …`, got `{rest}`")))?;
+                    let (grid, monotone) = match grid.split_once(';').map(|(grid, rest)| (grid, rest.trim())) {
+                        Some((grid, "not monotone")) => (grid, false),
+                        Some((_, other)) => {
+                            return Err(at(anyhow!("@tune: `;` is followed by `not monotone`, got `{other}`")));
+                        }
+                        None => (grid, true),
+                    };
                     let grid: Vec<String> =
                         grid.split(',').map(|v| v.trim().to_string()).filter(|v| !v.is_empty()).collect();
-                    tune = Some((Tune { param: param.trim().to_string(), grid }, number));
+                    tune = Some((Tune { param: param.trim().to_string(), grid, monotone }, number));
                 }
                 _ => return Err(at(anyhow!("unknown directive @{word} (expected @param, @output or @tune)"))),
             }
@@ -475,7 +487,13 @@ SELECT '$threshold' AS kept, \"$x\" AS also_kept, $threshold AS t, -- $nothing h
         );
         assert_eq!(q.params[2].default, "2008-08-23 17:00");
         assert_eq!(q.output, Output::Verdict);
-        assert_eq!(q.tune, Some(Tune { param: "threshold".into(), grid: vec!["0.2".into(), "0.3".into()] }));
+        assert_eq!(
+            q.tune,
+            Some(Tune { param: "threshold".into(), grid: vec!["0.2".into(), "0.3".into()], monotone: true })
+        );
+        let text = SAMPLE.replace("0.2, 0.3", "0.2, 0.3 ; not monotone");
+        let q = Query::parse("odd", "odd.sql", &text).unwrap();
+        assert_eq!(q.tune.map(|t| (t.grid, t.monotone)), Some((vec!["0.2".into(), "0.3".into()], false)));
     }
 
     #[test]
@@ -519,6 +537,7 @@ SELECT '$threshold' AS kept, \"$x\" AS also_kept, $threshold AS t, -- $nothing h
             ("-- @param a integer\n", "u.sql:1: @param takes `NAME TYPE = DEFAULT [description]`"),
             ("\n-- @output file x\n", "u.sql:2: @output takes `verdict` or `table NAME`"),
             ("-- @tune b = 1\n", "u.sql:1: @tune names b, which is not a @param"),
+            ("-- @tune b = 1; monotone\n", "u.sql:1: @tune: `;` is followed by `not monotone`, got `monotone`"),
             ("-- @params a\n", "u.sql:1: unknown directive @params"),
         ] {
             let err = format!("{:#}", Query::parse("u", "u.sql", text).unwrap_err());
