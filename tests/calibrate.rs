@@ -170,7 +170,9 @@ async fn alike_nodes_with_noise_are_not_indicted_and_calibration_says_what_it_ch
     let monotone = loose.replace("0.6, 0.7; not monotone", "0.6, 0.7");
     assert_ne!(monotone, loose);
     let query = mine.join("kahuna_wb_loose.sql");
-    std::fs::write(&query, monotone).unwrap();
+    std::fs::write(&query, &monotone).unwrap();
+    // Held together with a twin: one query alone is held by its own share.
+    std::fs::write(mine.join("kahuna_wb_twin.sql"), &monotone).unwrap();
     let day = ["--from", "2008-08-25", "--to", "2008-08-25", "--cluster", "alike"];
     let backfill = |extra: &[&str]| ok(wh.path(), &[&["backfill", query.to_str().unwrap()], &day[..], extra].concat());
     let runs =
@@ -182,20 +184,26 @@ async fn alike_nodes_with_noise_are_not_indicted_and_calibration_says_what_it_ch
     let stdout =
         ok(wh.path(), &[&calibrate[..], &["--window", "2m", "--min-windows", "4", "--max-share", "0.01"]].concat());
     assert!(stdout.contains("kahuna_wb_loose: threshold = 0.4 (the default alarms over 0.01"), "{stdout}");
-    // Held together to that share (here one query: the same value, reached a step at a time),
-    // where on its own it may alarm more.
+    // Held together to that share (here twins: both a step stricter, as their alarms are the
+    // same), where on its own each may alarm more; alone, one is not, nor is a query marked not
+    // monotone.
     let together = ["--window", "2m", "--min-windows", "4", "--max-share", "0.5", "--max-share-together", "0.01"];
-    let stdout = ok(wh.path(), &[&calibrate[..], &together[..]].concat());
+    let alone = ok(wh.path(), &[&calibrate[..], &together[..]].concat());
+    assert!(alone.contains("kahuna_wb_loose: threshold = 0.3 (the default: it alarms at most 0.5"), "{alone}");
+    assert!(!alone.contains("  together ("), "{alone}");
+    let queries = "kahuna_wb_loose,kahuna_wb_twin,kahuna_wb_apart";
+    let twins = ["calibrate", "--queries", queries, "--queries-dir", mine.to_str().unwrap()];
+    let stdout = ok(wh.path(), &[&twins[..], &together[..]].concat());
     assert!(stdout.contains("kahuna_wb_loose: threshold = 0.3 (the default: it alarms at most 0.5"), "{stdout}");
-    assert!(stdout.contains("  together (kahuna_wb_loose): "), "{stdout}");
-    let stricter =
-        "kahuna_wb_loose: threshold = 0.4 (stricter than 0.3: the calibrated queries together alarm at most 0.01";
-    assert!(stdout.contains(stricter), "{stdout}");
-    let apart = ["calibrate", "--queries", "kahuna_wb_apart", "--queries-dir", mine.to_str().unwrap()];
-    let stdout = ok(wh.path(), &[&apart[..], &together[..]].concat());
+    assert!(stdout.contains("  together (kahuna_wb_loose, kahuna_wb_twin): "), "{stdout}");
+    for query in ["kahuna_wb_loose", "kahuna_wb_twin"] {
+        let stricter =
+            format!("{query}: threshold = 0.4 (stricter than 0.3: the calibrated queries together alarm at most 0.01");
+        assert!(stdout.contains(&stricter), "{stdout}");
+    }
     assert!(stdout.contains("kahuna_wb_apart: threshold = 0.3 (the default: it alarms at most 0.5"), "{stdout}");
     assert!(stdout.contains("kahuna_wb_apart: not held together (threshold is not monotone"), "{stdout}");
-    assert!(!stdout.contains("  together ("), "{stdout}");
+    assert!(!stdout.contains("kahuna_wb_apart: threshold = 0.4"), "{stdout}");
     backfill(&[]);
     assert_eq!(scalar(wh.path(), runs).await, "2", "the default run's rows replaced by the calibrated run's");
     ok(wh.path(), &[&calibrate[..], &["--window", "3m", "--min-windows", "4", "--max-share", "0"]].concat());

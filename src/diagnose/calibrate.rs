@@ -7,7 +7,7 @@
 //! grows stricter; a faulty host's persist, so those the strictest value still indicts are left
 //! out as faults. The default stays when its share of the rest is at most `max_share`; else the
 //! first stricter value whose share is; else the strictest (and the calibration says so). Then
-//! the queries whose verdict is monotone in their value are stepped stricter together until
+//! two or more queries whose verdict is monotone in their value are stepped stricter together until
 //! their alarms, added up, are at most `together` (`combined` indicts on one query's vote).
 //!
 //! The values go to the `calibrations` table, and `diagnose`, `schedule` and `backfill` use a
@@ -399,7 +399,8 @@ pub async fn calibrate_history(
             writeln!(out, "  {}: not held together ({} is not monotone: its own share only)", query.name, curve.param)?;
         }
     }
-    if !curves.is_empty() {
+    // One query alone is held by its own share.
+    if curves.len() > 1 {
         let together = shares.together;
         let all: Vec<&Curve> = curves.iter().map(|(_, curve, _)| curve).collect();
         let mut index: Vec<usize> = curves.iter().map(|&(_, _, index)| index).collect();
