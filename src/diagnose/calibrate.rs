@@ -144,8 +144,8 @@ pub fn share_together(curves: &[&Curve], index: &[usize]) -> f64 {
 
 /// Moves `index`, each curve's chosen value, to the fewest steps stricter at which the curves
 /// together alarm at most `max_share` of healthy host-windows (of those, the one that alarms
-/// least; every combination is tried, as a curve need not fall at every step: Kahuna-WB's does
-/// not). Whether that share was reached (else every value is the strictest).
+/// least; every combination is tried, as a step of one curve can quiet alarms another's also
+/// quiets, or none). Whether that share was reached (else every value is the strictest).
 pub fn hold_together(curves: &[&Curve], index: &mut [usize], max_share: f64) -> bool {
     let start = index.to_vec();
     let mut next = start.clone();
